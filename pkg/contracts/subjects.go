@@ -1,0 +1,86 @@
+package contracts
+
+import "strings"
+
+// Stage names, in pipeline order. Each is also the second token of its subject.
+const (
+	StageRequested = "requested"
+	StageRetrieved = "retrieved"
+	StageEnveloped = "enveloped"
+	StageResponded = "responded"
+	StageCompleted = "completed"
+)
+
+// Stages lists the event stages in order.
+var Stages = []string{StageRequested, StageRetrieved, StageEnveloped, StageResponded, StageCompleted}
+
+// Stream and subject layout (DESIGN.md §4).
+const (
+	StreamName    = "APTIX"
+	SubjectPrefix = "aptix"
+	// StreamSubjects is the one wildcard the APTIX stream captures.
+	StreamSubjects = "aptix.>"
+	// DeadPrefix + "." + stage receives events a stage gave up on.
+	DeadPrefix = "aptix.dead"
+	// DeltaPrefix + ".<conversationId>.<turnId>" carries streaming deltas (core NATS, not stored).
+	DeltaPrefix = "aptix.delta"
+)
+
+// Subject returns aptix.<stage>.<conversationId>.<turnId>.
+func Subject(stage, conversationID, turnID string) string {
+	return SubjectPrefix + "." + stage + "." + conversationID + "." + turnID
+}
+
+// StageFilter returns the subject filter a stage consumer uses: aptix.<stage>.>.
+func StageFilter(stage string) string { return SubjectPrefix + "." + stage + ".>" }
+
+// ConversationFilter returns the filter of one conversation's full history, all stages.
+func ConversationFilter(conversationID string) string {
+	return SubjectPrefix + ".*." + conversationID + ".>"
+}
+
+// DeadSubject returns aptix.dead.<stage>.
+func DeadSubject(stage string) string { return DeadPrefix + "." + stage }
+
+// DeltaSubject returns aptix.delta.<conversationId>.<turnId>.
+func DeltaSubject(conversationID, turnID string) string {
+	return DeltaPrefix + "." + conversationID + "." + turnID
+}
+
+// ParseSubject splits aptix.<stage>.<conv>.<turn>; ok is false for any other shape.
+func ParseSubject(subject string) (stage, conversationID, turnID string, ok bool) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 4 || parts[0] != SubjectPrefix {
+		return "", "", "", false
+	}
+	return parts[1], parts[2], parts[3], true
+}
+
+// MsgID is the Nats-Msg-Id of a turn's event at a stage, so a re-published
+// event is de-duplicated by JetStream.
+func MsgID(turnID, stage string) string { return turnID + "." + stage }
+
+// Header names. NATS headers are case-sensitive; these are lowercase on purpose.
+const (
+	HeaderTraceparent    = "traceparent"
+	HeaderTracestate     = "tracestate"
+	HeaderBaggage        = "baggage"
+	HeaderCESpecVersion  = "ce-specversion"
+	HeaderCEID           = "ce-id"
+	HeaderCEType         = "ce-type"
+	HeaderCESource       = "ce-source"
+	HeaderCETime         = "ce-time"
+	HeaderCEContentType  = "ce-datacontenttype"
+	HeaderMsgID          = "Nats-Msg-Id"
+	HeaderDeadReason     = "aptix-dead-reason"
+	HeaderDeadStage      = "aptix-dead-stage"
+	HeaderDeadSubject    = "aptix-dead-subject"
+	HeaderDeadDeliveries = "aptix-dead-deliveries"
+	CESpecVersion        = "1.0"
+	CEContentTypeJSON    = "application/json"
+	CETypePrefix         = "dev.aptix.turn."
+	CETypeVersionSuffix  = ".v1"
+)
+
+// CEType returns the CloudEvents type of a stage's event, e.g. dev.aptix.turn.requested.v1.
+func CEType(stage string) string { return CETypePrefix + stage + CETypeVersionSuffix }

@@ -1,0 +1,87 @@
+package contracts
+
+import "encoding/json"
+
+// TurnVersion is the version of the Turn document this package writes.
+const TurnVersion = 1
+
+// Turn is the document that travels through the stages. Each stage fills its
+// own section, so the completed event holds the turn's whole story and any
+// stage can be re-driven from the event it consumed.
+type Turn struct {
+	Version        int    `json:"version"`
+	ConversationId string `json:"conversationId"`
+	TurnId         string `json:"turnId"`
+
+	Request   AgentExecuteRequest   `json:"request"`
+	Retrieval *Retrieval            `json:"retrieval,omitempty"`
+	Envelope  *Envelope             `json:"envelope,omitempty"`
+	LLM       *LLMResult            `json:"llm,omitempty"`
+	Response  *AgentExecuteResponse `json:"response,omitempty"`
+
+	// Warnings accumulate across stages and end up in AgentExecuteResponse.Warnings.
+	Warnings []string `json:"warnings,omitempty"`
+	// Failure is set when a stage rejected the turn; later stages pass it
+	// through and the client receives a kind "error" completion.
+	Failure *Failure `json:"failure,omitempty"`
+}
+
+// Retrieval is the retriever's section.
+type Retrieval struct {
+	Index  string     `json:"index,omitempty"`
+	Query  string     `json:"query,omitempty"`
+	Scope  string     `json:"scope,omitempty"`
+	Chunks []RagChunk `json:"chunks"`
+	TookMs float64    `json:"tookMs,omitempty"`
+}
+
+// Envelope is the envelope stage's section: the exact /responses body.
+type Envelope struct {
+	Backend string          `json:"backend"`
+	Model   string          `json:"model"`
+	Body    json.RawMessage `json:"body"`
+	// Sources are the chunks that made it into the context block.
+	Sources []SourceRef `json:"sources"`
+	// Tools is the normalized tool list of this turn (sent or retained), recorded
+	// by the mapper so the next turn knows what the backend already holds.
+	Tools json.RawMessage `json:"tools,omitempty"`
+	// ContextChars is the size of the [CONTEXT] block sent.
+	ContextChars int `json:"contextChars,omitempty"`
+}
+
+// LLMResult is the LLM caller's section. Body is the upstream body verbatim
+// (a string, not json.RawMessage, so it survives byte-for-byte even when the
+// upstream sent malformed JSON).
+type LLMResult struct {
+	Backend    string         `json:"backend"`
+	Model      string         `json:"model,omitempty"`
+	Status     int            `json:"status"`
+	Body       string         `json:"body,omitempty"`
+	Error      *UpstreamError `json:"error,omitempty"`
+	Attempts   int            `json:"attempts"`
+	DurationMs float64        `json:"durationMs,omitempty"`
+	Streamed   bool           `json:"streamed,omitempty"`
+	// Cached is true when the result came from the pay-once store, not a new call.
+	Cached bool `json:"cached,omitempty"`
+}
+
+// UpstreamError describes a call that produced no usable response body:
+// a transport failure, a timeout or an HTTP error.
+type UpstreamError struct {
+	Status  int    `json:"status,omitempty"`
+	Type    string `json:"type,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message"`
+}
+
+// Failure records why a stage rejected a turn.
+type Failure struct {
+	Stage   string `json:"stage"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// NewTurn starts a Turn document from an execute request.
+func NewTurn(req AgentExecuteRequest) Turn {
+	return Turn{Version: TurnVersion, ConversationId: req.ConversationId, TurnId: req.TurnId, Request: req}
+}

@@ -1,0 +1,182 @@
+// Package contracts holds the types every Aptix stage and client shares: the
+// seed types of AGN-003 and AGN-004 with camelCase JSON, the Turn document that
+// travels through the pipeline, subject and header names, and validation.
+//
+// It imports nothing but the standard library so any client can depend on it;
+// clients in other languages use the JSON Schemas in schema/ instead.
+package contracts
+
+import "encoding/json"
+
+// AgentContext selects server-side configuration for a turn. It never carries
+// credentials: Backend names a profile whose API key lives in the server's
+// environment, so secrets never travel on the bus or land in the stream.
+type AgentContext struct {
+	// Id identifies this agent context for logging and AgentExecuteResponse.AgentContextId.
+	Id string `json:"id,omitempty"`
+	// Backend is the name of an LLM backend profile (e.g. "openai", "sandbox").
+	Backend string `json:"backend,omitempty"`
+	// Model overrides the conversation's model for this agent, if set.
+	Model string `json:"model,omitempty"`
+	// Index names the retrieval index (defaults to the request's WorkspaceId).
+	Index string `json:"index,omitempty"`
+}
+
+// ConversationContext is the static reasoning profile of a conversation
+// (AGN-003 §2): the boot prompt sent on the first turn only, the default model
+// and the default tools.
+type ConversationContext struct {
+	Id string `json:"id,omitempty"`
+	// SystemPrompt is the boot prompt, sent as a system message on the first turn only.
+	SystemPrompt string `json:"systemPrompt,omitempty"`
+	// DefaultModel is used when neither the request nor the agent context names a model.
+	DefaultModel string `json:"defaultModel,omitempty"`
+	// DefaultTools is a JSON array of tool definitions (Responses or Chat Completions shape)
+	// merged under the request's ToolsJson.
+	DefaultTools json.RawMessage `json:"defaultTools,omitempty"`
+	// Mode is the conceptual mode used when the request names none.
+	Mode string `json:"mode,omitempty"`
+}
+
+// RAG scopes accepted in AgentExecuteRequest.RagScope.
+const (
+	RagScopeNone        = "none"
+	RagScopeActiveFiles = "activeFiles"
+	RagScopeRepo        = "repo"
+	RagScopeWorkspace   = "workspace" // the default
+)
+
+// AgentExecuteRequest is the client-facing execute event (AGN-003 §3).
+type AgentExecuteRequest struct {
+	AgentContext        *AgentContext        `json:"agentContext,omitempty"`
+	ConversationContext *ConversationContext `json:"conversationContext,omitempty"`
+	// ConversationContextId refers to a server-side ConversationContext when none is inline.
+	ConversationContextId string `json:"conversationContextId,omitempty"`
+
+	ConversationId string `json:"conversationId" jsonschema:"pattern=^[A-Za-z0-9_-]+$,maxLength=128"`
+	// TurnId identifies this turn; clients generate it (ULID/UUIDv7) and it
+	// de-duplicates re-published events.
+	TurnId string `json:"turnId" jsonschema:"pattern=^[A-Za-z0-9_-]+$,maxLength=128"`
+	// ResponseContinuationId is the previous /responses id; empty on the first turn.
+	ResponseContinuationId string `json:"responseContinuationId,omitempty"`
+
+	Mode        string `json:"mode,omitempty"`
+	Instruction string `json:"instruction" jsonschema:"minLength=1,maxLength=262144"`
+
+	WorkspaceId string   `json:"workspaceId,omitempty"`
+	Repo        string   `json:"repo,omitempty"`
+	Language    string   `json:"language,omitempty"`
+	RagScope    string   `json:"ragScope,omitempty" jsonschema:"enum=none,enum=activeFiles,enum=repo,enum=workspace"`
+	Tags        []string `json:"tags,omitempty"`
+	ActiveFiles []string `json:"activeFiles,omitempty"`
+
+	// ToolsJson is a serialized JSON array of tool definitions, in the
+	// Responses shape or the Chat Completions shape.
+	ToolsJson string `json:"toolsJson,omitempty" jsonschema:"maxLength=524288"`
+	// ToolChoiceName forces a tool by name, or is one of auto, none, required.
+	ToolChoiceName string `json:"toolChoiceName,omitempty"`
+
+	// Stream asks the LLM caller to publish text deltas while the call runs.
+	Stream bool `json:"stream,omitempty"`
+	// MaxOutputTokens caps the model's output; 0 leaves it to the backend.
+	MaxOutputTokens int `json:"maxOutputTokens,omitempty"`
+}
+
+// RagChunk is one retrieved piece of source, ready for the AGN-002 formatter.
+type RagChunk struct {
+	Id        string  `json:"id"`
+	Path      string  `json:"path"`
+	StartLine int     `json:"startLine"`
+	EndLine   int     `json:"endLine"`
+	Language  string  `json:"language,omitempty"`
+	Content   string  `json:"content"`
+	Score     float64 `json:"score,omitempty"`
+	Repo      string  `json:"repo,omitempty"`
+}
+
+// SourceRef tells the client which chunk the model was shown (AGN-004 §2.8).
+type SourceRef struct {
+	Id        string  `json:"id"`
+	Path      string  `json:"path"`
+	StartLine int     `json:"startLine"`
+	EndLine   int     `json:"endLine"`
+	Language  string  `json:"language,omitempty"`
+	Score     float64 `json:"score,omitempty"`
+}
+
+// Ref returns the SourceRef naming this chunk.
+func (c RagChunk) Ref() SourceRef {
+	return SourceRef{Id: c.Id, Path: c.Path, StartLine: c.StartLine, EndLine: c.EndLine, Language: c.Language, Score: c.Score}
+}
+
+// Response kinds (AGN-004 §4).
+const (
+	KindOK       = "ok"
+	KindToolOnly = "tool-only"
+	KindError    = "error"
+	KindEmpty    = "empty"
+)
+
+// Finish reasons derived from a Responses result (DESIGN.md §6).
+const (
+	FinishStop          = "stop"
+	FinishLength        = "length"
+	FinishToolUse       = "tool_use"
+	FinishContentFilter = "content_filter"
+	FinishError         = "error"
+)
+
+// AgentExecuteResponse is the typed result a client receives (AGN-004 §1).
+type AgentExecuteResponse struct {
+	Kind string `json:"kind" jsonschema:"enum=ok,enum=tool-only,enum=error,enum=empty"`
+
+	ConversationId         string `json:"conversationId"`
+	TurnId                 string `json:"turnId"`
+	AgentContextId         string `json:"agentContextId,omitempty"`
+	ConversationContextId  string `json:"conversationContextId,omitempty"`
+	ResponseContinuationId string `json:"responseContinuationId,omitempty"`
+	Mode                   string `json:"mode,omitempty"`
+	ModelId                string `json:"modelId,omitempty"`
+
+	Text         string `json:"text,omitempty"`
+	FinishReason string `json:"finishReason,omitempty"`
+
+	Usage      LlmUsage    `json:"usage"`
+	Sources    []SourceRef `json:"sources"`
+	FileBundle *FileBundle `json:"fileBundle,omitempty"`
+	Warnings   []string    `json:"warnings"`
+
+	ErrorCode       string `json:"errorCode,omitempty"`
+	ErrorMessage    string `json:"errorMessage,omitempty"`
+	RawResponseJson string `json:"rawResponseJson,omitempty"`
+
+	ToolCalls []AgentToolCall `json:"toolCalls"`
+}
+
+// AgentToolCall is one function call the model made. CallId is the item's
+// call_id, the id a function_call_output must echo.
+type AgentToolCall struct {
+	CallId        string `json:"callId"`
+	Name          string `json:"name"`
+	ArgumentsJson string `json:"argumentsJson"`
+}
+
+// LlmUsage is token usage in AGN-004's names.
+type LlmUsage struct {
+	PromptTokens     int `json:"promptTokens"`
+	CompletionTokens int `json:"completionTokens"`
+	TotalTokens      int `json:"totalTokens"`
+}
+
+// FileBundle carries file edits produced by later phases (code patching tools).
+type FileBundle struct {
+	Files []BundleFile `json:"files"`
+}
+
+// BundleFile is one file of a FileBundle: full content, a unified diff, or both.
+type BundleFile struct {
+	Path     string `json:"path"`
+	Language string `json:"language,omitempty"`
+	Content  string `json:"content,omitempty"`
+	Patch    string `json:"patch,omitempty"`
+}
