@@ -5,6 +5,7 @@ go 1.26
 require github.com/spf13/cobra v1.10.2
 
 require (
+	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 )
@@ -16,3 +17,5 @@ replace (
 	github.com/aptix-dev/aptix/services/mapper => ../../services/mapper
 	github.com/aptix-dev/aptix/services/retriever => ../../services/retriever
 )
+
+replace github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles

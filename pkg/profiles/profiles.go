@@ -1,0 +1,324 @@
+// Package profiles names the LLM backends an AgentContext may select. A profile
+// holds the base URL, the *name* of the environment variable with the API key
+// (never the key), models, limits and capabilities. The envelope stage reads
+// capabilities to shape the request; the LLM caller reads the rest to call it.
+package profiles
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ToolMode says how function tools reach a backend.
+type ToolMode string
+
+const (
+	// ToolModeNative sends tools in the request's tools field.
+	ToolModeNative ToolMode = "native"
+	// ToolModePrompt removes function tools and injects calling instructions
+	// into the prompt (seed 002), parsing <tool_call> blocks from the text.
+	ToolModePrompt ToolMode = "prompt"
+)
+
+// Capabilities are what a backend does with a /responses request beyond the basics.
+type Capabilities struct {
+	// RetainsTools: the backend keeps tools across previous_response_id, so
+	// unchanged tools may be omitted on continuation. OpenAI does not.
+	RetainsTools bool `json:"retainsTools"`
+	// SupportsPreviousResponseID: the backend threads turns by
+	// previous_response_id. Without it Aptix replays the conversation's items.
+	SupportsPreviousResponseID bool `json:"supportsPreviousResponseId"`
+	// ToolMode: native or prompt.
+	ToolMode ToolMode `json:"toolMode"`
+}
+
+// Profile is one backend.
+type Profile struct {
+	Name string `json:"name"`
+	// BaseURL ends in /v1, as openai-go expects.
+	BaseURL string `json:"baseUrl"`
+	// APIKeyEnv names the environment variable holding the API key; empty for none.
+	APIKeyEnv    string            `json:"apiKeyEnv,omitempty"`
+	DefaultModel string            `json:"defaultModel,omitempty"`
+	Aliases      map[string]string `json:"aliases,omitempty"`
+	// AttemptTimeout bounds one HTTP attempt; TurnTimeout bounds all attempts of a turn.
+	AttemptTimeout time.Duration `json:"attemptTimeout"`
+	TurnTimeout    time.Duration `json:"turnTimeout"`
+	MaxRetries     int           `json:"maxRetries"`
+	MaxConcurrent  int           `json:"maxConcurrent"`
+	Capabilities   Capabilities  `json:"capabilities"`
+	// Sandbox marks the built-in sandbox model, so logs never pass it off as a model.
+	Sandbox bool `json:"sandbox,omitempty"`
+}
+
+// Defaults applied to any field a profile leaves unset.
+const (
+	DefaultAttemptTimeout = 120 * time.Second
+	DefaultTurnTimeout    = 300 * time.Second
+	DefaultMaxRetries     = 3
+	DefaultMaxConcurrent  = 32
+	DefaultModel          = "gpt-5.1"
+	DefaultSandboxURL     = "http://127.0.0.1:8089/v1"
+)
+
+// APIKey reads the key from the environment variable the profile names.
+func (p Profile) APIKey() string {
+	if p.APIKeyEnv == "" {
+		return ""
+	}
+	return os.Getenv(p.APIKeyEnv)
+}
+
+// Model resolves a requested model through the aliases, falling back to the
+// profile's default and then to the global DefaultModel.
+func (p Profile) Model(requested string) string {
+	if requested == "" {
+		requested = p.DefaultModel
+	}
+	if requested == "" {
+		return DefaultModel
+	}
+	if m, ok := p.Aliases[requested]; ok {
+		return m
+	}
+	return requested
+}
+
+// Set is the profiles a process knows, with one default.
+type Set struct {
+	Default  string
+	profiles map[string]Profile
+}
+
+// Get returns the named profile, or the default for "".
+func (s *Set) Get(name string) (Profile, error) {
+	if name == "" {
+		name = s.Default
+	}
+	p, ok := s.profiles[name]
+	if !ok {
+		return Profile{}, fmt.Errorf("unknown backend profile %q (known: %s)", name, strings.Join(s.Names(), ", "))
+	}
+	return p, nil
+}
+
+// Names lists the profile names, sorted.
+func (s *Set) Names() []string {
+	names := make([]string, 0, len(s.profiles))
+	for n := range s.profiles {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Put adds or replaces a profile, applying defaults.
+func (s *Set) Put(p Profile) {
+	if s.profiles == nil {
+		s.profiles = map[string]Profile{}
+	}
+	s.profiles[p.Name] = withDefaults(p)
+}
+
+func withDefaults(p Profile) Profile {
+	if p.AttemptTimeout <= 0 {
+		p.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if p.TurnTimeout <= 0 {
+		p.TurnTimeout = DefaultTurnTimeout
+	}
+	if p.MaxRetries < 0 {
+		p.MaxRetries = 0
+	}
+	if p.MaxConcurrent <= 0 {
+		p.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if p.Capabilities.ToolMode == "" {
+		p.Capabilities.ToolMode = ToolModeNative
+	}
+	return p
+}
+
+// Builtin returns the built-in profiles: openai (OPENAI_API_KEY,
+// OPENAI_BASE_URL) and sandbox (APTIX_SANDBOX_URL). The default is openai when
+// OPENAI_API_KEY is set, otherwise sandbox.
+func Builtin() *Set {
+	s := &Set{}
+	base := os.Getenv("OPENAI_BASE_URL")
+	if base == "" {
+		base = "https://api.openai.com/v1"
+	}
+	s.Put(Profile{
+		Name: "openai", BaseURL: base, APIKeyEnv: "OPENAI_API_KEY", DefaultModel: DefaultModel,
+		MaxRetries:   DefaultMaxRetries,
+		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative},
+	})
+	sb := os.Getenv("APTIX_SANDBOX_URL")
+	if sb == "" {
+		sb = DefaultSandboxURL
+	}
+	s.Put(Profile{
+		Name: "sandbox", BaseURL: sb, DefaultModel: "sandbox-1", Sandbox: true,
+		AttemptTimeout: 30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: DefaultMaxRetries, MaxConcurrent: 256,
+		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative},
+	})
+	s.Default = "sandbox"
+	if os.Getenv("OPENAI_API_KEY") != "" {
+		s.Default = "openai"
+	}
+	return s
+}
+
+// fileProfile is the on-disk shape: durations as strings ("30s"), and
+// supportsPreviousResponseId defaulting to true when absent.
+type fileProfile struct {
+	BaseURL        string            `json:"baseUrl"`
+	APIKeyEnv      string            `json:"apiKeyEnv"`
+	DefaultModel   string            `json:"defaultModel"`
+	Aliases        map[string]string `json:"aliases"`
+	AttemptTimeout string            `json:"attemptTimeout"`
+	TurnTimeout    string            `json:"turnTimeout"`
+	MaxRetries     *int              `json:"maxRetries"`
+	MaxConcurrent  int               `json:"maxConcurrent"`
+	Capabilities   struct {
+		RetainsTools               bool     `json:"retainsTools"`
+		SupportsPreviousResponseID *bool    `json:"supportsPreviousResponseId"`
+		ToolMode                   ToolMode `json:"toolMode"`
+	} `json:"capabilities"`
+}
+
+type file struct {
+	Default  string                 `json:"default"`
+	Profiles map[string]fileProfile `json:"profiles"`
+}
+
+// Parse reads a profiles file (JSON) on top of the built-in profiles.
+func Parse(data []byte) (*Set, error) {
+	var f file
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("parse profiles: %w", err)
+	}
+	s := Builtin()
+	for name, fp := range f.Profiles {
+		if !validName(name) {
+			return nil, fmt.Errorf("profile %q: name must match [a-z0-9_-]+", name)
+		}
+		p := Profile{Name: name, BaseURL: strings.TrimRight(fp.BaseURL, "/"), APIKeyEnv: fp.APIKeyEnv,
+			DefaultModel: fp.DefaultModel, Aliases: fp.Aliases, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries}
+		if p.BaseURL == "" {
+			return nil, fmt.Errorf("profile %q: baseUrl is required", name)
+		}
+		if fp.MaxRetries != nil {
+			p.MaxRetries = *fp.MaxRetries
+		}
+		var err error
+		if p.AttemptTimeout, err = parseDuration(fp.AttemptTimeout); err != nil {
+			return nil, fmt.Errorf("profile %q: attemptTimeout: %w", name, err)
+		}
+		if p.TurnTimeout, err = parseDuration(fp.TurnTimeout); err != nil {
+			return nil, fmt.Errorf("profile %q: turnTimeout: %w", name, err)
+		}
+		p.Capabilities = Capabilities{RetainsTools: fp.Capabilities.RetainsTools, SupportsPreviousResponseID: true, ToolMode: fp.Capabilities.ToolMode}
+		if fp.Capabilities.SupportsPreviousResponseID != nil {
+			p.Capabilities.SupportsPreviousResponseID = *fp.Capabilities.SupportsPreviousResponseID
+		}
+		switch p.Capabilities.ToolMode {
+		case "", ToolModeNative, ToolModePrompt:
+		default:
+			return nil, fmt.Errorf("profile %q: toolMode must be native or prompt, got %q", name, p.Capabilities.ToolMode)
+		}
+		s.Put(p)
+	}
+	if f.Default != "" {
+		if _, ok := s.profiles[f.Default]; !ok {
+			return nil, fmt.Errorf("default profile %q is not defined", f.Default)
+		}
+		s.Default = f.Default
+	}
+	return s, nil
+}
+
+// Load reads a profiles file; an empty path yields the built-ins.
+func Load(path string) (*Set, error) {
+	if path == "" {
+		return Builtin(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read profiles: %w", err)
+	}
+	return Parse(data)
+}
+
+// FromEnv loads APTIX_PROFILES (a file path, optional), then applies
+// APTIX_BACKEND (the default profile) and per-profile overrides
+// APTIX_PROFILE_<NAME>_{BASE_URL,MODEL,MAX_CONCURRENT,MAX_RETRIES,ATTEMPT_TIMEOUT,TURN_TIMEOUT}
+// (NAME upper-cased, '-' as '_').
+func FromEnv() (*Set, error) {
+	s, err := Load(os.Getenv("APTIX_PROFILES"))
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range s.Names() {
+		p := s.profiles[name]
+		key := "APTIX_PROFILE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "_"
+		if v := os.Getenv(key + "BASE_URL"); v != "" {
+			p.BaseURL = strings.TrimRight(v, "/")
+		}
+		if v := os.Getenv(key + "MODEL"); v != "" {
+			p.DefaultModel = v
+		}
+		for suffix, dst := range map[string]*int{"MAX_CONCURRENT": &p.MaxConcurrent, "MAX_RETRIES": &p.MaxRetries} {
+			if v := os.Getenv(key + suffix); v != "" {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return nil, fmt.Errorf("%s%s: %w", key, suffix, err)
+				}
+				*dst = n
+			}
+		}
+		for suffix, dst := range map[string]*time.Duration{"ATTEMPT_TIMEOUT": &p.AttemptTimeout, "TURN_TIMEOUT": &p.TurnTimeout} {
+			if v := os.Getenv(key + suffix); v != "" {
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					return nil, fmt.Errorf("%s%s: %w", key, suffix, err)
+				}
+				*dst = d
+			}
+		}
+		s.Put(p)
+	}
+	if v := os.Getenv("APTIX_BACKEND"); v != "" {
+		if _, err := s.Get(v); err != nil {
+			return nil, fmt.Errorf("APTIX_BACKEND: %w", err)
+		}
+		s.Default = v
+	}
+	return s, nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return time.ParseDuration(s)
+}
+
+func validName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for _, c := range n {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
