@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Connection flags shared by every subcommand that talks to NATS.
+var (
+	natsURL   = envOr("APTIX_NATS_URL", "")
+	natsCreds = envOr("APTIX_NATS_CREDS", "")
+	dataDir   = envOr("APTIX_DATA", defaultDataDir())
+)
+
+// DefaultNATSURL is where `aptix up` listens unless told otherwise.
+const DefaultNATSURL = "nats://127.0.0.1:4222"
+
+func init() {
+	f := root.PersistentFlags()
+	f.StringVar(&natsURL, "nats", natsURL, "NATS URL (env APTIX_NATS_URL); default: a running `aptix up` at "+DefaultNATSURL+", else an embedded server")
+	f.StringVar(&natsCreds, "creds", natsCreds, "NATS credentials file (env APTIX_NATS_CREDS)")
+	f.StringVar(&dataDir, "data", dataDir, "data directory for embedded NATS and local indexes (env APTIX_DATA)")
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "aptix")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "aptix")
+	}
+	return ".aptix"
+}
+
+// connectNATS connects to --nats when given. Without it, it tries a running
+// `aptix up` on the default URL, and failing that starts an in-process
+// nats-server with JetStream persisted under --data, so one-shot commands such
+// as `aptix index` work with nothing running. close releases both.
+func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
+	opts := []nats.Option{nats.Name("aptix " + name)}
+	if natsCreds != "" {
+		opts = append(opts, nats.UserCredentials(natsCreds))
+	}
+	if natsURL != "" {
+		nc, err = nats.Connect(natsURL, opts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect to NATS at %s: %w", natsURL, err)
+		}
+		return nc, func() { nc.Drain() }, nil
+	}
+	if nc, err = nats.Connect(DefaultNATSURL, append(opts, nats.Timeout(500*time.Millisecond))...); err == nil {
+		return nc, func() { nc.Drain() }, nil
+	}
+	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), -1)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(os.Stderr, "aptix: no NATS at %s; using an embedded server with data in %s\n", DefaultNATSURL, dataDir)
+	nc, err = nats.Connect("", append(opts, nats.InProcessServer(srv))...)
+	if err != nil {
+		srv.Shutdown()
+		return nil, nil, fmt.Errorf("connect to embedded NATS: %w", err)
+	}
+	return nc, func() {
+		nc.Drain()
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}, nil
+}
+
+// startEmbedded runs a JetStream-enabled nats-server storing under storeDir.
+// port -1 means no TCP listener (in-process clients only).
+func startEmbedded(storeDir string, port int) (*server.Server, error) {
+	if err := os.MkdirAll(storeDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create NATS store dir: %w", err)
+	}
+	opts := &server.Options{
+		ServerName: "aptix", JetStream: true, StoreDir: storeDir,
+		Host: "127.0.0.1", Port: port, NoSigs: true, SyncAlways: true,
+	}
+	if port < 0 {
+		opts.DontListen = true
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("embedded NATS did not become ready within 10s")
+	}
+	return srv, nil
+}
