@@ -18,9 +18,13 @@ build: ## build the aptix CLI and every stage binary into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/aptix ./cmd/aptix
 
+# Until the pipeline lands (`aptix up`, issue 5), `make run` runs the seed
+# rules on the bundled example turn: the exact /responses body Aptix builds
+# (AGN-002 + AGN-003) and the AgentExecuteResponse it maps back (AGN-004).
 .PHONY: run
-run: build ## start the whole pipeline on an embedded NATS (sandbox model without an API key)
-	$(BIN)/aptix up $(RUN_ARGS)
+run: build ## build the /responses body for the example turn and map an example result
+	$(BIN)/aptix render --request examples/ddr-turn1.request.json --chunks examples/chunks.json
+	$(BIN)/aptix map --response examples/tool-only.response.json --request examples/ddr-turn1.request.json
 
 .PHONY: test
 test: ## run the fast tests of every module (embedded NATS, in-process stages, sandbox)

@@ -2,7 +2,11 @@ module github.com/aptix-dev/aptix/cmd/aptix
 
 go 1.26.0
 
-require github.com/spf13/cobra v1.10.2
+require (
+	github.com/nats-io/nats-server/v2 v2.15.2
+	github.com/nats-io/nats.go v1.55.0
+	github.com/spf13/cobra v1.10.2
+)
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
@@ -10,8 +14,6 @@ require (
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
-	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
-	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
@@ -20,7 +22,10 @@ require (
 )
 
 require (
+	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
 	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
+	github.com/aptix-dev/aptix/services/envelope v0.0.0
+	github.com/aptix-dev/aptix/services/mapper v0.0.0
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 )

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// run executes the CLI in-process and returns stdout.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestExamples runs the README's render and map examples on the bundled files.
+func TestExamples(t *testing.T) {
+	out, err := run(t, "render", "--request", "../../examples/ddr-turn1.request.json", "--chunks", "../../examples/chunks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Input []struct {
+			Role    string
+			Content []struct{ Type, Text string }
+		}
+		ToolChoice json.RawMessage `json:"tool_choice"`
+	}
+	if err := json.Unmarshal([]byte(out), &body); err != nil {
+		t.Fatalf("render output is not JSON: %v\n%s", err, out)
+	}
+	if len(body.Input) != 2 || body.Input[0].Role != "system" || len(body.Input[1].Content) != 2 ||
+		!strings.HasPrefix(body.Input[1].Content[1].Text, "[CONTEXT]\n\n=== CHUNK 1 ===\nId: ctx_1\n") {
+		t.Fatalf("unexpected body:\n%s", out)
+	}
+	var choice bytes.Buffer
+	_ = json.Compact(&choice, body.ToolChoice)
+	if choice.String() != `{"type":"function","name":"ddr_document"}` {
+		t.Fatalf("tool_choice %s", body.ToolChoice)
+	}
+
+	out, err = run(t, "render", "--request", "../../examples/ddr-turn2.request.json", "--chunks", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"previous_response_id": "resp_abc123"`) || strings.Contains(out, `"system"`) {
+		t.Fatalf("turn 2 must continue and carry no system message:\n%s", out)
+	}
+
+	out, err = run(t, "map", "--response", "../../examples/tool-only.response.json", "--request", "../../examples/ddr-turn1.request.json", "--status", "200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp contracts.AgentExecuteResponse
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Kind != contracts.KindToolOnly || resp.ToolCalls[0].Name != "ddr_document" || resp.ResponseContinuationId != "resp_abc123" || resp.TurnId != "turn-1" {
+		t.Fatalf("%+v", resp)
+	}
+
+	out, err = run(t, "map", "--response", "../../examples/rate-limited.response.json", "--status", "429", "--request", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil || resp.Kind != contracts.KindError || resp.ErrorCode != "rate_limit_exceeded" {
+		t.Fatalf("%v %+v", err, resp)
+	}
+}
+
+func TestRenderRejectsBadInput(t *testing.T) {
+	for name, args := range map[string][]string{
+		"missing file":   {"render", "--request", "nope.json"},
+		"invalid tools":  {"render", "--request", "testdata/bad-tools.request.json"},
+		"unknown choice": {"render", "--request", "testdata/unknown-choice.request.json"},
+	} {
+		_, err := run(t, args...)
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%s: want a usage error (exit 2), got %v", name, err)
+		}
+	}
+}

@@ -1,0 +1,206 @@
+// Package request builds the OpenAI /responses request body of a turn
+// (AGN-003), on the real wire format (DESIGN.md §6). Every AGN-003 rule lives
+// in Build; where the seed's conceptual JSON differs from what OpenAI accepts,
+// the comment at that line says what is sent instead and why.
+package request
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/profiles"
+)
+
+// DefaultMode fills [MODE: …] when neither the request nor the conversation
+// context names a mode, so the header AGN-003 §3.1 requires is never blank.
+const DefaultMode = "DEFAULT"
+
+// Tool choice modes accepted in ToolChoiceName besides a tool name.
+const (
+	ChoiceAuto     = "auto"
+	ChoiceNone     = "none"
+	ChoiceRequired = "required"
+)
+
+// Input is everything a turn's request is built from.
+type Input struct {
+	Request contracts.AgentExecuteRequest
+	// Conversation is the resolved ConversationContext (inline or by id).
+	Conversation contracts.ConversationContext
+	// ContextBlock is the AGN-002 block; empty leaves the [CONTEXT] part out.
+	ContextBlock string
+	// Capabilities of the backend the turn goes to.
+	Capabilities profiles.Capabilities
+	// PriorTools are the tools the conversation's previous turn sent or kept;
+	// nil when unknown (first turn, or no record).
+	PriorTools []Tool
+	// DefaultModel is the global fallback when no context names a model.
+	DefaultModel string
+}
+
+// Result is the built request and what the stages after it need to know.
+type Result struct {
+	// Body is the /responses request body.
+	Body  json.RawMessage
+	Model string
+	// Tools is the conversation's tool set after this turn, sent or retained.
+	Tools []Tool
+	// ToolsSent is false when tools were omitted because the backend retains them.
+	ToolsSent bool
+}
+
+// Body is the /responses request, fields in the order they are easiest to
+// read in a log.
+type Body struct {
+	Model              string          `json:"model"`
+	PreviousResponseID string          `json:"previous_response_id,omitempty"`
+	Input              []Message       `json:"input"`
+	Tools              []Tool          `json:"tools,omitempty"`
+	ToolChoice         json.RawMessage `json:"tool_choice,omitempty"`
+	MaxOutputTokens    int             `json:"max_output_tokens,omitempty"`
+}
+
+// Message is an input message item. Type is always "message": OpenAI infers
+// it, llama.cpp requires it.
+type Message struct {
+	Type    string `json:"type"`
+	Role    string `json:"role"`
+	Content []Part `json:"content"`
+}
+
+// Part is an input content part. AGN-003 writes "type":"text"; the Responses
+// API's input part is "input_text".
+type Part struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func textMessage(role string, texts ...string) Message {
+	m := Message{Type: "message", Role: role}
+	for _, t := range texts {
+		m.Content = append(m.Content, Part{Type: "input_text", Text: t})
+	}
+	return m
+}
+
+// InstructionText is the first user part (AGN-003 §3.1).
+func InstructionText(mode, instruction string) string {
+	return "[MODE: " + mode + "]\n\n[INSTRUCTION]\n" + instruction
+}
+
+// Build constructs the /responses body for a turn (AGN-003 §2-§5).
+func Build(in Input) (Result, error) {
+	req := in.Request
+	if strings.TrimSpace(req.Instruction) == "" {
+		return Result{}, &InvalidRequestError{Field: "instruction", Reason: "is empty"}
+	}
+	continuation := req.ResponseContinuationId != ""
+
+	// §2: model from the context, with a global fallback.
+	model := firstNonEmpty(agentModel(req), in.Conversation.DefaultModel, in.DefaultModel, profiles.DefaultModel)
+	body := Body{Model: model, MaxOutputTokens: req.MaxOutputTokens}
+
+	// §2 / §4: the boot prompt as a system message on the first turn only; a
+	// continuation threads by previous_response_id, which carries turn 1's
+	// system message forward.
+	if continuation {
+		body.PreviousResponseID = req.ResponseContinuationId
+	} else if in.Conversation.SystemPrompt != "" {
+		body.Input = append(body.Input, textMessage("system", in.Conversation.SystemPrompt))
+	}
+
+	// §3: the user message, [MODE]/[INSTRUCTION] first, [CONTEXT] second or left out.
+	mode := firstNonEmpty(req.Mode, in.Conversation.Mode, DefaultMode)
+	parts := []string{InstructionText(mode, req.Instruction)}
+	if in.ContextBlock != "" {
+		parts = append(parts, in.ContextBlock)
+	}
+	body.Input = append(body.Input, textMessage("user", parts...))
+
+	// §5: tools from ToolsJson merged with the context's defaults.
+	requestTools, err := ParseTools("toolsJson", req.ToolsJson)
+	if err != nil {
+		return Result{}, err
+	}
+	defaultTools, err := ParseTools("conversationContext.defaultTools", string(in.Conversation.DefaultTools))
+	if err != nil {
+		return Result{}, err
+	}
+	tools := MergeTools(requestTools, defaultTools)
+	if continuation && len(tools) == 0 && len(in.PriorTools) > 0 {
+		// The conversation's tools persist: a client that sent them on turn 1
+		// only still has them on turn 2, on every backend.
+		tools = in.PriorTools
+	}
+
+	// §4.2: omit unchanged tools only where the backend keeps them across
+	// previous_response_id; OpenAI does not, so by default they are re-sent.
+	res := Result{Model: model, Tools: tools}
+	omit := continuation && in.Capabilities.RetainsTools && in.PriorTools != nil && SameTools(tools, in.PriorTools)
+	if len(tools) > 0 && !omit {
+		body.Tools = tools
+		res.ToolsSent = true
+	}
+
+	// §5: tool_choice. The seed's {"type":"tool"} is not accepted by OpenAI;
+	// the function form is.
+	if body.ToolChoice, err = toolChoice(req.ToolChoiceName, tools); err != nil {
+		return Result{}, err
+	}
+
+	res.Body, err = marshal(body)
+	if err != nil {
+		return Result{}, fmt.Errorf("encode /responses body: %w", err)
+	}
+	return res, nil
+}
+
+// toolChoice maps ToolChoiceName: empty → omitted (the API's default, auto);
+// auto/none/required → that mode; anything else must name a function tool.
+func toolChoice(name string, tools []Tool) (json.RawMessage, error) {
+	switch name {
+	case "":
+		return nil, nil
+	case ChoiceAuto, ChoiceNone, ChoiceRequired:
+		return marshal(name)
+	}
+	for _, t := range tools {
+		if t.IsFunction() && t.Name == name {
+			return marshal(struct {
+				Type string `json:"type"`
+				Name string `json:"name"`
+			}{"function", name})
+		}
+	}
+	return nil, &UnknownToolChoiceError{Name: name, Known: functionNames(tools)}
+}
+
+func agentModel(req contracts.AgentExecuteRequest) string {
+	if req.AgentContext == nil {
+		return ""
+	}
+	return req.AgentContext.Model
+}
+
+func firstNonEmpty(s ...string) string {
+	if i := slices.IndexFunc(s, func(v string) bool { return v != "" }); i >= 0 {
+		return s[i]
+	}
+	return ""
+}
+
+// marshal encodes without HTML escaping: context blocks are full of <, > and
+// &, and \u003c in a prompt helps no one reading the event.
+func marshal(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

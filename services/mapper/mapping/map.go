@@ -1,0 +1,303 @@
+// Package mapping turns a raw /responses result into an AgentExecuteResponse
+// (AGN-004). Every AGN-004 rule lives in this file; where the seed's example
+// differs from the real Responses API (usage names, finish_reason, tool call
+// ids), the comment at that line says what is read instead and why.
+package mapping
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// Error codes Aptix itself assigns (upstream codes pass through as sent).
+const (
+	CodeMalformedResponse = "malformed_response"
+	CodeUpstream          = "upstream_error"
+	CodeResponseFailed    = "response_failed"
+	CodeNotFinished       = "response_not_finished"
+)
+
+// Input is what the mapper knows about a turn.
+type Input struct {
+	Request contracts.AgentExecuteRequest
+	// LLM is the caller's result: status, verbatim body, or an upstream error.
+	LLM contracts.LLMResult
+	// Sources are the chunks the envelope put in the context block (§2.8).
+	Sources []contracts.SourceRef
+	// Warnings from earlier stages (§2.8).
+	Warnings []string
+}
+
+// response is the part of a /responses result the mapping reads.
+type response struct {
+	ID                string                   `json:"id"`
+	Model             string                   `json:"model"`
+	Status            string                   `json:"status"`
+	Error             *apiError                `json:"error"`
+	IncompleteDetails *struct{ Reason string } `json:"incomplete_details"`
+	Output            []outputItem             `json:"output"`
+	Usage             *usage                   `json:"usage"`
+	Detail            json.RawMessage          `json:"detail"`
+}
+
+type apiError struct {
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Code    json.RawMessage `json:"code"`
+}
+
+type outputItem struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Content   []struct {
+		Type    string `json:"type"`
+		Text    string `json:"text"`
+		Refusal string `json:"refusal"`
+	} `json:"content"`
+}
+
+// usage accepts the Responses names and the Chat Completions names some
+// servers send (AGN-004's example uses the latter).
+type usage struct {
+	InputTokens      int `json:"input_tokens"`
+	OutputTokens     int `json:"output_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// Base fills the fields every response carries, whatever happened (§2.1).
+// TurnId is Aptix's own turn id: AGN-004 allows "an internal turn counter"
+// to override response.id, and the client needs the id it sent.
+func Base(req contracts.AgentExecuteRequest, sources []contracts.SourceRef, warnings []string) contracts.AgentExecuteResponse {
+	r := contracts.AgentExecuteResponse{
+		ConversationId:        req.ConversationId,
+		TurnId:                req.TurnId,
+		ConversationContextId: req.ConversationContextId,
+		Mode:                  req.Mode,
+		Sources:               append([]contracts.SourceRef{}, sources...),
+		Warnings:              append([]string{}, warnings...),
+		ToolCalls:             []contracts.AgentToolCall{},
+	}
+	if req.AgentContext != nil {
+		r.AgentContextId = req.AgentContext.Id
+	}
+	if cc := req.ConversationContext; cc != nil {
+		if r.ConversationContextId == "" {
+			r.ConversationContextId = cc.Id
+		}
+		if r.Mode == "" {
+			r.Mode = cc.Mode
+		}
+	}
+	return r
+}
+
+// Failed is the kind "error" response of a turn a stage rejected before any
+// model call (§3), e.g. invalid ToolsJson.
+func Failed(req contracts.AgentExecuteRequest, f contracts.Failure, sources []contracts.SourceRef, warnings []string) contracts.AgentExecuteResponse {
+	r := Base(req, sources, warnings)
+	r.Kind, r.FinishReason = contracts.KindError, contracts.FinishError
+	r.ErrorCode, r.ErrorMessage = f.Code, f.Message
+	return r
+}
+
+// Map applies AGN-004 to one LLM result. It never fails: whatever came back,
+// the client gets a response that says what happened.
+func Map(in Input) contracts.AgentExecuteResponse {
+	r := Base(in.Request, in.Sources, in.Warnings)
+	r.RawResponseJson = in.LLM.Body // §2.7: verbatim, including fields Aptix does not use
+
+	// §3: HTTP or transport error.
+	if in.LLM.Error != nil || in.LLM.Status < 200 || in.LLM.Status > 299 {
+		return upstreamError(r, in.LLM)
+	}
+	var resp response
+	if err := json.Unmarshal([]byte(in.LLM.Body), &resp); err != nil {
+		return errorKind(r, CodeMalformedResponse, fmt.Sprintf("the backend answered %d with a body that is not a /responses object: %v", in.LLM.Status, err))
+	}
+
+	r.ResponseContinuationId = resp.ID // §2.1: the next turn's previous_response_id
+	r.ModelId = resp.Model             // §2.2
+	r.Usage = mapUsage(resp.Usage)     // §2.3
+
+	var texts []string
+	for _, item := range resp.Output {
+		switch item.Type {
+		case "message": // §2.5: every text part, in order
+			for _, part := range item.Content {
+				switch part.Type {
+				case "output_text":
+					if part.Text != "" {
+						texts = append(texts, part.Text)
+					}
+				case "refusal":
+					texts = append(texts, part.Refusal)
+					r.Warnings = append(r.Warnings, "the model refused: the text is its refusal")
+				}
+			}
+		case "function_call": // §2.6, with call_id: the id a function_call_output must echo
+			r.ToolCalls = append(r.ToolCalls, contracts.AgentToolCall{
+				CallId:        firstNonEmpty(item.CallID, item.ID),
+				Name:          item.Name,
+				ArgumentsJson: item.Arguments, // exactly as emitted
+			})
+		}
+	}
+	r.Text = strings.Join(texts, "\n\n") // §2.5: joined with single blank lines
+
+	switch resp.Status {
+	case "failed":
+		code, msg := CodeResponseFailed, "the response failed"
+		if resp.Error != nil {
+			code, msg = firstNonEmpty(codeString(resp.Error.Code), resp.Error.Type, code), firstNonEmpty(resp.Error.Message, msg)
+		}
+		return errorKind(r, code, msg)
+	case "queued", "in_progress":
+		return errorKind(r, CodeNotFinished, "the response is still "+resp.Status+" (background responses are not awaited)")
+	case "cancelled":
+		return errorKind(r, "cancelled", "the response was cancelled")
+	}
+	if resp.Error != nil && resp.Status == "" {
+		// An error object in a 200 body (some proxies do this).
+		return errorKind(r, firstNonEmpty(codeString(resp.Error.Code), resp.Error.Type, CodeUpstream),
+			firstNonEmpty(resp.Error.Message, "the backend answered 200 with an error object and no message"))
+	}
+
+	r.FinishReason = finishReason(resp)
+	if r.FinishReason == contracts.FinishLength {
+		r.Warnings = append(r.Warnings, "output truncated: the model hit max_output_tokens")
+	}
+	r.Kind = kind(r.Text, len(r.ToolCalls))
+	return r
+}
+
+// finishReason derives AGN-004 §2.4's value: the Responses API has no
+// finish_reason, so it comes from status, incomplete_details and the items.
+func finishReason(resp response) string {
+	if resp.Status == "incomplete" {
+		if resp.IncompleteDetails != nil && resp.IncompleteDetails.Reason == "content_filter" {
+			return contracts.FinishContentFilter
+		}
+		return contracts.FinishLength
+	}
+	for _, item := range resp.Output {
+		if item.Type == "function_call" {
+			return contracts.FinishToolUse
+		}
+	}
+	return contracts.FinishStop
+}
+
+// kind classifies the result (§4).
+func kind(text string, toolCalls int) string {
+	switch {
+	case text != "":
+		return contracts.KindOK
+	case toolCalls > 0:
+		return contracts.KindToolOnly
+	default:
+		return contracts.KindEmpty
+	}
+}
+
+func mapUsage(u *usage) contracts.LlmUsage {
+	if u == nil {
+		return contracts.LlmUsage{} // §2.3: unavailable fields default to 0
+	}
+	out := contracts.LlmUsage{
+		PromptTokens:     firstPositive(u.InputTokens, u.PromptTokens),
+		CompletionTokens: firstPositive(u.OutputTokens, u.CompletionTokens),
+		TotalTokens:      u.TotalTokens,
+	}
+	if out.TotalTokens == 0 {
+		out.TotalTokens = out.PromptTokens + out.CompletionTokens
+	}
+	return out
+}
+
+// upstreamError maps an HTTP or transport failure (§3): ErrorCode is the API's
+// error code, else its type, else the HTTP status; ErrorMessage is the
+// server's message, from {"error":{…}} or {"detail":…}.
+func upstreamError(r contracts.AgentExecuteResponse, llm contracts.LLMResult) contracts.AgentExecuteResponse {
+	var code, msg string
+	if e := llm.Error; e != nil {
+		code, msg = firstNonEmpty(e.Code, e.Type), e.Message
+	}
+	var body response
+	if json.Unmarshal([]byte(llm.Body), &body) == nil {
+		if body.Error != nil {
+			code = firstNonEmpty(code, codeString(body.Error.Code), body.Error.Type)
+			msg = firstNonEmpty(msg, body.Error.Message)
+		}
+		msg = firstNonEmpty(msg, detailString(body.Detail))
+	}
+	status := strconv.Itoa(llm.Status)
+	if llm.Error != nil && llm.Error.Status != 0 {
+		status = strconv.Itoa(llm.Error.Status)
+	}
+	if code == "" {
+		code = "http_" + status
+		if status == "0" {
+			code = CodeUpstream
+		}
+	}
+	if msg == "" {
+		msg = "the backend answered HTTP " + status + " with no error message"
+	}
+	return errorKind(r, code, msg)
+}
+
+func errorKind(r contracts.AgentExecuteResponse, code, msg string) contracts.AgentExecuteResponse {
+	r.Kind, r.FinishReason, r.ErrorCode, r.ErrorMessage = contracts.KindError, contracts.FinishError, code, msg
+	return r
+}
+
+// codeString reads an error code sent as a string or a number.
+func codeString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	if len(raw) > 0 && string(raw) != "null" {
+		return string(raw)
+	}
+	return ""
+}
+
+// detailString reads FastAPI-style {"detail": "…"} or {"detail": [{…}]}.
+func detailString(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func firstPositive(v ...int) int {
+	for _, n := range v {
+		if n > 0 {
+			return n
+		}
+	}
+	return 0
+}
