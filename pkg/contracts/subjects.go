@@ -18,13 +18,22 @@ var Stages = []string{StageRequested, StageRetrieved, StageEnveloped, StageRespo
 const (
 	StreamName    = "APTIX"
 	SubjectPrefix = "aptix"
-	// StreamSubjects is the one wildcard the APTIX stream captures.
-	StreamSubjects = "aptix.>"
 	// DeadPrefix + "." + stage receives events a stage gave up on.
 	DeadPrefix = "aptix.dead"
 	// DeltaPrefix + ".<conversationId>.<turnId>" carries streaming deltas (core NATS, not stored).
 	DeltaPrefix = "aptix.delta"
 )
+
+// StreamSubjects are the subjects the APTIX stream stores: every stage's
+// events and the dead letters. Deltas (aptix.delta.>) are deliberately not
+// stored: they are a live view, and the final text is in the completed event.
+func StreamSubjects() []string {
+	subjects := make([]string, 0, len(Stages)+1)
+	for _, s := range Stages {
+		subjects = append(subjects, StageFilter(s))
+	}
+	return append(subjects, DeadPrefix+".>")
+}
 
 // Subject returns aptix.<stage>.<conversationId>.<turnId>.
 func Subject(stage, conversationID, turnID string) string {

@@ -73,46 +73,10 @@ type usage struct {
 	CompletionTokens int `json:"completion_tokens"`
 }
 
-// Base fills the fields every response carries, whatever happened (§2.1).
-// TurnId is Aptix's own turn id: AGN-004 allows "an internal turn counter"
-// to override response.id, and the client needs the id it sent.
-func Base(req contracts.AgentExecuteRequest, sources []contracts.SourceRef, warnings []string) contracts.AgentExecuteResponse {
-	r := contracts.AgentExecuteResponse{
-		ConversationId:        req.ConversationId,
-		TurnId:                req.TurnId,
-		ConversationContextId: req.ConversationContextId,
-		Mode:                  req.Mode,
-		Sources:               append([]contracts.SourceRef{}, sources...),
-		Warnings:              append([]string{}, warnings...),
-		ToolCalls:             []contracts.AgentToolCall{},
-	}
-	if req.AgentContext != nil {
-		r.AgentContextId = req.AgentContext.Id
-	}
-	if cc := req.ConversationContext; cc != nil {
-		if r.ConversationContextId == "" {
-			r.ConversationContextId = cc.Id
-		}
-		if r.Mode == "" {
-			r.Mode = cc.Mode
-		}
-	}
-	return r
-}
-
-// Failed is the kind "error" response of a turn a stage rejected before any
-// model call (§3), e.g. invalid ToolsJson.
-func Failed(req contracts.AgentExecuteRequest, f contracts.Failure, sources []contracts.SourceRef, warnings []string) contracts.AgentExecuteResponse {
-	r := Base(req, sources, warnings)
-	r.Kind, r.FinishReason = contracts.KindError, contracts.FinishError
-	r.ErrorCode, r.ErrorMessage = f.Code, f.Message
-	return r
-}
-
 // Map applies AGN-004 to one LLM result. It never fails: whatever came back,
 // the client gets a response that says what happened.
 func Map(in Input) contracts.AgentExecuteResponse {
-	r := Base(in.Request, in.Sources, in.Warnings)
+	r := contracts.BaseResponse(in.Request, in.Sources, in.Warnings)
 	r.RawResponseJson = in.LLM.Body // §2.7: verbatim, including fields Aptix does not use
 
 	// §3: HTTP or transport error.

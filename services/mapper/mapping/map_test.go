@@ -129,7 +129,7 @@ func TestModelIDAndTruncationWarning(t *testing.T) {
 }
 
 func TestFailed(t *testing.T) {
-	got := Failed(req, contracts.Failure{Stage: "enveloped", Code: "invalid_tools", Message: "toolsJson: not an array"}, nil, nil)
+	got := contracts.FailedResponse(req, contracts.Failure{Stage: "enveloped", Code: "invalid_tools", Message: "toolsJson: not an array"}, nil, nil)
 	if got.Kind != "error" || got.ErrorCode != "invalid_tools" || got.ErrorMessage != "toolsJson: not an array" || got.ToolCalls == nil || got.Sources == nil {
 		t.Fatalf("%+v", got)
 	}

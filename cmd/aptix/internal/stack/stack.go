@@ -1,0 +1,127 @@
+// Package stack runs all four Aptix stages in one process on one NATS
+// connection: the all-in-one `aptix up`, the integration tests and the
+// benchmarks use it, so they exercise exactly what the stage binaries run.
+package stack
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/envelope/contextblock"
+	envelopestage "github.com/aptix-dev/aptix/services/envelope/stage"
+	"github.com/aptix-dev/aptix/services/llmcaller/caller"
+	llmstage "github.com/aptix-dev/aptix/services/llmcaller/stage"
+	mapperstage "github.com/aptix-dev/aptix/services/mapper/stage"
+	retrieverstage "github.com/aptix-dev/aptix/services/retriever/stage"
+)
+
+// Config is what the four stages need. Zero values take the defaults.
+type Config struct {
+	Profiles *profiles.Set
+	// Searcher retrieves RAG context; nil runs turns without retrieval.
+	Searcher retrieverstage.Searcher
+	// Contexts are server-side ConversationContexts by id.
+	Contexts   map[string]contracts.ConversationContext
+	Budget     contextblock.Options
+	Stream     pipeline.StreamConfig
+	Subscriber pipeline.SubscriberConfig
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+	// BeforePublish hooks, by stage name (tests crash stages with them).
+	BeforePublish map[string]func(*contracts.Turn) error
+	// Only runs just these stages (by name); empty runs all four.
+	Only []string
+}
+
+// Run runs the stages until ctx ends, then drains them. ready (if not nil)
+// is closed once every stage consumes.
+func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if cfg.Profiles == nil {
+		if cfg.Profiles, err = profiles.FromEnv(); err != nil {
+			return err
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if _, err := pipeline.EnsureStream(ctx, js, cfg.Stream); err != nil {
+		return err
+	}
+	convs, err := pipeline.OpenConversations(ctx, js, cfg.Stream.Replicas)
+	if err != nil {
+		return err
+	}
+	results, err := caller.NewKVResultStore(ctx, js)
+	if err != nil {
+		return err
+	}
+	history, err := caller.NewKVHistoryStore(ctx, js)
+	if err != nil {
+		return err
+	}
+	c := caller.New(cfg.Profiles, caller.Options{Results: results, History: history, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger})
+
+	stages := []pipeline.Stage{
+		(&retrieverstage.Retriever{Searcher: cfg.Searcher}).Stage(),
+		(&envelopestage.Envelope{Profiles: cfg.Profiles, Contexts: cfg.Contexts, Conversations: convs, Budget: cfg.Budget}).Stage(),
+		(&llmstage.LLMCaller{Caller: c, NC: nc}).Stage(),
+		(&mapperstage.Mapper{Conversations: convs}).Stage(),
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	var readies []chan struct{}
+	for _, st := range stages {
+		if !selected(cfg.Only, st.Name) {
+			continue
+		}
+		r := make(chan struct{})
+		readies = append(readies, r)
+		o := pipeline.Options{Stream: cfg.Stream, Subscriber: cfg.Subscriber, Logger: cfg.Logger, Ready: r}
+		if hook := cfg.BeforePublish[st.Name]; hook != nil {
+			o.BeforePublish = hook
+		}
+		g.Go(func() error {
+			if err := pipeline.Run(gctx, nc, st, o); err != nil {
+				return fmt.Errorf("%s: %w", st.Name, err)
+			}
+			return nil
+		})
+	}
+	if ready != nil {
+		go func() {
+			for _, r := range readies {
+				select {
+				case <-r:
+				case <-gctx.Done():
+					return
+				}
+			}
+			close(ready)
+		}()
+	}
+	return g.Wait()
+}
+
+func selected(only []string, name string) bool {
+	if len(only) == 0 {
+		return true
+	}
+	for _, o := range only {
+		if o == name {
+			return true
+		}
+	}
+	return false
+}

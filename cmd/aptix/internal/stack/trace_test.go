@@ -1,0 +1,108 @@
+package stack
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
+)
+
+// TestOneTracePerTurn asserts the span tree of a turn: one trace from the
+// client's publish through every stage and the LLM call, each consumer span
+// a child of the producer span of the event it consumed.
+func TestOneTracePerTurn(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTracerProvider(prevTP); otel.SetTextMapPropagator(prevProp) })
+
+	e := newEnv(t, sandbox.Options{})
+	e.turn(contracts.AgentExecuteRequest{ConversationId: "conv-trace", TurnId: "t1", Mode: "PLAN", Instruction: "trace me", RagScope: contracts.RagScopeNone})
+	_ = tp.ForceFlush(context.Background())
+
+	byName := map[string]tracetest.SpanStub{}
+	var traceID trace.TraceID
+	for _, s := range exp.GetSpans() {
+		if s.Name == "send aptix.requested" {
+			traceID = s.SpanContext.TraceID()
+		}
+	}
+	for _, s := range exp.GetSpans() {
+		if s.SpanContext.TraceID() != traceID {
+			continue
+		}
+		byName[s.Name] = s
+	}
+	// each consumer span's parent is the producer span of its input event
+	for _, hop := range []string{"requested", "retrieved", "enveloped", "responded"} {
+		send, ok := byName["send aptix."+hop]
+		if !ok {
+			t.Fatalf("no span %q in the turn's trace; have %v", "send aptix."+hop, names(byName))
+		}
+		proc, ok := byName["process aptix."+hop]
+		if !ok {
+			t.Fatalf("no span %q in the turn's trace", "process aptix."+hop)
+		}
+		if proc.Parent.SpanID() != send.SpanContext.SpanID() || proc.SpanKind != trace.SpanKindConsumer || send.SpanKind != trace.SpanKindProducer {
+			t.Fatalf("process aptix.%s is not a consumer child of its send span", hop)
+		}
+		if !hasAttr(proc, "messaging.system", "nats") || !hasAttr(proc, "aptix.turn_id", "t1") {
+			t.Fatalf("process aptix.%s attributes %v", hop, proc.Attributes)
+		}
+	}
+	if _, ok := byName["send aptix.completed"]; !ok {
+		t.Fatal("no completed publish in the trace")
+	}
+	var chat *tracetest.SpanStub
+	for _, s := range byName {
+		if s.SpanKind == trace.SpanKindClient && len(s.Name) > 5 && s.Name[:5] == "chat " {
+			chat = &s
+		}
+	}
+	if chat == nil {
+		t.Fatalf("no chat span in the trace; have %v", names(byName))
+	}
+	if chat.Parent.SpanID() != byName["process aptix.enveloped"].SpanContext.SpanID() {
+		t.Fatal("the chat span is not a child of the llmcaller's process span")
+	}
+	for _, k := range []string{"gen_ai.operation.name", "gen_ai.request.model", "gen_ai.response.id", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"} {
+		if !hasKey(*chat, k) {
+			t.Errorf("chat span lacks %s: %v", k, chat.Attributes)
+		}
+	}
+}
+
+func names(m map[string]tracetest.SpanStub) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func hasKey(s tracetest.SpanStub, key string) bool {
+	for _, a := range s.Attributes {
+		if string(a.Key) == key {
+			return true
+		}
+	}
+	return false
+}
+
+func hasAttr(s tracetest.SpanStub, key, value string) bool {
+	for _, a := range s.Attributes {
+		if string(a.Key) == key && a.Value.Emit() == value {
+			return true
+		}
+	}
+	return false
+}

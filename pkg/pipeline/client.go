@@ -1,0 +1,78 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// Submit publishes an execute event on aptix.requested.<conv>.<turn>, with
+// the trace context and Nats-Msg-Id, and returns once JetStream stored it.
+func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExecuteRequest) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	subject := contracts.Subject(contracts.StageRequested, req.ConversationId, req.TurnId)
+	id := contracts.MsgID(req.TurnId, contracts.StageRequested)
+	ctx, span := tracer().Start(ctx, "send aptix."+contracts.StageRequested, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(messagingAttrs("send", subject, id)...),
+		trace.WithAttributes(attribute.String("aptix.conversation_id", req.ConversationId), attribute.String("aptix.turn_id", req.TurnId)))
+	defer span.End()
+	h := nats.Header{}
+	h.Set(contracts.HeaderMsgID, id)
+	h[contracts.HeaderCESpecVersion] = []string{contracts.CESpecVersion}
+	h[contracts.HeaderCEID] = []string{id}
+	h[contracts.HeaderCEType] = []string{contracts.CEType(contracts.StageRequested)}
+	h[contracts.HeaderCESource] = []string{"aptix/client"}
+	h[contracts.HeaderCETime] = []string{time.Now().UTC().Format(time.RFC3339Nano)}
+	h[contracts.HeaderCEContentType] = []string{contracts.CEContentTypeJSON}
+	otel.GetTextMapPropagator().Inject(ctx, HeaderCarrier(h))
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: h}); err != nil {
+		return fmt.Errorf("publish %s: %w", subject, err)
+	}
+	return nil
+}
+
+// Await returns the turn's completed event. It reads the completed subject
+// from the stream with an ordered consumer that delivers all, so a result
+// published before Await started is found, never missed.
+func Await(ctx context.Context, js jetstream.JetStream, conversationID, turnID string) (contracts.Turn, error) {
+	var t contracts.Turn
+	cons, err := js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{contracts.Subject(contracts.StageCompleted, conversationID, turnID)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return t, fmt.Errorf("watch completion: %w", err)
+	}
+	for {
+		wait := 5 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl))
+		}
+		if wait <= 0 {
+			return t, fmt.Errorf("turn %s/%s: %w", conversationID, turnID, context.DeadlineExceeded)
+		}
+		m, err := cons.Next(jetstream.FetchMaxWait(max(wait, time.Second)))
+		if ctx.Err() != nil {
+			return t, fmt.Errorf("turn %s/%s: %w", conversationID, turnID, ctx.Err())
+		}
+		if err != nil {
+			continue // nothing yet
+		}
+		if err := json.Unmarshal(m.Data(), &t); err != nil {
+			return t, fmt.Errorf("decode completion: %w", err)
+		}
+		return t, nil
+	}
+}

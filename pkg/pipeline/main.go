@@ -1,0 +1,98 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Env names every stage binary reads.
+const (
+	EnvNATSURL       = "APTIX_NATS_URL"
+	EnvNATSCreds     = "APTIX_NATS_CREDS"
+	EnvMaxAckPending = "APTIX_MAX_ACK_PENDING"
+	EnvMaxDeliver    = "APTIX_MAX_DELIVER"
+	EnvAckWait       = "APTIX_ACK_WAIT"
+	EnvReplicas      = "APTIX_STREAM_REPLICAS"
+	EnvLogLevel      = "APTIX_LOG_LEVEL"
+)
+
+// Build makes a stage once the connection is up (stages open their KV
+// buckets and indexes with it).
+type Build func(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) (Stage, error)
+
+// Main is the whole main function of a stage binary: configuration from the
+// environment, JSON logs, telemetry, a NATS connection that reconnects
+// forever, and a graceful drain on SIGINT/SIGTERM. It exits the process.
+func Main(service string, build Build) {
+	log := NewLogger(os.Stderr).With("service", service)
+	if err := runMain(service, build, log); err != nil {
+		log.Error("stage failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+// NewLogger is the JSON slog logger every Aptix process uses (level from APTIX_LOG_LEVEL).
+func NewLogger(w *os.File) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(os.Getenv(EnvLogLevel)))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func runMain(service string, build Build, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	shutdown, err := SetupTelemetry(ctx, "aptix-"+service)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(c)
+	}()
+	url := os.Getenv(EnvNATSURL)
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	opts := []nats.Option{nats.Name("aptix-" + service), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
+	if creds := os.Getenv(EnvNATSCreds); creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", url, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	st, err := build(ctx, nc, js, log)
+	if err != nil {
+		return err
+	}
+	o := Options{Logger: log, Stream: StreamConfig{Replicas: envInt(EnvReplicas)}, Subscriber: SubscriberConfig{
+		MaxAckPending: envInt(EnvMaxAckPending), MaxDeliver: envInt(EnvMaxDeliver), AckWait: envDuration(EnvAckWait),
+	}}
+	log.Info("starting", "nats", url)
+	return Run(ctx, nc, st, o)
+}
+
+func envInt(key string) int {
+	n, _ := strconv.Atoi(os.Getenv(key))
+	return n
+}
+
+func envDuration(key string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(key))
+	return d
+}

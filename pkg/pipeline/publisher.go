@@ -1,0 +1,71 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// Publisher is a watermill Publisher onto JetStream. The topic is the full
+// subject; the message UUID becomes Nats-Msg-Id, so a re-published event is
+// de-duplicated by the server; metadata become headers, except the keys the
+// Subscriber added for the handler.
+type Publisher struct {
+	js jetstream.JetStream
+	// createStream makes a stream per topic on first use (tests and
+	// watermill's universal suite; the pipeline provisions APTIX).
+	createStream bool
+	created      sync.Map
+}
+
+// NewPublisher returns a Publisher onto existing streams.
+func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
+
+// NewTopicPublisher returns a Publisher that creates a stream for each new
+// topic, as Subscriber does with SubscriberConfig.CreateStream.
+func NewTopicPublisher(js jetstream.JetStream) *Publisher {
+	return &Publisher{js: js, createStream: true}
+}
+
+// Publish stores each message and waits for the server's ack.
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+	for _, msg := range msgs {
+		ctx := msg.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		if p.createStream {
+			if _, done := p.created.Load(topic); !done {
+				if err := ensureTopicStream(ctx, p.js, topic); err != nil {
+					return err
+				}
+				p.created.Store(topic, true)
+			}
+		}
+		if _, err := p.js.PublishMsg(ctx, toNATS(topic, msg)); err != nil {
+			return fmt.Errorf("publish %s: %w", topic, err)
+		}
+	}
+	return nil
+}
+
+func toNATS(subject string, msg *message.Message) *nats.Msg {
+	h := nats.Header{}
+	for k, v := range msg.Metadata {
+		if k == MetaSubject || k == MetaDelivered || k == MetaStreamSeq {
+			continue
+		}
+		h[k] = []string{v}
+	}
+	h[contracts.HeaderMsgID] = []string{msg.UUID}
+	return &nats.Msg{Subject: subject, Data: msg.Payload, Header: h}
+}
+
+// Close does nothing: the connection belongs to the caller.
+func (p *Publisher) Close() error { return nil }

@@ -1,0 +1,320 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// Version is reported by every stage's micro service.
+const Version = "0.1.0"
+
+// Handler does one stage's work on a turn: it fills the turn's section and
+// returns nil to pass the turn on, a *Rejection to end the turn with an error
+// completion, or any other error to have the event redelivered later.
+type Handler func(ctx context.Context, turn *contracts.Turn) error
+
+// Rejection ends a turn: the input is wrong and retrying cannot help.
+type Rejection struct{ Code, Message string }
+
+func (r *Rejection) Error() string { return r.Code + ": " + r.Message }
+
+// Reject returns a Rejection with a formatted message.
+func Reject(code, format string, args ...any) error {
+	return &Rejection{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Error codes the runtime itself assigns.
+const (
+	CodeInvalidEvent   = "invalid_event"
+	CodeInvalidRequest = "invalid_request"
+	CodeStageFailed    = "stage_failed"
+)
+
+// Stage is one pipeline stage: the event stage it consumes, the one it
+// produces, and its handler.
+type Stage struct {
+	Name    string // service name: retriever, envelope, llmcaller, mapper
+	In, Out string // event stages, e.g. contracts.StageRequested → contracts.StageRetrieved
+	Handle  Handler
+}
+
+// Options configure Run. Zero values take the defaults.
+type Options struct {
+	Stream     StreamConfig
+	Subscriber SubscriberConfig
+	Logger     *slog.Logger
+	// Ready is closed when the stage consumes.
+	Ready chan struct{}
+	// BeforePublish runs after the handler and before the publish; tests use
+	// it to crash a stage at the worst moment.
+	BeforePublish func(turn *contracts.Turn) error
+}
+
+// runner is one running stage.
+type runner struct {
+	st    Stage
+	o     Options
+	sub   SubscriberConfig
+	pub   *Publisher
+	log   *slog.Logger
+	stats struct{ processed, rejected, retried, dead atomic.Int64 }
+}
+
+// Run runs a stage until ctx ends, then drains: it stops fetching, lets the
+// handlers in flight finish (bounded by the subscriber's DrainTimeout) and
+// returns. The stream and the stage's durable consumer are created if missing.
+func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if _, err := EnsureStream(ctx, js, o.Stream); err != nil {
+		return err
+	}
+	sc := o.Subscriber.withDefaults()
+	sc.Stream, sc.Durable, sc.CreateStream = contracts.StreamName, Durable(st.Name), false
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("stage", st.Name)
+	sc.Logger = watermill.NewSlogLogger(log)
+	r := &runner{st: st, o: o, sub: sc, pub: NewPublisher(js), log: log}
+
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: sc.DrainTimeout + time.Second}, sc.Logger)
+	if err != nil {
+		return fmt.Errorf("router: %w", err)
+	}
+	router.AddConsumerHandler(st.Name, contracts.StageFilter(st.In), NewSubscriber(js, sc), r.handle)
+
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        "aptix-" + st.Name,
+		Version:     Version,
+		Description: "Aptix " + st.Name + " stage: aptix." + st.In + " → aptix." + st.Out,
+		Metadata:    map[string]string{"consumes": contracts.StageFilter(st.In), "durable": sc.Durable},
+		Endpoint:    &micro.EndpointConfig{Subject: "aptix.svc." + st.Name + ".status", Handler: micro.HandlerFunc(r.status)},
+		StatsHandler: func(*micro.Endpoint) any {
+			return r.counts()
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("register micro service: %w", err)
+	}
+	defer func() { _ = svc.Stop() }()
+
+	if o.Ready != nil {
+		go func() {
+			select {
+			case <-router.Running():
+				close(o.Ready)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	log.Info("stage running", "consumes", contracts.StageFilter(st.In), "durable", sc.Durable, "max_ack_pending", sc.MaxAckPending, "max_deliver", sc.MaxDeliver)
+	if err := router.Run(ctx); err != nil {
+		return fmt.Errorf("stage %s: %w", st.Name, err)
+	}
+	log.Info("stage drained", "processed", r.stats.processed.Load())
+	return nil
+}
+
+func (r *runner) counts() map[string]int64 {
+	return map[string]int64{
+		"processed": r.stats.processed.Load(), "rejected": r.stats.rejected.Load(),
+		"retried": r.stats.retried.Load(), "dead_lettered": r.stats.dead.Load(),
+	}
+}
+
+func (r *runner) status(req micro.Request) {
+	_ = req.RespondJSON(r.counts())
+}
+
+// handle runs the stage's handler on one event and decides its fate.
+func (r *runner) handle(msg *message.Message) (err error) {
+	subject := msg.Metadata.Get(MetaSubject)
+	delivered, _ := strconv.Atoi(msg.Metadata.Get(MetaDelivered))
+	parent := otel.GetTextMapPropagator().Extract(msg.Context(), propagation.MapCarrier(msg.Metadata))
+	ctx, span := tracer().Start(parent, "process aptix."+r.st.In,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithLinks(trace.LinkFromContext(parent)),
+		trace.WithAttributes(messagingAttrs("process", subject, msg.UUID)...),
+		trace.WithAttributes(attribute.String("messaging.consumer.group.name", r.sub.Durable), attribute.Int("messaging.nats.delivered", delivered)))
+	defer span.End()
+
+	turn, err := decode(r.st.In, subject, msg.Payload)
+	if err != nil {
+		r.deadLetter(ctx, msg, delivered, err.Error())
+		if _, conv, turnID, ok := contracts.ParseSubject(subject); ok && contracts.IsToken(conv) && contracts.IsToken(turnID) {
+			t := contracts.Turn{Version: contracts.TurnVersion, ConversationId: conv, TurnId: turnID, Request: contracts.AgentExecuteRequest{ConversationId: conv, TurnId: turnID}}
+			return r.fail(ctx, &t, CodeInvalidEvent, err.Error())
+		}
+		return nil // nothing to answer: the dead letter is the record
+	}
+	span.SetAttributes(attribute.String("aptix.conversation_id", turn.ConversationId), attribute.String("aptix.turn_id", turn.TurnId))
+	log := r.log.With("conversation", turn.ConversationId, "turn", turn.TurnId, "trace_id", span.SpanContext().TraceID().String())
+
+	herr := r.safeHandle(ctx, &turn)
+	var rej *Rejection
+	switch {
+	case errors.As(herr, &rej):
+		r.stats.rejected.Add(1)
+		log.Warn("turn rejected", "code", rej.Code, "reason", rej.Message)
+		span.SetStatus(codes.Error, rej.Error())
+		return r.fail(ctx, &turn, rej.Code, rej.Message)
+	case herr != nil && delivered >= r.sub.MaxDeliver:
+		reason := fmt.Sprintf("gave up after %d deliveries: %v", delivered, herr)
+		log.Error("turn dead-lettered", "reason", reason)
+		span.SetStatus(codes.Error, reason)
+		r.deadLetter(ctx, msg, delivered, reason)
+		return r.fail(ctx, &turn, CodeStageFailed, r.st.Name+" "+reason)
+	case herr != nil:
+		r.stats.retried.Add(1)
+		log.Warn("stage failed, will retry", "err", herr, "delivered", delivered, "retry_in", r.sub.BackoffFor(delivered))
+		span.RecordError(herr)
+		span.SetStatus(codes.Error, herr.Error())
+		return herr
+	}
+	if r.o.BeforePublish != nil {
+		if err := r.o.BeforePublish(&turn); err != nil {
+			return err
+		}
+	}
+	if err := r.publish(ctx, r.st.Out, &turn); err != nil {
+		span.RecordError(err)
+		return err
+	}
+	r.stats.processed.Add(1)
+	return nil
+}
+
+// safeHandle turns a handler panic into an error, so it is retried and
+// finally dead-lettered like any other failure, never lost.
+func (r *runner) safeHandle(ctx context.Context, t *contracts.Turn) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return r.st.Handle(ctx, t)
+}
+
+// decode reads a stage's input. A client publishes a bare
+// AgentExecuteRequest on aptix.requested (that is all the JSON Schema asks of
+// it); every later event is a Turn. The subject's ids must agree with the payload's.
+func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
+	_, conv, turnID, ok := contracts.ParseSubject(subject)
+	if !ok {
+		return contracts.Turn{}, fmt.Errorf("subject %q is not aptix.<stage>.<conversationId>.<turnId>", subject)
+	}
+	var t contracts.Turn
+	if stage == contracts.StageRequested {
+		var req contracts.AgentExecuteRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return t, fmt.Errorf("payload is not an AgentExecuteRequest: %w", err)
+		}
+		if req.ConversationId == "" {
+			req.ConversationId = conv
+		}
+		if req.TurnId == "" {
+			req.TurnId = turnID
+		}
+		t = contracts.NewTurn(req)
+	} else if err := json.Unmarshal(payload, &t); err != nil {
+		return t, fmt.Errorf("payload is not a Turn: %w", err)
+	}
+	if t.ConversationId != conv || t.TurnId != turnID {
+		return t, fmt.Errorf("payload ids %s/%s differ from the subject's %s/%s", t.ConversationId, t.TurnId, conv, turnID)
+	}
+	return t, nil
+}
+
+// publish sends the turn on to the next stage: CloudEvents headers, the
+// trace context, and Nats-Msg-Id <turnId>.<stage> so a redelivered event
+// that is handled twice is stored once.
+func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) error {
+	data, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("encode turn: %w", err)
+	}
+	return publishEvent(ctx, r.pub, "aptix/"+r.st.Name, stage, t.ConversationId, t.TurnId, data)
+}
+
+func publishEvent(ctx context.Context, pub *Publisher, source, stage, conv, turnID string, data []byte) error {
+	subject := contracts.Subject(stage, conv, turnID)
+	id := contracts.MsgID(turnID, stage)
+	ctx, span := tracer().Start(ctx, "send aptix."+stage, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(messagingAttrs("send", subject, id)...),
+		trace.WithAttributes(attribute.Int("messaging.message.body.size", len(data))))
+	defer span.End()
+	msg := message.NewMessage(id, data)
+	msg.Metadata.Set(contracts.HeaderCESpecVersion, contracts.CESpecVersion)
+	msg.Metadata.Set(contracts.HeaderCEID, id)
+	msg.Metadata.Set(contracts.HeaderCEType, contracts.CEType(stage))
+	msg.Metadata.Set(contracts.HeaderCESource, source)
+	msg.Metadata.Set(contracts.HeaderCETime, time.Now().UTC().Format(time.RFC3339Nano))
+	msg.Metadata.Set(contracts.HeaderCEContentType, contracts.CEContentTypeJSON)
+	otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(msg.Metadata))
+	msg.SetContext(ctx)
+	if err := pub.Publish(subject, msg); err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return err
+	}
+	return nil
+}
+
+// fail ends a turn with a kind "error" completion the client can read.
+func (r *runner) fail(ctx context.Context, t *contracts.Turn, code, message string) error {
+	t.Failure = &contracts.Failure{Stage: r.st.Name, Code: code, Message: message}
+	var sources []contracts.SourceRef
+	if t.Envelope != nil {
+		sources = t.Envelope.Sources
+	}
+	resp := contracts.FailedResponse(t.Request, *t.Failure, sources, t.Warnings)
+	t.Response = &resp
+	return r.publish(ctx, contracts.StageCompleted, t)
+}
+
+// deadLetter keeps an event the stage gave up on, with the reason in headers.
+func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered int, reason string) {
+	r.stats.dead.Add(1)
+	subject := msg.Metadata.Get(MetaSubject)
+	_, _, turnID, ok := contracts.ParseSubject(subject)
+	id := nuid.Next()
+	if ok {
+		id = turnID + ".dead." + r.st.Name
+	}
+	dead := message.NewMessage(id, msg.Payload)
+	for k, v := range msg.Metadata {
+		dead.Metadata.Set(k, v)
+	}
+	dead.Metadata.Set(contracts.HeaderDeadReason, reason)
+	dead.Metadata.Set(contracts.HeaderDeadStage, r.st.Name)
+	dead.Metadata.Set(contracts.HeaderDeadSubject, subject)
+	dead.Metadata.Set(contracts.HeaderDeadDeliveries, strconv.Itoa(delivered))
+	dead.SetContext(ctx)
+	if err := r.pub.Publish(contracts.DeadSubject(r.st.Name), dead); err != nil {
+		r.log.Error("dead letter not stored", "subject", subject, "reason", reason, "err", err)
+	}
+}

@@ -1,0 +1,230 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// runStage runs a test stage (requested → retrieved) until the test ends.
+func runStage(t *testing.T, nc *nats.Conn, h Handler, sc SubscriberConfig) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, nc, Stage{Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved, Handle: h}, Options{Subscriber: sc, Logger: quiet, Ready: ready})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("stage stopped: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("stage not ready")
+	}
+}
+
+func submit(t *testing.T, js jetstream.JetStream, turn string) {
+	t.Helper()
+	req := contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: turn, Instruction: "x"}
+	if err := Submit(context.Background(), js, req); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// next reads the first event on subject from the stream (waiting up to 10 s).
+func next(t *testing.T, js jetstream.JetStream, subject string) jetstream.Msg {
+	t.Helper()
+	c, err := js.OrderedConsumer(context.Background(), contracts.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Next(jetstream.FetchMaxWait(10 * time.Second))
+	if err != nil {
+		t.Fatalf("no event on %s: %v", subject, err)
+	}
+	return m
+}
+
+func TestRetryWithGrowingDelayThenSuccess(t *testing.T) {
+	nc, js := natstest.JetStream(t)
+	var mu sync.Mutex
+	var attempts []time.Time
+	runStage(t, nc, func(ctx context.Context, turn *contracts.Turn) error {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts = append(attempts, time.Now())
+		if len(attempts) < 3 {
+			return errors.New("index not ready")
+		}
+		turn.Retrieval = &contracts.Retrieval{Chunks: []contracts.RagChunk{}}
+		return nil
+	}, SubscriberConfig{MaxDeliver: 5, Backoff: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond}})
+	submit(t, js, "t1")
+	m := next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "t1"))
+	var out contracts.Turn
+	if err := json.Unmarshal(m.Data(), &out); err != nil || out.Retrieval == nil {
+		t.Fatalf("%v %+v", err, out)
+	}
+	if got := m.Headers().Get(contracts.HeaderMsgID); got != "t1.retrieved" {
+		t.Fatalf("Nats-Msg-Id %q", got)
+	}
+	if m.Headers().Get(contracts.HeaderCEType) != "dev.aptix.turn.retrieved.v1" || m.Headers().Get(contracts.HeaderTraceparent) == "" {
+		t.Fatalf("headers %v", m.Headers())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(attempts) != 3 {
+		t.Fatalf("%d attempts", len(attempts))
+	}
+	// NakWithDelay, not a tight loop: the gaps follow the backoff.
+	if d := attempts[1].Sub(attempts[0]); d < 180*time.Millisecond {
+		t.Fatalf("first retry after %s, want ≥ 200ms", d)
+	}
+	if d := attempts[2].Sub(attempts[1]); d < 380*time.Millisecond {
+		t.Fatalf("second retry after %s, want ≥ 400ms", d)
+	}
+}
+
+func TestGiveUpDeadLettersAndAnswers(t *testing.T) {
+	for name, h := range map[string]Handler{
+		"error": func(context.Context, *contracts.Turn) error { return errors.New("disk on fire") },
+		"panic": func(context.Context, *contracts.Turn) error { panic("nil map") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			nc, js := natstest.JetStream(t)
+			var calls atomic.Int32
+			runStage(t, nc, func(ctx context.Context, turn *contracts.Turn) error { calls.Add(1); return h(ctx, turn) },
+				SubscriberConfig{MaxDeliver: 3, Backoff: []time.Duration{20 * time.Millisecond}})
+			submit(t, js, "t1")
+			done := next(t, js, contracts.Subject(contracts.StageCompleted, "c1", "t1"))
+			var out contracts.Turn
+			if err := json.Unmarshal(done.Data(), &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Response == nil || out.Response.Kind != contracts.KindError || out.Response.ErrorCode != CodeStageFailed || out.Failure.Stage != "retriever" {
+				t.Fatalf("%+v", out.Response)
+			}
+			dead := next(t, js, contracts.DeadSubject("retriever"))
+			if dead.Headers().Get(contracts.HeaderDeadDeliveries) != "3" || dead.Headers().Get(contracts.HeaderDeadReason) == "" ||
+				dead.Headers().Get(contracts.HeaderDeadSubject) != "aptix.requested.c1.t1" {
+				t.Fatalf("dead letter headers %v", dead.Headers())
+			}
+			if calls.Load() != 3 {
+				t.Fatalf("%d calls, want MaxDeliver=3", calls.Load())
+			}
+		})
+	}
+}
+
+// TestInProgressKeepsLongHandlers: a handler running three AckWaits is not
+// redelivered, because the subscriber keeps the event in progress.
+func TestInProgressKeepsLongHandlers(t *testing.T) {
+	nc, js := natstest.JetStream(t)
+	var calls atomic.Int32
+	runStage(t, nc, func(ctx context.Context, turn *contracts.Turn) error {
+		calls.Add(1)
+		time.Sleep(3 * time.Second)
+		return nil
+	}, SubscriberConfig{AckWait: time.Second, MaxDeliver: 5})
+	submit(t, js, "slow")
+	next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "slow"))
+	time.Sleep(1500 * time.Millisecond)
+	if calls.Load() != 1 {
+		t.Fatalf("handler ran %d times: the event was redelivered while in progress", calls.Load())
+	}
+}
+
+// TestDrainFinishesInFlight: cancelling a stage lets the running handler
+// finish and publish before Run returns.
+func TestDrainFinishesInFlight(t *testing.T) {
+	nc, js := natstest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, nc, Stage{Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved,
+			Handle: func(context.Context, *contracts.Turn) error {
+				close(started)
+				time.Sleep(500 * time.Millisecond)
+				return nil
+			}},
+			Options{Logger: quiet, Ready: ready})
+	}()
+	<-ready
+	submit(t, js, "t1")
+	<-started
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "t1"))
+	c, _ := js.Consumer(context.Background(), contracts.StreamName, Durable("retriever"))
+	info, _ := c.Info(context.Background())
+	if info.NumAckPending != 0 || info.NumPending != 0 {
+		t.Fatalf("after drain: %d unacked, %d pending", info.NumAckPending, info.NumPending)
+	}
+}
+
+func TestMicroStatus(t *testing.T) {
+	nc, js := natstest.JetStream(t)
+	runStage(t, nc, func(context.Context, *contracts.Turn) error { return nil }, SubscriberConfig{})
+	submit(t, js, "t1")
+	next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "t1"))
+	resp, err := nc.Request("aptix.svc.retriever.status", nil, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counts map[string]int64
+	if err := json.Unmarshal(resp.Data, &counts); err != nil || counts["processed"] != 1 {
+		t.Fatalf("%s %v", resp.Data, err)
+	}
+	// Discoverable like any micro service: `nats micro ls` sends this ping.
+	info, err := nc.Request("$SRV.INFO.aptix-retriever", nil, 2*time.Second)
+	if err != nil || !json.Valid(info.Data) {
+		t.Fatalf("micro info: %v", err)
+	}
+}
+
+func TestProvisionIsIdempotent(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	for i := range 2 {
+		if err := Provision(context.Background(), js, StreamConfig{}, SubscriberConfig{}); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	for _, st := range Stages {
+		c, err := js.Consumer(context.Background(), contracts.StreamName, Durable(st.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.CachedInfo().Config.FilterSubject; got != contracts.StageFilter(st.In) {
+			t.Fatalf("%s filters %s", st.Name, got)
+		}
+	}
+	s, _ := js.Stream(context.Background(), contracts.StreamName)
+	if subs := s.CachedInfo().Config.Subjects; len(subs) != 6 || subs[0] != "aptix.requested.>" {
+		t.Fatalf("stream subjects %v", subs)
+	}
+}

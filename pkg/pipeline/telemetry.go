@@ -1,0 +1,79 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// tracerName is the instrumentation scope of the stage runtime's spans.
+const tracerName = "github.com/aptix-dev/aptix/pkg/pipeline"
+
+func tracer() trace.Tracer { return otel.Tracer(tracerName) }
+
+// SetupTelemetry installs the global tracer provider and the W3C TraceContext
+// + Baggage propagator. Exporters come from the standard OTEL_* variables
+// (OTEL_TRACES_EXPORTER=otlp|console|none); unset means none, so a laptop run
+// does not try to reach a collector that is not there. Spans are created
+// either way: every event carries a traceparent and every log line a trace id.
+func SetupTelemetry(ctx context.Context, service string) (shutdown func(context.Context) error, err error) {
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	if os.Getenv("OTEL_SDK_DISABLED") == "true" {
+		return func(context.Context) error { return nil }, nil
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if os.Getenv("OTEL_TRACES_EXPORTER") != "" {
+		exp, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("trace exporter from OTEL_TRACES_EXPORTER: %w", err)
+		}
+		opts = append(opts, sdktrace.WithBatcher(exp))
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
+	otel.SetTracerProvider(tp)
+	return tp.Shutdown, nil
+}
+
+// HeaderCarrier adapts nats.Header to OTel propagation without changing the
+// key's case: propagation.HeaderCarrier would write "Traceparent", and NATS
+// headers are case-sensitive (DESIGN.md §4).
+type HeaderCarrier nats.Header
+
+func (c HeaderCarrier) Get(key string) string {
+	if v := c[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+func (c HeaderCarrier) Set(key, value string) { c[key] = []string{value} }
+func (c HeaderCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// messagingAttrs are the OTel messaging attributes of a NATS event.
+func messagingAttrs(op, subject, msgID string) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		semconv.MessagingSystemKey.String("nats"),
+		semconv.MessagingOperationTypeKey.String(op),
+		semconv.MessagingDestinationName(subject),
+		semconv.MessagingMessageID(msgID),
+	}
+}

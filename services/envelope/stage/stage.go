@@ -1,0 +1,124 @@
+// Package stage binds the envelope domain (contextblock, request) to the bus:
+// it turns aptix.retrieved events into aptix.enveloped events.
+package stage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/envelope/contextblock"
+	"github.com/aptix-dev/aptix/services/envelope/request"
+)
+
+// ConversationStore is where the envelope reads what the last turn sent.
+type ConversationStore interface {
+	Get(ctx context.Context, conversationID string) (*pipeline.Conversation, error)
+}
+
+// Envelope builds a turn's /responses body.
+type Envelope struct {
+	Profiles *profiles.Set
+	// Contexts are server-side ConversationContexts, by id, for requests that
+	// name one instead of sending it inline.
+	Contexts map[string]contracts.ConversationContext
+	// Conversations supplies the previous response id and tools; nil means
+	// clients always send responseContinuationId themselves.
+	Conversations ConversationStore
+	// Budget bounds the [CONTEXT] block.
+	Budget contextblock.Options
+}
+
+// Stage returns the pipeline stage.
+func (e *Envelope) Stage() pipeline.Stage {
+	return pipeline.Stage{Name: "envelope", In: contracts.StageRetrieved, Out: contracts.StageEnveloped, Handle: e.Handle}
+}
+
+// Handle fills turn.Envelope.
+func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
+	req := t.Request
+	conv, err := e.conversationContext(req)
+	if err != nil {
+		return err
+	}
+	backend := ""
+	if req.AgentContext != nil {
+		backend = req.AgentContext.Backend
+	}
+	profile, err := e.Profiles.Get(backend)
+	if err != nil {
+		return pipeline.Reject("unknown_backend", "agentContext.backend: %v", err)
+	}
+
+	var prior []request.Tool
+	if e.Conversations != nil {
+		rec, err := e.Conversations.Get(ctx, req.ConversationId)
+		if err != nil {
+			return err // transient: retried
+		}
+		if rec != nil {
+			// The client may leave continuation to Aptix: the conversation's
+			// latest response id is on record.
+			if req.ResponseContinuationId == "" && rec.ResponseId != "" {
+				req.ResponseContinuationId = rec.ResponseId
+				t.Request.ResponseContinuationId = rec.ResponseId
+			}
+			if len(rec.Tools) > 0 && rec.Backend == profile.Name {
+				if err := json.Unmarshal(rec.Tools, &prior); err != nil {
+					return pipeline.Reject(pipeline.CodeInvalidEvent, "recorded tools of conversation %s: %v", req.ConversationId, err)
+				}
+			}
+		}
+	}
+
+	var chunks []contracts.RagChunk
+	if t.Retrieval != nil {
+		chunks = t.Retrieval.Chunks
+	}
+	block := contextblock.Format(chunks, e.Budget)
+	res, err := request.Build(request.Input{
+		Request: req, Conversation: conv, ContextBlock: block.Text,
+		Capabilities: profile.Capabilities, PriorTools: prior, DefaultModel: profile.DefaultModel,
+	})
+	var coded interface{ Code() string }
+	if errors.As(err, &coded) {
+		return pipeline.Reject(coded.Code(), "%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	tools, err := json.Marshal(res.Tools)
+	if err != nil {
+		return fmt.Errorf("encode tools: %w", err)
+	}
+	sources := make([]contracts.SourceRef, 0, len(block.Included))
+	for _, c := range block.Included {
+		sources = append(sources, c.Ref())
+	}
+	t.Warnings = append(t.Warnings, block.Warnings...)
+	t.Envelope = &contracts.Envelope{
+		Backend: profile.Name, Model: res.Model, Body: res.Body, Sources: sources,
+		Tools: tools, ContextChars: len(block.Text),
+	}
+	return nil
+}
+
+// conversationContext resolves the request's ConversationContext: inline,
+// or by id from the server's configuration.
+func (e *Envelope) conversationContext(req contracts.AgentExecuteRequest) (contracts.ConversationContext, error) {
+	if req.ConversationContext != nil {
+		return *req.ConversationContext, nil
+	}
+	if req.ConversationContextId == "" {
+		return contracts.ConversationContext{}, nil
+	}
+	c, ok := e.Contexts[req.ConversationContextId]
+	if !ok {
+		return c, pipeline.Reject("unknown_conversation_context", "conversationContextId %q is not configured on this server", req.ConversationContextId)
+	}
+	return c, nil
+}

@@ -1,0 +1,173 @@
+package caller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// body is a /responses body opened at the top level only, so every field the
+// envelope wrote (and any this package does not know) passes through intact.
+type body map[string]json.RawMessage
+
+func openBody(raw json.RawMessage) (body, error) {
+	var b body
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return nil, fmt.Errorf("request body is not a JSON object: %w", err)
+	}
+	if b == nil {
+		return nil, errors.New("request body is null")
+	}
+	return b, nil
+}
+
+func (b body) encode() ([]byte, error) {
+	out, err := json.Marshal(map[string]json.RawMessage(b))
+	if err != nil {
+		return nil, fmt.Errorf("encode request body: %w", err)
+	}
+	return out, nil
+}
+
+// setStream makes the body's stream flag agree with the call mode.
+func (b body) setStream(stream bool) {
+	if stream {
+		b["stream"] = json.RawMessage("true")
+		return
+	}
+	delete(b, "stream")
+}
+
+// inputItems returns the input as items; a string input becomes one user message.
+func (b body) inputItems() ([]json.RawMessage, error) {
+	raw := bytes.TrimSpace(b["input"])
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("decode input string: %w", err)
+		}
+		msg, err := json.Marshal(map[string]any{"type": "message", "role": "user",
+			"content": []map[string]string{{"type": "input_text", "text": s}}})
+		if err != nil {
+			return nil, fmt.Errorf("encode input message: %w", err)
+		}
+		return []json.RawMessage{msg}, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, fmt.Errorf("input is neither a string nor an array of items: %w", err)
+	}
+	return items, nil
+}
+
+func (b body) previousResponseID() string {
+	var id string
+	_ = json.Unmarshal(b["previous_response_id"], &id)
+	return id
+}
+
+// errHistoryMissing marks a continuation whose history Aptix does not hold:
+// a final error, not a transient one.
+var errHistoryMissing = errors.New("conversation history is missing")
+
+// replayHistory implements continuation for a backend without
+// previous_response_id: the field is removed and the items Aptix stored
+// under that response id are prepended to the input. It returns the full
+// input items now in the body, which the caller stores under the new
+// response id after a successful call.
+func replayHistory(ctx context.Context, hs HistoryStore, b body) ([]json.RawMessage, error) {
+	input, err := b.inputItems()
+	if err != nil {
+		return nil, err
+	}
+	prev := b.previousResponseID()
+	if prev == "" {
+		return input, nil
+	}
+	if hs == nil {
+		return nil, fmt.Errorf("%w: previous_response_id %q cannot be replayed: no history store configured", errHistoryMissing, prev)
+	}
+	items, err := hs.Get(ctx, prev)
+	if errors.Is(err, ErrHistoryNotFound) {
+		return nil, fmt.Errorf("%w: no stored items for previous_response_id %q (this backend does not thread by previous_response_id, so Aptix replays its own copy)", errHistoryMissing, prev)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load history of %q: %w", prev, err)
+	}
+	all := append(items, input...)
+	raw, err := json.Marshal(all)
+	if err != nil {
+		return nil, fmt.Errorf("encode replayed input: %w", err)
+	}
+	delete(b, "previous_response_id")
+	b["input"] = raw
+	return all, nil
+}
+
+// responseSummary is what the caller reads back from a response body: enough
+// for tracing, finish reasons and history.
+type responseSummary struct {
+	ID                string `json:"id"`
+	Model             string `json:"model"`
+	Status            string `json:"status"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Output []json.RawMessage `json:"output"`
+	Usage  *struct {
+		InputTokens      int `json:"input_tokens"`
+		OutputTokens     int `json:"output_tokens"`
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+func summarize(raw string) (responseSummary, bool) {
+	var s responseSummary
+	if json.Unmarshal([]byte(raw), &s) != nil {
+		return s, false
+	}
+	return s, true
+}
+
+// finishReason derives AGN-004's finish reason (DESIGN.md §6): there is none
+// on the wire.
+func (s responseSummary) finishReason() string {
+	switch s.Status {
+	case "failed":
+		return "error"
+	case "incomplete":
+		if s.IncompleteDetails != nil && s.IncompleteDetails.Reason == "content_filter" {
+			return "content_filter"
+		}
+		return "length"
+	}
+	for _, it := range s.Output {
+		var head struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(it, &head) == nil && head.Type == "function_call" {
+			return "tool_use"
+		}
+	}
+	return "stop"
+}
+
+func (s responseSummary) tokens() (in, out int) {
+	if s.Usage == nil {
+		return 0, 0
+	}
+	in, out = s.Usage.InputTokens, s.Usage.OutputTokens
+	if in == 0 {
+		in = s.Usage.PromptTokens
+	}
+	if out == 0 {
+		out = s.Usage.CompletionTokens
+	}
+	return in, out
+}

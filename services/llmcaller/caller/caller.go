@@ -1,0 +1,224 @@
+// Package caller sends a turn's /responses body to an OpenAI-compatible
+// backend with openai-go and returns the outcome as data
+// (contracts.LLMResult): retries with backoff that honours Retry-After,
+// per-attempt and per-turn timeouts, a concurrency limit per backend, the raw
+// body kept verbatim, pay-once storage by turn id, replayed history for
+// backends without previous_response_id, streaming deltas and a gen_ai span.
+// It has no bus dependency except the optional NATS delta sink and the
+// JetStream stores, which implement interfaces declared here.
+package caller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/profiles"
+)
+
+// TracerName is the instrumentation scope of the caller's spans.
+const TracerName = "github.com/aptix-dev/aptix/services/llmcaller"
+
+// Options configure a Caller. Every field is optional.
+type Options struct {
+	// Results enables pay-once: final results are stored by turn id and a
+	// repeated call returns the stored one.
+	Results ResultStore
+	// History keeps conversation items for backends without previous_response_id.
+	History HistoryStore
+	// HTTPClient carries the requests; default http.DefaultClient.
+	HTTPClient *http.Client
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// BaseBackoff is the first retry wait when the server names none (default 500ms).
+	BaseBackoff time.Duration
+	// MaxBackoff caps the computed retry wait (default 8s). A server's
+	// Retry-After is honoured as sent, bounded only by the turn deadline.
+	MaxBackoff time.Duration
+}
+
+// Caller calls backends named by profiles. It is safe for concurrent use.
+type Caller struct {
+	set    *profiles.Set
+	o      Options
+	log    *slog.Logger
+	tracer trace.Tracer
+
+	mu      sync.Mutex
+	sems    map[string]chan struct{}
+	clients map[string]openai.Client
+	flights map[string]*flight
+}
+
+// New returns a Caller over the profiles in set.
+func New(set *profiles.Set, o Options) *Caller {
+	if o.HTTPClient == nil {
+		o.HTTPClient = http.DefaultClient
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.BaseBackoff <= 0 {
+		o.BaseBackoff = 500 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 8 * time.Second
+	}
+	return &Caller{
+		set: set, o: o, log: o.Logger.With("component", "llmcaller"), tracer: otel.Tracer(TracerName),
+		sems: map[string]chan struct{}{}, clients: map[string]openai.Client{}, flights: map[string]*flight{},
+	}
+}
+
+// Input is one turn's call.
+type Input struct {
+	ConversationID, TurnID string
+	// Backend names the profile; "" is the set's default.
+	Backend string
+	// Model is resolved through the profile's aliases; the body's own "model"
+	// is sent as is.
+	Model string
+	// Body is the /responses request body, sent as is apart from "stream" and,
+	// for backends without previous_response_id, the replayed history.
+	Body json.RawMessage
+	// Stream calls with SSE and hands deltas to Deltas (which may be nil).
+	Stream bool
+	Deltas DeltaSink
+}
+
+// Call performs the turn's call and returns its result. Upstream failures
+// (HTTP errors, malformed bodies, timeouts, dropped connections) are data in
+// the result, never a panic or Go error; when ctx itself was cancelled the
+// result carries an error and ctx.Err() tells the caller why.
+func (c *Caller) Call(ctx context.Context, in Input) (res contracts.LLMResult) {
+	start := time.Now()
+	res = contracts.LLMResult{Backend: in.Backend, Model: in.Model, Streamed: in.Stream}
+	var t *turn
+	defer func() {
+		if r := recover(); r != nil {
+			res.Error = &contracts.UpstreamError{Type: "aptix_internal", Message: fmt.Sprintf("llmcaller: internal error: %v", r)}
+			c.log.Error("llmcaller panic recovered", "turn", in.TurnID, "panic", r)
+		}
+		if res.DurationMs == 0 {
+			// Early returns; a called result already has the duration it was
+			// stored with, and a cached one keeps the call that paid for it.
+			res.DurationMs = float64(time.Since(start).Microseconds()) / 1000
+		}
+		if in.Stream && in.Deltas != nil {
+			seq := 0
+			if t != nil {
+				seq = t.seq
+			}
+			c.done(ctx, in, res, seq)
+		}
+	}()
+	prof, err := c.set.Get(in.Backend)
+	if err != nil {
+		res.Error = &contracts.UpstreamError{Type: "aptix_config", Message: err.Error()}
+		return res
+	}
+	res.Backend, res.Model = prof.Name, prof.Model(in.Model)
+	log := c.log.With("turn", in.TurnID, "conversation", in.ConversationID, "backend", prof.Name, "model", res.Model)
+	if prof.Sandbox {
+		log = log.With("sandbox", true)
+	}
+
+	if in.TurnID != "" {
+		cached, f := c.claim(ctx, in.TurnID, log)
+		if cached != nil {
+			return *cached
+		}
+		if f == nil {
+			res.Error = &contracts.UpstreamError{Type: "cancelled", Message: fmt.Sprintf("call cancelled while the same turn was in flight: %v", ctx.Err())}
+			return res
+		}
+		defer func() { c.release(in.TurnID, f, res, t != nil && t.final) }()
+	}
+
+	ctx, span := c.startSpan(ctx, prof, res.Model)
+	defer span.End()
+	if sc := span.SpanContext(); sc.HasTraceID() {
+		log = log.With("trace_id", sc.TraceID().String())
+	}
+	t = &turn{c: c, parent: ctx, prof: prof, in: in, log: log, names: map[string]fnCall{}}
+	final := t.run(&res) && ctx.Err() == nil
+	t.final = final
+	res.DurationMs = float64(time.Since(start).Microseconds()) / 1000
+	endSpan(span, res)
+
+	if final && c.o.Results != nil && in.TurnID != "" {
+		if err := c.o.Results.Put(ctx, in.TurnID, res); err != nil {
+			log.Error("storing the LLM result failed; a redelivery would call again", "err", err)
+		}
+	}
+	if res.Error != nil {
+		log.Warn("LLM call failed", "status", res.Status, "type", res.Error.Type, "code", res.Error.Code,
+			"message", res.Error.Message, "attempts", res.Attempts)
+	} else {
+		log.Info("LLM call done", "status", res.Status, "attempts", res.Attempts, "ms", res.DurationMs)
+	}
+	return res
+}
+
+// done sends the final "done" delta so a live subscriber stops waiting.
+func (c *Caller) done(ctx context.Context, in Input, res contracts.LLMResult, seq int) {
+	d := Delta{Type: DeltaDone, Status: "completed", Seq: seq}
+	if s, ok := summarize(res.Body); ok && s.Status != "" {
+		d.Status = s.Status
+	}
+	if res.Cached {
+		d.Status = "cached"
+	}
+	if res.Error != nil {
+		d.Status, d.Error = "error", res.Error.Message
+	}
+	in.Deltas.Delta(context.WithoutCancel(ctx), d)
+}
+
+// client returns the openai-go client of a profile. openai-go's own retries
+// are off: this package retries so it can count attempts, honour the
+// profile's limits and keep each attempt's body.
+func (c *Caller) client(p profiles.Profile) openai.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := p.Name + "\x00" + p.BaseURL
+	if cl, ok := c.clients[key]; ok {
+		return cl
+	}
+	// openai-go reads OPENAI_* variables by default. WithAPIKey("") clears a
+	// key picked up from OPENAI_API_KEY, and the organization/project headers
+	// are dropped, so a profile only ever sends its own credentials.
+	cl := openai.NewClient(option.WithBaseURL(p.BaseURL), option.WithAPIKey(p.APIKey()),
+		option.WithHeaderDel("OpenAI-Organization"), option.WithHeaderDel("OpenAI-Project"),
+		option.WithMaxRetries(0), option.WithHTTPClient(c.o.HTTPClient))
+	c.clients[key] = cl
+	return cl
+}
+
+// acquire takes one of the profile's MaxConcurrent slots, waiting at most as
+// long as ctx allows.
+func (c *Caller) acquire(ctx context.Context, p profiles.Profile) (release func(), err error) {
+	c.mu.Lock()
+	sem, ok := c.sems[p.Name]
+	if !ok {
+		sem = make(chan struct{}, max(p.MaxConcurrent, 1))
+		c.sems[p.Name] = sem
+	}
+	c.mu.Unlock()
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for one of %d slots of backend %s: %w", cap(sem), p.Name, ctx.Err())
+	}
+}

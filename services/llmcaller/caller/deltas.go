@@ -1,0 +1,71 @@
+package caller
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// Delta types.
+const (
+	DeltaText      = "text"
+	DeltaArguments = "arguments"
+	DeltaDone      = "done"
+)
+
+// DeltaSink receives a streaming call's deltas as they arrive. Delta must not
+// block for long: it runs inside the stream's read loop.
+type DeltaSink interface {
+	Delta(ctx context.Context, d Delta)
+}
+
+// Delta is one piece of a streamed answer. Text carries the text or the
+// arguments fragment; CallID and Name identify the function call an
+// arguments delta belongs to. The last delta of a call has Type "done" and
+// Status set to the outcome.
+type Delta struct {
+	Type   string `json:"type"`
+	ItemID string `json:"itemId,omitempty"`
+	CallID string `json:"callId,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Text   string `json:"text,omitempty"`
+	Seq    int    `json:"seq"`
+	// Status (done only): completed | incomplete | failed | error | cached.
+	Status string `json:"status,omitempty"`
+	// Error (done only) is the failure message, if the call failed.
+	Error string `json:"error,omitempty"`
+}
+
+// NATSDeltas publishes deltas as JSON on aptix.delta.<conversation>.<turn>
+// with core NATS (not stored): they are a live view, the stored result is the
+// record. The trace context travels in lowercase W3C headers.
+func NATSDeltas(nc *nats.Conn, conversationID, turnID string) DeltaSink {
+	return natsDeltas{nc: nc, subject: contracts.DeltaSubject(conversationID, turnID)}
+}
+
+type natsDeltas struct {
+	nc      *nats.Conn
+	subject string
+}
+
+func (n natsDeltas) Delta(ctx context.Context, d Delta) {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return
+	}
+	msg := nats.NewMsg(n.subject)
+	msg.Data = b
+	carrier := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, carrier)
+	for k, v := range carrier {
+		msg.Header.Set(k, v)
+	}
+	// Core publish is fire-and-forget; a lost delta is recovered from the
+	// final result, so the error is not worth failing the call for.
+	_ = n.nc.PublishMsg(msg)
+}

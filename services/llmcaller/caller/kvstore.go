@@ -1,0 +1,111 @@
+package caller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// Bucket names and retention of the JetStream stores.
+const (
+	// ResultsBucket is the KV bucket of final LLM results, keyed by turn id.
+	ResultsBucket = "aptix_llm_results"
+	// HistoryBucket is the object store of conversation items, keyed by response id.
+	HistoryBucket = "aptix_history"
+	// ResultsTTL keeps a result long enough to outlive any redelivery.
+	ResultsTTL = 7 * 24 * time.Hour
+	// HistoryTTL matches OpenAI's 30-day retention of stored responses, so
+	// continuation behaves alike on every backend.
+	HistoryTTL = 30 * 24 * time.Hour
+)
+
+// NewKVResultStore creates (idempotently) the results KV bucket and returns a
+// ResultStore over it. A result is one JSON value; its size is bounded by the
+// server's max_payload (1 MB by default).
+func NewKVResultStore(ctx context.Context, js jetstream.JetStream) (ResultStore, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: ResultsBucket, Description: "aptix: final LLM result per turn (pay once)",
+		History: 1, TTL: ResultsTTL, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create KV bucket %s: %w", ResultsBucket, err)
+	}
+	return &kvResults{kv: kv}, nil
+}
+
+type kvResults struct{ kv jetstream.KeyValue }
+
+func (s *kvResults) Get(ctx context.Context, turnID string) (*contracts.LLMResult, error) {
+	e, err := s.kv.Get(ctx, turnID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get LLM result of turn %s: %w", turnID, err)
+	}
+	var r contracts.LLMResult
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return nil, fmt.Errorf("decode LLM result of turn %s: %w", turnID, err)
+	}
+	return &r, nil
+}
+
+func (s *kvResults) Put(ctx context.Context, turnID string, r contracts.LLMResult) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode LLM result of turn %s: %w", turnID, err)
+	}
+	if _, err := s.kv.Put(ctx, turnID, b); err != nil {
+		return fmt.Errorf("put LLM result of turn %s: %w", turnID, err)
+	}
+	return nil
+}
+
+// NewKVHistoryStore creates (idempotently) the history object store and
+// returns a HistoryStore over it. History grows with every turn and soon
+// exceeds a KV value's max_payload, so it lives in the object store, which
+// chunks values of any size.
+func NewKVHistoryStore(ctx context.Context, js jetstream.JetStream) (HistoryStore, error) {
+	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: HistoryBucket, Description: "aptix: conversation items per response id (stateless continuation)",
+		TTL: HistoryTTL, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create object store %s: %w", HistoryBucket, err)
+	}
+	return &objHistory{obs: obs}, nil
+}
+
+type objHistory struct{ obs jetstream.ObjectStore }
+
+func (s *objHistory) Get(ctx context.Context, responseID string) ([]json.RawMessage, error) {
+	b, err := s.obs.GetBytes(ctx, responseID)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("response %s: %w", responseID, ErrHistoryNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get history of response %s: %w", responseID, err)
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return nil, fmt.Errorf("decode history of response %s: %w", responseID, err)
+	}
+	return items, nil
+}
+
+func (s *objHistory) Put(ctx context.Context, responseID string, items []json.RawMessage) error {
+	b, err := json.Marshal(items)
+	if err != nil {
+		return fmt.Errorf("encode history of response %s: %w", responseID, err)
+	}
+	if _, err := s.obs.PutBytes(ctx, responseID, b); err != nil {
+		return fmt.Errorf("put history of response %s: %w", responseID, err)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package caller
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// flight is a Call in progress for one turn id in this process. A second
+// Call for the same turn (a JetStream redelivery racing the first) waits for
+// it instead of paying for the same call again.
+type flight struct {
+	done  chan struct{}
+	res   contracts.LLMResult
+	final bool
+}
+
+// claim returns a stored or just-finished result for the turn, or makes this
+// Call the turn's only caller in the process and returns its flight. Both are
+// nil only when ctx ended while waiting.
+func (c *Caller) claim(ctx context.Context, turnID string, log *slog.Logger) (*contracts.LLMResult, *flight) {
+	for {
+		if c.o.Results != nil {
+			cached, err := c.o.Results.Get(ctx, turnID)
+			switch {
+			case err != nil:
+				// Calling again risks paying twice; failing the turn on a
+				// store outage is worse, so log loudly and call.
+				log.Error("pay-once lookup failed; calling the backend anyway", "err", err)
+			case cached != nil:
+				cached.Cached = true
+				log.Info("LLM result served from the pay-once store")
+				return cached, nil
+			}
+		}
+		c.mu.Lock()
+		f, busy := c.flights[turnID]
+		if !busy {
+			f = &flight{done: make(chan struct{})}
+			c.flights[turnID] = f
+			c.mu.Unlock()
+			return nil, f
+		}
+		c.mu.Unlock()
+		log.Info("the same turn is already being called; waiting for its result")
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-f.done:
+		}
+		if f.final {
+			r := f.res
+			r.Cached = true
+			return &r, nil
+		}
+		// The other call was cancelled: its result is not this one's; go again.
+	}
+}
+
+// release ends the turn's flight and hands its result to any waiter.
+func (c *Caller) release(turnID string, f *flight, res contracts.LLMResult, final bool) {
+	f.res, f.final = res, final
+	c.mu.Lock()
+	delete(c.flights, turnID)
+	c.mu.Unlock()
+	close(f.done)
+}

@@ -1,0 +1,100 @@
+package caller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/services/llmcaller/caller"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
+)
+
+// resultStores runs a test against every ResultStore implementation.
+func resultStores(t *testing.T) map[string]func(t *testing.T) caller.ResultStore {
+	return map[string]func(t *testing.T) caller.ResultStore{
+		"memory": func(t *testing.T) caller.ResultStore { return caller.NewMemResultStore() },
+		"jetstream": func(t *testing.T) caller.ResultStore {
+			_, js := startJetStream(t)
+			s, err := caller.NewKVResultStore(context.Background(), js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Creating the bucket again must be idempotent.
+			if _, err := caller.NewKVResultStore(context.Background(), js); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	}
+}
+
+func TestPayOnce(t *testing.T) {
+	for name, newStore := range resultStores(t) {
+		t.Run(name, func(t *testing.T) {
+			store := newStore(t)
+			ts, srv := startSandbox(t, sandbox.Options{})
+			c := caller.New(profileSet(ts.URL, nil), caller.Options{Logger: quiet, Results: store})
+			in := caller.Input{ConversationID: "c", TurnID: "turn-1", Body: simpleBody(t, "pay once")}
+			first := c.Call(context.Background(), in)
+			if first.Error != nil || first.Cached {
+				t.Fatalf("first %+v", first)
+			}
+			stored, err := store.Get(context.Background(), "turn-1")
+			if err != nil || stored == nil || stored.Body != first.Body {
+				t.Fatalf("not stored before Call returned: %v %+v", err, stored)
+			}
+			second := c.Call(context.Background(), in)
+			if !second.Cached || second.Body != first.Body || second.Attempts != first.Attempts || second.DurationMs != first.DurationMs || srv.Requests() != 1 {
+				t.Fatalf("second %+v, requests %d", second, srv.Requests())
+			}
+
+			// A final error is paid for too: stored and not repeated.
+			bad := caller.Input{TurnID: "turn-2", Body: []byte(`{"model":"m","input":3}`)}
+			if r := c.Call(context.Background(), bad); r.Status != 400 || r.Cached {
+				t.Fatalf("bad %+v", r)
+			}
+			if r := c.Call(context.Background(), bad); !r.Cached || r.Status != 400 || r.Error == nil || srv.Requests() != 2 {
+				t.Fatalf("bad again %+v requests %d", r, srv.Requests())
+			}
+		})
+	}
+}
+
+func TestCancelledCallIsNotStored(t *testing.T) {
+	ts, srv := startSandbox(t, sandbox.Options{Latency: 300 * time.Millisecond})
+	store := caller.NewMemResultStore()
+	c := caller.New(profileSet(ts.URL, nil), caller.Options{Logger: quiet, Results: store})
+	in := caller.Input{TurnID: "turn-c", Body: simpleBody(t, "x")}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if r := c.Call(ctx, in); r.Error == nil || ctx.Err() == nil {
+		t.Fatalf("want a cancelled result, got %+v", r)
+	}
+	if r, _ := store.Get(context.Background(), "turn-c"); r != nil {
+		t.Fatalf("a cancelled result was stored: %+v", r)
+	}
+	if r := c.Call(context.Background(), in); r.Error != nil || r.Cached || srv.Requests() != 2 {
+		t.Fatalf("retry after cancel %+v requests %d", r, srv.Requests())
+	}
+}
+
+// TestConcurrentSameTurnCallsOnce races two deliveries of one turn in one
+// process: only one reaches the backend, the other gets its result.
+func TestConcurrentSameTurnCallsOnce(t *testing.T) {
+	ts, srv := startSandbox(t, sandbox.Options{Latency: 200 * time.Millisecond})
+	c := caller.New(profileSet(ts.URL, nil), caller.Options{Logger: quiet})
+	in := caller.Input{TurnID: "turn-race", Body: simpleBody(t, "x")}
+	results := make(chan contracts.LLMResult, 2)
+	for range 2 {
+		go func() { results <- c.Call(context.Background(), in) }()
+	}
+	a, b := <-results, <-results
+	if srv.Requests() != 1 || a.Body != b.Body || a.Cached == b.Cached || a.Error != nil {
+		t.Fatalf("requests %d, cached %v/%v, errors %+v/%+v", srv.Requests(), a.Cached, b.Cached, a.Error, b.Error)
+	}
+	// Once the flight is over, the turn is free again (no store configured).
+	if r := c.Call(context.Background(), in); r.Cached || srv.Requests() != 2 {
+		t.Fatalf("after the flight: %+v requests %d", r, srv.Requests())
+	}
+}

@@ -1,0 +1,111 @@
+package caller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// streamEvent is the union of the stream event fields the caller reads.
+type streamEvent struct {
+	Type   string `json:"type"`
+	ItemID string `json:"item_id"`
+	Delta  string `json:"delta"`
+	Item   struct {
+		ID     string `json:"id"`
+		Type   string `json:"type"`
+		CallID string `json:"call_id"`
+		Name   string `json:"name"`
+	} `json:"item"`
+	Response json.RawMessage `json:"response"`
+	// "error" events: OpenAI puts code/message at the top level; some
+	// servers nest them under "error".
+	Code    json.RawMessage `json:"code"`
+	Message string          `json:"message"`
+	Error   json.RawMessage `json:"error"`
+}
+
+// readStream consumes an SSE response with openai-go's decoder, hands text
+// and argument deltas to the sink, and returns the final response object
+// (from response.completed|incomplete|failed) verbatim as the body, the same
+// shape a non-streaming call returns.
+func (t *turn) readStream(turnCtx, actx context.Context, raw *http.Response) outcome {
+	dec := ssestream.NewDecoder(raw)
+	defer dec.Close()
+	out := outcome{status: raw.StatusCode}
+	for dec.Next() {
+		ev := dec.Event()
+		data := bytes.TrimSpace(ev.Data)
+		if bytes.Equal(data, []byte("[DONE]")) {
+			break
+		}
+		var e streamEvent
+		if err := json.Unmarshal(data, &e); err != nil {
+			out.body = string(data)
+			out.err = &contracts.UpstreamError{Status: raw.StatusCode, Type: "malformed_response",
+				Message: fmt.Sprintf("stream event %q is not valid JSON: %v", ev.Type, err)}
+			return out
+		}
+		if e.Type == "" {
+			e.Type = ev.Type
+		}
+		switch e.Type {
+		case "response.output_item.added":
+			if e.Item.Type == "function_call" {
+				t.names[e.Item.ID] = fnCall{callID: e.Item.CallID, name: e.Item.Name}
+			}
+		case "response.output_text.delta":
+			t.emit(actx, Delta{Type: DeltaText, ItemID: e.ItemID, Text: e.Delta})
+		case "response.function_call_arguments.delta":
+			fc := t.names[e.ItemID]
+			t.emit(actx, Delta{Type: DeltaArguments, ItemID: e.ItemID, CallID: fc.callID, Name: fc.name, Text: e.Delta})
+		case "response.completed", "response.incomplete", "response.failed":
+			out.body = string(e.Response)
+			return out
+		case "error":
+			out.body = string(data)
+			out.err = streamError(raw.StatusCode, e)
+			return out
+		}
+	}
+	err := dec.Err()
+	if err == nil {
+		err = errors.New("stream ended without response.completed, response.incomplete or response.failed")
+	}
+	failed := t.transportFailure(turnCtx, actx, fmt.Errorf("reading the event stream: %w", err))
+	failed.status = raw.StatusCode
+	return failed
+}
+
+func streamError(status int, e streamEvent) *contracts.UpstreamError {
+	ue := &contracts.UpstreamError{Status: status, Type: "stream_error", Code: scalar(e.Code), Message: e.Message}
+	if len(e.Error) > 0 {
+		var inner struct {
+			Type    string          `json:"type"`
+			Code    json.RawMessage `json:"code"`
+			Message string          `json:"message"`
+		}
+		if json.Unmarshal(e.Error, &inner) == nil {
+			ue.Message = inner.Message
+			if inner.Type != "" {
+				ue.Type = inner.Type
+			}
+			if c := scalar(inner.Code); c != "" {
+				ue.Code = c
+			}
+		} else {
+			ue.Message = scalar(e.Error)
+		}
+	}
+	if ue.Message == "" {
+		ue.Message = "upstream sent an error event"
+	}
+	return ue
+}

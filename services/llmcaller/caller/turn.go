@@ -1,0 +1,136 @@
+package caller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/profiles"
+)
+
+// turn is one Call in progress: its contexts, profile and stream state.
+type turn struct {
+	c      *Caller
+	parent context.Context // the caller's ctx: its cancellation is not a final result
+	prof   profiles.Profile
+	in     Input
+	log    *slog.Logger
+
+	seq     int               // next delta sequence number
+	emitted bool              // a delta reached the sink: a retry would duplicate text
+	names   map[string]fnCall // streamed function calls by item id
+	final   bool              // the result is worth storing (set by Call)
+}
+
+// fnCall is what response.output_item.added tells about a function call,
+// since argument deltas carry only the item id.
+type fnCall struct{ callID, name string }
+
+// run fills res and reports whether it is final (worth storing for pay-once).
+func (t *turn) run(res *contracts.LLMResult) (final bool) {
+	turnCtx, cancel := context.WithTimeout(t.parent, t.prof.TurnTimeout)
+	defer cancel()
+
+	b, err := openBody(t.in.Body)
+	if err != nil {
+		res.Error = &contracts.UpstreamError{Type: "aptix_invalid_request", Message: err.Error()}
+		return true
+	}
+	b.setStream(t.in.Stream)
+	var input []json.RawMessage
+	replay := !t.prof.Capabilities.SupportsPreviousResponseID
+	if replay {
+		if input, err = replayHistory(turnCtx, t.c.o.History, b); err != nil {
+			res.Error = &contracts.UpstreamError{Type: "aptix_history_missing", Message: err.Error()}
+			if !errors.Is(err, errHistoryMissing) {
+				res.Error.Type = "aptix_history_unavailable"
+				return false // a store outage: a later delivery may succeed
+			}
+			return true
+		}
+	}
+	raw, err := b.encode()
+	if err != nil {
+		res.Error = &contracts.UpstreamError{Type: "aptix_invalid_request", Message: err.Error()}
+		return true
+	}
+
+	release, err := t.c.acquire(turnCtx, t.prof)
+	if err != nil {
+		// Nothing was sent, so nothing was paid: not final.
+		res.Error = &contracts.UpstreamError{Type: "timeout", Message: err.Error()}
+		return false
+	}
+	defer release()
+
+	client := t.c.client(t.prof)
+	var out outcome
+	for attempt := 1; ; attempt++ {
+		res.Attempts = attempt
+		out = t.attempt(turnCtx, client, raw)
+		if out.err == nil || !out.retryable || attempt > t.prof.MaxRetries || (t.in.Stream && t.emitted) {
+			break
+		}
+		wait := backoff(attempt, t.c.o.BaseBackoff, t.c.o.MaxBackoff)
+		if out.hasWait {
+			wait = out.wait
+		}
+		if dl, ok := turnCtx.Deadline(); ok && time.Until(dl) < wait {
+			out.err.Message += fmt.Sprintf(" (not retried: the next attempt would start after the turn deadline of %s)", t.prof.TurnTimeout)
+			break
+		}
+		t.log.Warn("LLM attempt failed; retrying", "attempt", attempt, "status", out.status,
+			"type", out.err.Type, "message", out.err.Message, "wait", wait)
+		if !sleepCtx(turnCtx, wait) {
+			break
+		}
+	}
+	res.Status, res.Body, res.Error = out.status, out.body, out.err
+	if t.parent.Err() != nil {
+		return false
+	}
+	if res.Error == nil && replay && t.c.o.History != nil {
+		t.record(turnCtx, input, res.Body)
+	}
+	return true
+}
+
+// record stores the conversation's items (input sent + output received)
+// under the new response id, for the next turn's replay.
+func (t *turn) record(ctx context.Context, input []json.RawMessage, body string) {
+	s, ok := summarize(body)
+	if !ok || s.ID == "" {
+		t.log.Warn("response has no id; its history cannot be continued")
+		return
+	}
+	items := append(append([]json.RawMessage(nil), input...), s.Output...)
+	if err := t.c.o.History.Put(ctx, s.ID, items); err != nil {
+		t.log.Error("storing conversation history failed; continuing from this response will fail", "response", s.ID, "err", err)
+	}
+}
+
+// emit hands a delta to the sink with the next sequence number.
+func (t *turn) emit(ctx context.Context, d Delta) {
+	if t.in.Deltas == nil {
+		return
+	}
+	d.Seq = t.seq
+	t.seq++
+	t.emitted = true
+	t.in.Deltas.Delta(ctx, d)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
+}

@@ -1,0 +1,36 @@
+// Command llmcaller runs the LLM call stage: aptix.enveloped → aptix.responded.
+// Configured from the environment: APTIX_NATS_URL, APTIX_NATS_CREDS,
+// APTIX_PROFILES (profiles file) and the API key variables the profiles name.
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/llmcaller/caller"
+	"github.com/aptix-dev/aptix/services/llmcaller/stage"
+)
+
+func main() {
+	pipeline.Main("llmcaller", func(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) (pipeline.Stage, error) {
+		set, err := profiles.FromEnv()
+		if err != nil {
+			return pipeline.Stage{}, err
+		}
+		results, err := caller.NewKVResultStore(ctx, js)
+		if err != nil {
+			return pipeline.Stage{}, err
+		}
+		history, err := caller.NewKVHistoryStore(ctx, js)
+		if err != nil {
+			return pipeline.Stage{}, err
+		}
+		c := caller.New(set, caller.Options{Results: results, History: history, Logger: log})
+		return (&stage.LLMCaller{Caller: c, NC: nc}).Stage(), nil
+	})
+}

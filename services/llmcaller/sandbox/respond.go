@@ -1,0 +1,281 @@
+package sandbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// maxBody bounds a request body; larger ones are rejected like any bad body.
+const maxBody = 64 << 20
+
+// response is the Responses API response object as OpenAI sends it, plus a
+// "sandbox": true marker. Output items are kept as values of the concrete
+// item types so the SSE writer can replay them part by part.
+type response struct {
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"`
+	CreatedAt          int64             `json:"created_at"`
+	Status             string            `json:"status"`
+	Error              *apiError         `json:"error"`
+	IncompleteDetails  *incomplete       `json:"incomplete_details"`
+	Instructions       json.RawMessage   `json:"instructions"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Model              string            `json:"model"`
+	Output             []any             `json:"output"`
+	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Store              bool              `json:"store"`
+	Temperature        float64           `json:"temperature"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	Tools              []json.RawMessage `json:"tools"`
+	TopP               float64           `json:"top_p"`
+	Usage              *usage            `json:"usage"`
+	Metadata           map[string]string `json:"metadata"`
+	Sandbox            bool              `json:"sandbox"`
+}
+
+type incomplete struct {
+	Reason string `json:"reason"`
+}
+
+type usage struct {
+	InputTokens         int            `json:"input_tokens"`
+	InputTokensDetails  map[string]int `json:"input_tokens_details"`
+	OutputTokens        int            `json:"output_tokens"`
+	OutputTokensDetails map[string]int `json:"output_tokens_details"`
+	TotalTokens         int            `json:"total_tokens"`
+}
+
+type messageItem struct {
+	ID      string       `json:"id"`
+	Type    string       `json:"type"`
+	Status  string       `json:"status"`
+	Role    string       `json:"role"`
+	Content []outputText `json:"content"`
+}
+
+type outputText struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	Annotations []any  `json:"annotations"`
+}
+
+type functionCallItem struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Status    string `json:"status"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+func newID(prefix string) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// tokens estimates a token count as ~4 bytes per token, at least 1.
+func tokens(s string) int { return max(1, (len(s)+3)/4) }
+
+// create serves POST /v1/responses.
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "sandbox: read request body: "+err.Error())
+		return
+	}
+	n := s.begin(body)
+	defer s.end()
+	f, err := s.faultFor(r, n)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", HeaderFault, "", "sandbox: "+err.Error())
+		return
+	}
+	s.log.Debug("sandbox request (not a model)", "n", n, "bytes", len(body), "fault", r.Header.Get(HeaderFault), "latency", f.latency)
+	sleep(r.Context(), f.latency)
+	if s.apply(w, f) {
+		return
+	}
+	req, items, err := parseRequest(body)
+	if err == nil {
+		var resp response
+		var chain []json.RawMessage
+		resp, chain, err = s.answer(req, items, body)
+		if err == nil {
+			s.finish(w, req, resp, chain, f.streamError)
+			return
+		}
+	}
+	var br *badRequest
+	if errors.As(err, &br) {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", br.param, br.code, br.msg)
+		return
+	}
+	writeError(w, http.StatusInternalServerError, "server_error", "", "", "sandbox: "+err.Error())
+}
+
+// finish stores the response for previous_response_id and writes it as JSON or SSE.
+func (s *Server) finish(w http.ResponseWriter, req request, resp response, chain []json.RawMessage, streamError bool) {
+	raw, err := json.Marshal(resp)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "server_error", "", "", "sandbox: encode response: "+err.Error())
+		return
+	}
+	var outIDs []string
+	for _, it := range resp.Output {
+		b, _ := json.Marshal(it)
+		chain = append(chain, b)
+		switch v := it.(type) {
+		case messageItem:
+			outIDs = append(outIDs, v.ID)
+		case functionCallItem:
+			outIDs = append(outIDs, v.ID)
+		}
+	}
+	if !streamError {
+		s.save(resp.ID, stored{response: raw, items: chain, outIDs: outIDs})
+	}
+	if req.Stream {
+		s.stream(w, resp, streamError)
+		return
+	}
+	if streamError {
+		writeError(w, http.StatusInternalServerError, "server_error", "", "server_error", "sandbox fault: stream-error on a non-streaming request")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(raw)
+}
+
+// answer builds the deterministic response and the conversation's items so far.
+func (s *Server) answer(req request, items []json.RawMessage, body []byte) (response, []json.RawMessage, error) {
+	var chain []json.RawMessage
+	prevID := req.PreviousResponseID
+	if prevID != "" {
+		st, ok := s.lookup(prevID)
+		if !ok {
+			return response{}, nil, invalid("previous_response_id", "previous_response_not_found",
+				fmt.Sprintf("Previous response with id '%s' not found.", prevID))
+		}
+		chain = append(chain, st.items...)
+	} else {
+		prevID = s.replayedFrom(items)
+	}
+	chain = append(chain, items...)
+	ch, err := resolveChoice(req)
+	if err != nil {
+		return response{}, nil, err
+	}
+	var raw struct {
+		Tools        []json.RawMessage `json:"tools"`
+		Instructions json.RawMessage   `json:"instructions"`
+	}
+	_ = json.Unmarshal(body, &raw)
+
+	inputTokens := 0
+	for _, it := range chain {
+		inputTokens += len(it)
+	}
+	inputTokens = tokens(strings.Repeat(" ", inputTokens))
+	resp := response{
+		ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "completed",
+		Instructions: raw.Instructions, MaxOutputTokens: req.MaxOutputTokens, Model: req.Model,
+		ParallelToolCalls: true, Store: true, Temperature: 1, ToolChoice: ch.raw, Tools: raw.Tools, TopP: 1,
+		Metadata: map[string]string{}, Sandbox: true,
+	}
+	if resp.Model == "" {
+		resp.Model = "sandbox"
+	}
+	if len(resp.Instructions) == 0 {
+		resp.Instructions = json.RawMessage("null")
+	}
+	if resp.Tools == nil {
+		resp.Tools = []json.RawMessage{}
+	}
+	if req.PreviousResponseID != "" {
+		resp.PreviousResponseID = &req.PreviousResponseID
+	}
+
+	var outText string
+	if ch.forced != nil {
+		args, err := argumentsFor(ch.forced.Parameters)
+		if err != nil {
+			return response{}, nil, invalid("tools", "invalid_function_parameters", fmt.Sprintf("Invalid schema for function '%s': %v", ch.forced.Name, err))
+		}
+		outText = args
+		resp.Output = []any{functionCallItem{ID: newID("fc_"), Type: "function_call", Status: "completed",
+			CallID: newID("call_"), Name: ch.forced.Name, Arguments: args}}
+	} else {
+		text, ok := s.nextScript()
+		if !ok {
+			text = replyText(lastUserTexts(items), prevID)
+		}
+		msg := messageItem{ID: newID("msg_"), Type: "message", Status: "completed", Role: "assistant"}
+		if req.MaxOutputTokens != nil && tokens(text) > *req.MaxOutputTokens {
+			text = truncate(text, *req.MaxOutputTokens*4)
+			msg.Status = "incomplete"
+			resp.Status = "incomplete"
+			resp.IncompleteDetails = &incomplete{Reason: "max_output_tokens"}
+		}
+		msg.Content = []outputText{{Type: "output_text", Text: text, Annotations: []any{}}}
+		outText = text
+		resp.Output = []any{msg}
+	}
+	out := tokens(outText)
+	if req.MaxOutputTokens != nil {
+		out = min(out, *req.MaxOutputTokens)
+	}
+	resp.Usage = &usage{InputTokens: inputTokens, InputTokensDetails: map[string]int{"cached_tokens": 0},
+		OutputTokens: out, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}, TotalTokens: inputTokens + out}
+	return resp, chain, nil
+}
+
+// replayedFrom recognises a client that replays the conversation's items
+// instead of sending previous_response_id: the last input item the sandbox
+// produced names the response it came from, so the reply is the same either way.
+func (s *Server) replayedFrom(items []json.RawMessage) string {
+	for i := len(items) - 1; i >= 0; i-- {
+		var it item
+		if json.Unmarshal(items[i], &it) == nil && it.ID != "" {
+			if owner := s.ownerOf(it.ID); owner != "" {
+				return owner
+			}
+		}
+	}
+	return ""
+}
+
+// replyText is the deterministic answer: it names the mode, the instruction's
+// first line, the context chunk ids and, on a continuation, the previous response.
+func replyText(userTexts []string, prevID string) string {
+	ids := chunkIDs(userTexts)
+	chunks := "none"
+	if len(ids) > 0 {
+		chunks = strings.Join(ids, ", ")
+	}
+	text := fmt.Sprintf("Sandbox reply (mode %s) to: %s. Context chunks: %s.", modeOf(userTexts), instructionOf(userTexts), chunks)
+	if prevID != "" {
+		text += " Continuing from " + prevID + "."
+	}
+	return text
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,111 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// sse writes Responses API stream events with a monotonically increasing
+// sequence_number, flushing each one so a client sees deltas as they come.
+type sse struct {
+	w   http.ResponseWriter
+	fl  http.Flusher
+	seq int
+}
+
+func (e *sse) emit(typ string, fields map[string]any) {
+	fields["type"] = typ
+	fields["sequence_number"] = e.seq
+	e.seq++
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return
+	}
+	_, _ = e.w.Write([]byte("event: " + typ + "\ndata: "))
+	_, _ = e.w.Write(b)
+	_, _ = e.w.Write([]byte("\n\n"))
+	if e.fl != nil {
+		e.fl.Flush()
+	}
+}
+
+// chunks splits s into small pieces (a few words each) to stream as deltas.
+func chunks(s string, words int) []string {
+	parts := strings.SplitAfter(s, " ")
+	var out []string
+	for i := 0; i < len(parts); i += words {
+		out = append(out, strings.Join(parts[i:min(i+words, len(parts))], ""))
+	}
+	return out
+}
+
+// byteChunks splits s into n-byte pieces on rune boundaries (arguments have no spaces).
+func byteChunks(s string, n int) []string {
+	var out []string
+	for len(s) > 0 {
+		cut := truncate(s, n)
+		if cut == "" {
+			_, size := utf8.DecodeRuneInString(s)
+			cut = s[:size]
+		}
+		out = append(out, cut)
+		s = s[len(cut):]
+	}
+	return out
+}
+
+// stream replays a finished response as the event sequence OpenAI sends.
+func (s *Server) stream(w http.ResponseWriter, resp response, streamError bool) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	e := &sse{w: w, fl: fl}
+
+	start := resp
+	start.Status, start.Output, start.Usage, start.IncompleteDetails = "in_progress", []any{}, nil, nil
+	e.emit("response.created", map[string]any{"response": start})
+	if streamError {
+		e.emit("error", map[string]any{"code": "server_error", "message": "sandbox fault: stream-error", "param": nil})
+		return
+	}
+	e.emit("response.in_progress", map[string]any{"response": start})
+
+	for idx, it := range resp.Output {
+		switch v := it.(type) {
+		case messageItem:
+			added := v
+			added.Status, added.Content = "in_progress", []outputText{}
+			e.emit("response.output_item.added", map[string]any{"output_index": idx, "item": added})
+			for ci, p := range v.Content {
+				empty := outputText{Type: "output_text", Text: "", Annotations: []any{}}
+				e.emit("response.content_part.added", map[string]any{"item_id": v.ID, "output_index": idx, "content_index": ci, "part": empty})
+				for _, d := range chunks(p.Text, 3) {
+					e.emit("response.output_text.delta", map[string]any{"item_id": v.ID, "output_index": idx, "content_index": ci, "delta": d, "logprobs": []any{}})
+				}
+				e.emit("response.output_text.done", map[string]any{"item_id": v.ID, "output_index": idx, "content_index": ci, "text": p.Text, "logprobs": []any{}})
+				e.emit("response.content_part.done", map[string]any{"item_id": v.ID, "output_index": idx, "content_index": ci, "part": p})
+			}
+			e.emit("response.output_item.done", map[string]any{"output_index": idx, "item": v})
+		case functionCallItem:
+			added := v
+			added.Status, added.Arguments = "in_progress", ""
+			e.emit("response.output_item.added", map[string]any{"output_index": idx, "item": added})
+			for _, d := range byteChunks(v.Arguments, 8) {
+				e.emit("response.function_call_arguments.delta", map[string]any{"item_id": v.ID, "output_index": idx, "delta": d})
+			}
+			e.emit("response.function_call_arguments.done", map[string]any{"item_id": v.ID, "output_index": idx, "name": v.Name, "arguments": v.Arguments})
+			e.emit("response.output_item.done", map[string]any{"output_index": idx, "item": v})
+		}
+	}
+	final := "response.completed"
+	switch resp.Status {
+	case "incomplete":
+		final = "response.incomplete"
+	case "failed":
+		final = "response.failed"
+	}
+	e.emit(final, map[string]any{"response": resp})
+}

@@ -1,0 +1,24 @@
+// Command mapper runs the mapper stage: aptix.responded → aptix.completed
+// (AGN-004). Configured from the environment: APTIX_NATS_URL, APTIX_NATS_CREDS.
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/services/mapper/stage"
+)
+
+func main() {
+	pipeline.Main("mapper", func(ctx context.Context, _ *nats.Conn, js jetstream.JetStream, _ *slog.Logger) (pipeline.Stage, error) {
+		convs, err := pipeline.OpenConversations(ctx, js, 0)
+		if err != nil {
+			return pipeline.Stage{}, err
+		}
+		return (&stage.Mapper{Conversations: convs}).Stage(), nil
+	})
+}
