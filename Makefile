@@ -17,14 +17,14 @@ help: ## list the targets
 build: ## build the aptix CLI and every stage binary into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/aptix ./cmd/aptix
+	$(GO) build -o $(BIN)/ ./services/envelope/cmd/envelope ./services/llmcaller/cmd/llmcaller ./services/mapper/cmd/mapper
 
-# Until the pipeline lands (`aptix up`, issue 5), `make run` runs the seed
-# rules on the bundled example turn: the exact /responses body Aptix builds
-# (AGN-002 + AGN-003) and the AgentExecuteResponse it maps back (AGN-004).
+# The main job: the whole pipeline in one process on an embedded NATS at
+# nats://127.0.0.1:4222, with the sandbox model unless OPENAI_API_KEY or
+# APTIX_PROFILES selects a real one. Send a turn with `bin/aptix exec "..."`.
 .PHONY: run
-run: build ## build the /responses body for the example turn and map an example result
-	$(BIN)/aptix render --request examples/ddr-turn1.request.json --chunks examples/chunks.json
-	$(BIN)/aptix map --response examples/tool-only.response.json --request examples/ddr-turn1.request.json
+run: build ## start the whole pipeline (aptix up) on an embedded NATS; Ctrl-C stops it
+	$(BIN)/aptix up
 
 .PHONY: test
 test: ## run the fast tests of every module (embedded NATS, in-process stages, sandbox)

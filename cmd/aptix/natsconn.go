@@ -64,7 +64,7 @@ func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 	if nc, err = nats.Connect(DefaultNATSURL, append(opts, nats.Timeout(500*time.Millisecond))...); err == nil {
 		return nc, func() { nc.Drain() }, nil
 	}
-	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), -1)
+	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), -1, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -81,15 +81,37 @@ func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 	}, nil
 }
 
+// connectRunning connects to --nats, or to a running `aptix up` on the
+// default URL. Unlike connectNATS it never starts an embedded server: a turn
+// sent to a server with no stages would wait forever, so it fails fast instead.
+func connectRunning(name string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name("aptix " + name), nats.Timeout(2 * time.Second)}
+	if natsCreds != "" {
+		opts = append(opts, nats.UserCredentials(natsCreds))
+	}
+	u := natsURL
+	if u == "" {
+		u = DefaultNATSURL
+	}
+	nc, err := nats.Connect(u, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("no Aptix at %s (%w): start it with `make run` or `aptix up` in another terminal, or pass --nats URL", u, err)
+	}
+	return nc, nil
+}
+
 // startEmbedded runs a JetStream-enabled nats-server storing under storeDir.
 // port -1 means no TCP listener (in-process clients only).
-func startEmbedded(storeDir string, port int) (*server.Server, error) {
+func startEmbedded(storeDir string, port int, host string) (*server.Server, error) {
 	if err := os.MkdirAll(storeDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create NATS store dir: %w", err)
 	}
 	opts := &server.Options{
 		ServerName: "aptix", JetStream: true, StoreDir: storeDir,
-		Host: "127.0.0.1", Port: port, NoSigs: true, SyncAlways: true,
+		Host: host, Port: port, NoSigs: true, SyncAlways: true,
+	}
+	if host == "" {
+		opts.Host = "127.0.0.1"
 	}
 	if port < 0 {
 		opts.DontListen = true

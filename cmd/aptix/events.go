@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+func init() {
+	var (
+		conversation string
+		raw          bool
+		seq          uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "events --conversation C [--seq N] [--raw]",
+		Short: "List a conversation's stored events in order, or print one in full",
+		Long: "events reads the APTIX stream: every stage's event of the conversation (and any dead letter\n" +
+			"that came from it), oldest first, with stream sequence, time, stage, turn, size and trace id.\n" +
+			"--seq N prints that event in full (headers and pretty JSON); --raw prints the payload as stored.\n" +
+			"Any stored event can be re-driven by publishing it again under a new turn id.",
+		Example: `  aptix events --conversation demo
+  aptix events --conversation demo --seq 12
+  aptix events --conversation demo --seq 12 --raw > turn.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if conversation == "" {
+				return usagef("--conversation is required")
+			}
+			if !contracts.IsToken(conversation) {
+				return usagef("--conversation %q: ids are 1-128 characters of [A-Za-z0-9_-]", conversation)
+			}
+			return runEvents(cmd.Context(), conversation, seq, raw, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&conversation, "conversation", "", "conversation id")
+	cmd.Flags().Uint64Var(&seq, "seq", 0, "stream sequence of the event to print in full")
+	cmd.Flags().BoolVar(&raw, "raw", false, "with --seq, print the payload exactly as stored")
+	root.AddCommand(cmd)
+}
+
+// runEvents lists the conversation's events, or prints the one at seq.
+func runEvents(ctx context.Context, conversation string, seq uint64, raw bool, out io.Writer) error {
+	nc, err := connectRunning("events")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	events, err := conversationEvents(ctx, js, conversation)
+	if err != nil {
+		return err
+	}
+	if seq == 0 {
+		if len(events) == 0 {
+			return fmt.Errorf("no stored events for conversation %s", conversation)
+		}
+		return listEvents(out, events)
+	}
+	for _, e := range events {
+		if e.Seq == seq {
+			return printEvent(out, e, raw)
+		}
+	}
+	return fmt.Errorf("conversation %s has no event at stream sequence %d", conversation, seq)
+}
+
+// storedEvent is one message of the stream, as the events command shows it.
+type storedEvent struct {
+	Seq     uint64
+	Time    time.Time
+	Subject string
+	Stage   string
+	Turn    string
+	Header  map[string][]string
+	Data    []byte
+}
+
+// conversationEvents reads the conversation's events and the dead letters
+// whose original subject belongs to it, in stream order.
+func conversationEvents(ctx context.Context, js jetstream.JetStream, conversation string) ([]storedEvent, error) {
+	stream, err := js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	}
+	var events []storedEvent
+	for _, filter := range []string{contracts.ConversationFilter(conversation), contracts.DeadPrefix + ".>"} {
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return nil, fmt.Errorf("stream info: %w", err)
+		}
+		var total uint64
+		for _, n := range info.State.Subjects {
+			total += n
+		}
+		if total == 0 {
+			continue
+		}
+		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", filter, err)
+		}
+		for read := uint64(0); read < total; {
+			m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+			if err != nil {
+				if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+					break // the stream was trimmed while reading
+				}
+				return nil, fmt.Errorf("read %s: %w", filter, err)
+			}
+			read++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			e := storedEvent{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+			if stage, conv, turn, ok := contracts.ParseSubject(m.Subject()); ok && conv == conversation {
+				e.Stage, e.Turn = stage, turn
+			} else if orig := m.Headers().Get(contracts.HeaderDeadSubject); orig != "" {
+				_, conv, turn, ok := contracts.ParseSubject(orig)
+				if !ok || conv != conversation {
+					continue
+				}
+				e.Stage, e.Turn = "dead."+m.Headers().Get(contracts.HeaderDeadStage), turn
+			} else {
+				continue
+			}
+			events = append(events, e)
+			if md.NumPending == 0 {
+				break
+			}
+		}
+	}
+	sort.Slice(events, func(i, j int) bool { return events[i].Seq < events[j].Seq })
+	return events, nil
+}
+
+func listEvents(w io.Writer, events []storedEvent) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tSTAGE\tTURN\tSIZE\tTRACE")
+	for _, e := range events {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Stage, e.Turn, len(e.Data), traceID(e.Header))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nPrint one in full with --seq N (add --raw for the stored bytes).")
+	return nil
+}
+
+func printEvent(w io.Writer, e storedEvent, raw bool) error {
+	if raw {
+		_, err := w.Write(append(e.Data, '\n'))
+		return err
+	}
+	fmt.Fprintf(w, "seq %d  %s  %s\n", e.Seq, e.Time.UTC().Format(time.RFC3339Nano), e.Subject)
+	keys := make([]string, 0, len(e.Header))
+	for k := range e.Header {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s: %s\n", k, strings.Join(e.Header[k], ", "))
+	}
+	fmt.Fprintln(w)
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, e.Data, "", "  "); err != nil {
+		// Not JSON (a dead-lettered malformed event): show it as it is.
+		_, err = fmt.Fprintf(w, "%s\n", e.Data)
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+// traceID takes the trace id out of a W3C traceparent header (version-trace-span-flags).
+func traceID(h map[string][]string) string {
+	v := h[contracts.HeaderTraceparent]
+	if len(v) == 0 {
+		return "-"
+	}
+	parts := strings.Split(v[0], "-")
+	if len(parts) != 4 {
+		return "-"
+	}
+	return parts[1]
+}

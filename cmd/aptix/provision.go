@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/services/llmcaller/caller"
+)
+
+// provision creates the JetStream objects ahead of the services, for
+// operators who do not let services create them (every stage also creates
+// them idempotently at start, with the same configuration).
+func init() {
+	var (
+		replicas int
+		dryRun   bool
+		sc       pipeline.SubscriberConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "provision [--replicas N] [--dry-run]",
+		Short: "Create or update the APTIX stream, the stage consumers and the KV stores",
+		Example: `  aptix provision --nats nats://nats-1:4222 --replicas 3
+  aptix provision --dry-run --replicas 3 > aptix-jetstream.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stream := pipeline.StreamConfig{Replicas: replicas}
+			if dryRun {
+				plan := map[string]any{"stream": stream.JetStreamConfig()}
+				consumers := map[string]jetstream.ConsumerConfig{}
+				for _, st := range pipeline.Stages {
+					consumers[pipeline.Durable(st.Name)] = pipeline.ConsumerConfig(st.Name, st.In, sc)
+				}
+				plan["consumers"] = consumers
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				return enc.Encode(plan)
+			}
+			nc, err := connectRunning("provision")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			if err := pipeline.Provision(ctx, js, stream, sc); err != nil {
+				return err
+			}
+			if _, err := pipeline.OpenConversations(ctx, js, replicas); err != nil {
+				return err
+			}
+			if _, err := caller.NewKVResultStore(ctx, js); err != nil {
+				return err
+			}
+			if _, err := caller.NewKVHistoryStore(ctx, js); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "provisioned on %s: stream APTIX (replicas %d), consumers %s, %s, %s, %s; KV stores\n",
+				nc.ConnectedUrl(), max(replicas, 1), pipeline.Durable("retriever"), pipeline.Durable("envelope"), pipeline.Durable("llmcaller"), pipeline.Durable("mapper"))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a three-node cluster)")
+	f.BoolVar(&dryRun, "dry-run", false, "print the stream and consumer configurations instead of applying them")
+	f.IntVar(&sc.MaxDeliver, "max-deliver", 0, "deliveries before an event is dead-lettered (default 5)")
+	f.IntVar(&sc.MaxAckPending, "max-ack-pending", 0, "events in flight per stage, across its replicas (default 256)")
+	f.DurationVar(&sc.AckWait, "ack-wait", 0, "redelivery timeout of an unacknowledged event (default 30s)")
+	root.AddCommand(cmd)
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/aptix-dev/aptix/cmd/aptix/internal/stack"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
+)
+
+func init() {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run the whole pipeline in one process on an embedded NATS (the sandbox model when no API key is set)",
+		Long: "up starts an embedded nats-server with JetStream (data under --data), listening on --listen so\n" +
+			"other clients and stage binaries can connect, and runs all four stages in-process. When the\n" +
+			"default backend profile is the sandbox (no OPENAI_API_KEY and no profiles file saying otherwise)\n" +
+			"it also serves the sandbox model on its profile's address. Stop with Ctrl-C: in-flight turns drain.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), listen, cmd.OutOrStdout()) },
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4222", "address the embedded NATS listens on")
+	root.AddCommand(cmd)
+}
+
+func runUp(ctx context.Context, listen string, out io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := pipeline.NewLogger(os.Stderr).With("service", "aptix-up")
+
+	set, err := profiles.FromEnv()
+	if err != nil {
+		return err
+	}
+	def, err := set.Get("")
+	if err != nil {
+		return err
+	}
+	shutdownTel, err := pipeline.SetupTelemetry(ctx, "aptix")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTel(c)
+	}()
+
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return usagef("--listen %q: %v", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return usagef("--listen %q: bad port", listen)
+	}
+	if ln, err := net.Listen("tcp", listen); err != nil {
+		return fmt.Errorf("cannot listen on %s (is another `aptix up` running?): %w", listen, err)
+	} else {
+		ln.Close()
+	}
+	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), port, host)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}()
+	natsAddr := "nats://" + net.JoinHostPort(host, portStr)
+
+	model := fmt.Sprintf("%s (%s, model %s)", def.Name, def.BaseURL, def.Model(""))
+	if def.Sandbox {
+		stopSandbox, err := serveSandbox(def.BaseURL, log)
+		if err != nil {
+			return err
+		}
+		defer stopSandbox()
+		model = "SANDBOX at " + def.BaseURL + ": a deterministic stand-in, NOT a model (set OPENAI_API_KEY or APTIX_PROFILES to use one)"
+	}
+
+	nc, err := nats.Connect(natsAddr, nats.Name("aptix up"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connect to embedded NATS: %w", err)
+	}
+	defer nc.Close()
+
+	ready := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() { errc <- stack.Run(ctx, nc, stack.Config{Profiles: set, Logger: log}, ready) }()
+	select {
+	case <-ready:
+	case err := <-errc:
+		return err
+	}
+	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (JetStream data in %s)\n  Model:  %s\n  Stages: retriever, envelope, llmcaller, mapper (nats micro ls)\n\n"+
+		"Send a first turn from another terminal:\n  aptix exec \"Explain what this service does\"\n\nCtrl-C stops it; in-flight turns finish first.\n",
+		natsAddr, dataDir, model)
+	err = <-errc
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	if drainErr := nc.Drain(); drainErr != nil && err == nil {
+		err = drainErr
+	}
+	fmt.Fprintln(out, "Aptix stopped.")
+	return err
+}
+
+// serveSandbox serves the sandbox model on baseURL's host:port. When that
+// address is already taken (say, by `aptix sandbox` with a script), it uses
+// the server that is there and says so.
+func serveSandbox(baseURL string, log *slog.Logger) (func(), error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("sandbox profile base URL %q is not a URL", baseURL)
+	}
+	ln, err := net.Listen("tcp", u.Host)
+	if err != nil {
+		log.Warn("sandbox address in use; using the server already listening there", "addr", u.Host)
+		return func() {}, nil
+	}
+	hs := &http.Server{Handler: sandbox.New(sandbox.Options{Logger: log.With("component", "sandbox")}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	log.Warn("serving the SANDBOX model (deterministic stand-in, not a model)", "url", baseURL)
+	return func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(c)
+	}, nil
+}

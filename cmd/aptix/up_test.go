@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe to read while runUp writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startUp runs `aptix up` in-process on free ports, with the sandbox as the
+// default backend, and points the client flags at it.
+func startUp(t *testing.T) *syncBuffer {
+	t.Helper()
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("APTIX_PROFILES", "")
+	t.Setenv("APTIX_SANDBOX_URL", "http://"+freeAddr(t)+"/v1")
+	listen := freeAddr(t)
+	oldURL, oldData := natsURL, dataDir
+	natsURL, dataDir = "nats://"+listen, t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- runUp(ctx, listen, out) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("aptix up returned %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("aptix up did not stop within 30s")
+		}
+		if !strings.Contains(out.String(), "Aptix stopped.") {
+			t.Errorf("up output lacks the stop line:\n%s", out)
+		}
+		natsURL, dataDir = oldURL, oldData
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "Aptix is up.") {
+		select {
+		case err := <-done:
+			t.Fatalf("aptix up exited early: %v\n%s", err, out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("aptix up not ready after 30s:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return out
+}
+
+func execTurn(t *testing.T, f execFlags, instruction string) (stdout, stderr string, err error) {
+	t.Helper()
+	if f.timeout == 0 {
+		f.timeout = 30 * time.Second
+	}
+	var o, e bytes.Buffer
+	err = runExec(context.Background(), f, instruction, &o, &e)
+	return o.String(), e.String(), err
+}
+
+func TestUpExecEvents(t *testing.T) {
+	up := startUp(t)
+	for _, want := range []string{"NATS:   " + natsURL, "SANDBOX", "NOT a model", `aptix exec "`} {
+		if !strings.Contains(up.String(), want) {
+			t.Errorf("up banner lacks %q:\n%s", want, up)
+		}
+	}
+
+	out, _, err := execTurn(t, execFlags{conversation: "cli-1", mode: "DDR", system: "You write design docs."}, "Document the retry policy")
+	if err != nil || !strings.Contains(out, "Sandbox reply (mode DDR) to: Document the retry policy.") {
+		t.Fatalf("turn 1: err %v, out %q", err, out)
+	}
+	out, errOut, err := execTurn(t, execFlags{conversation: "cli-1", stream: true}, "Summarize it")
+	if err != nil || !strings.Contains(out, "Continuing from resp_") {
+		t.Fatalf("turn 2 did not continue turn 1: err %v, out %q", err, out)
+	}
+	if strings.Count(out, "Sandbox reply") != 1 {
+		t.Errorf("streamed answer printed %d times:\n%s", strings.Count(out, "Sandbox reply"), out)
+	}
+	if !strings.Contains(errOut, "kind ok") {
+		t.Errorf("summary line missing: %q", errOut)
+	}
+
+	out, _, err = execTurn(t, execFlags{conversation: "cli-2", toolsFile: "../../examples/ddr-tools.json", toolChoice: "ddr_document"}, "Document it")
+	if err != nil || !strings.Contains(out, "tool call ddr_document (call_") {
+		t.Fatalf("forced tool: err %v, out %q", err, out)
+	}
+	out, _, err = execTurn(t, execFlags{conversation: "cli-3", toolChoice: "nope"}, "x")
+	if err == nil || !strings.Contains(err.Error(), "unknown_tool_choice") || !strings.Contains(out, "error unknown_tool_choice") {
+		t.Fatalf("unknown tool choice: err %v, out %q", err, out)
+	}
+
+	var list bytes.Buffer
+	if err := runEvents(context.Background(), "cli-1", 0, false, &list); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(list.String()), "\n")
+	var stages []string
+	var firstSeq uint64
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) != 6 {
+			continue
+		}
+		stages = append(stages, f[2])
+		if firstSeq == 0 {
+			fmt.Sscan(f[0], &firstSeq)
+		}
+		if len(f[5]) != 32 {
+			t.Errorf("event without a trace id: %q", l)
+		}
+	}
+	want := "requested retrieved enveloped responded completed requested retrieved enveloped responded completed"
+	if got := strings.Join(stages, " "); got != want {
+		t.Fatalf("events of cli-1:\n got %s\nwant %s\n%s", got, want, list.String())
+	}
+	var one bytes.Buffer
+	if err := runEvents(context.Background(), "cli-1", firstSeq, false, &one); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(one.String(), `"instruction": "Document the retry policy"`) || !strings.Contains(one.String(), "traceparent: 00-") {
+		t.Errorf("--seq %d output:\n%s", firstSeq, one.String())
+	}
+	if err := runEvents(context.Background(), "nobody", 0, false, &one); err == nil {
+		t.Error("events of an unknown conversation: want an error")
+	}
+}
+
+func TestExecWithoutUpFailsFast(t *testing.T) {
+	old := natsURL
+	natsURL = "nats://" + freeAddr(t)
+	defer func() { natsURL = old }()
+	start := time.Now()
+	_, _, err := execTurn(t, execFlags{}, "hello")
+	if err == nil || !strings.Contains(err.Error(), "aptix up") {
+		t.Fatalf("want a hint to start aptix up, got %v", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("took %v to fail", time.Since(start))
+	}
+}
+
+func TestUpRefusesBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	old := dataDir
+	dataDir = t.TempDir()
+	defer func() { dataDir = old }()
+	err = runUp(context.Background(), ln.Addr().String(), &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "another `aptix up`") {
+		t.Fatalf("want a busy-port error, got %v", err)
+	}
+}
