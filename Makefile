@@ -26,6 +26,12 @@ build: ## build the aptix CLI and every stage binary into ./bin
 run: build ## start the whole pipeline (aptix up) on an embedded NATS; Ctrl-C stops it
 	$(BIN)/aptix up
 
+# Aptix against its floors in one process run: a direct openai-go call to the
+# sandbox and a raw JetStream five-hop chain; prints a table, writes bench.json.
+.PHONY: bench
+bench: build ## measure turn latency/throughput vs a direct call and a raw JetStream chain (writes bench.json)
+	$(BIN)/aptix bench --out bench.json
+
 .PHONY: test
 test: ## run the fast tests of every module (embedded NATS, in-process stages, sandbox)
 	$(GO) test $(TEST_FLAGS) $(PKGS)

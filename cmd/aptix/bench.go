@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime/pprof"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aptix-dev/aptix/cmd/aptix/internal/bench"
+)
+
+// bench measures Aptix against its floors in one process run (`make bench`).
+func init() {
+	var (
+		out, cpuProfile string
+		o               bench.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "bench [--out FILE]",
+		Short: "Measure turn latency and throughput against a direct call and a raw JetStream chain",
+		Long: "bench runs, in this process, on one embedded nats-server: openai-go straight to the sandbox\n" +
+			"(the LLM floor), a raw JetStream five-hop chain with Aptix's event sizes (the bus floor), Aptix\n" +
+			"itself at concurrency 1, 64 and 256 (sandbox at 0 ms, 8 RAG chunks per turn), and a soak of\n" +
+			"1,000 turns in flight against a 1 s model. It prints a table and writes the figures as JSON.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			o.Progress = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "bench: "+format+"\n", args...) }
+			r, err := bench.Run(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if err := bench.Table(cmd.OutOrStdout(), r); err != nil {
+				return err
+			}
+			if out != "" {
+				data, err := json.MarshalIndent(r, "", "  ")
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench: figures written to %s\n", out)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&out, "out", "", "write the figures as JSON to this file")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run")
+	f.IntVar(&o.LatencyTurns, "latency-turns", 0, "turns at concurrency 1 (default 2000)")
+	f.IntVar(&o.ThroughputTurns, "throughput-turns", 0, "turns per throughput run (default 6000)")
+	f.IntVar(&o.SoakTurns, "soak-turns", 0, "turns in flight in the soak (default 1000)")
+	f.DurationVar(&o.SoakLatency, "soak-latency", 0, "model latency in the soak (default 1s)")
+	root.AddCommand(cmd)
+}

@@ -1,0 +1,266 @@
+// Package bench measures what Aptix adds over a direct model call and over a
+// bare JetStream chain of the same shape, in one process run, so the figures
+// are ratios taken on the same machine at the same moment (`make bench`).
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// Options size the run. Zero values take the defaults of `make bench`.
+type Options struct {
+	// Turns at concurrency 1 (latency) and at 64/256 (throughput).
+	LatencyTurns, ThroughputTurns int
+	// SoakTurns are all sent at once against a sandbox with SoakLatency.
+	SoakTurns   int
+	SoakLatency time.Duration
+	// Progress receives one line per phase.
+	Progress func(format string, args ...any)
+}
+
+func (o Options) withDefaults() Options {
+	if o.LatencyTurns == 0 {
+		o.LatencyTurns = 2000
+	}
+	if o.ThroughputTurns == 0 {
+		o.ThroughputTurns = 6000
+	}
+	if o.SoakTurns == 0 {
+		o.SoakTurns = 1000
+	}
+	if o.SoakLatency == 0 {
+		o.SoakLatency = time.Second
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, ...any) {}
+	}
+	return o
+}
+
+// Report holds every figure; it is also written as JSON.
+type Report struct {
+	When       time.Time `json:"when"`
+	GoVersion  string    `json:"goVersion"`
+	CPUs       int       `json:"cpus"`
+	Storage    string    `json:"storage"`
+	EventBytes [5]int    `json:"eventBytes"`
+
+	Direct     Load            `json:"direct"`
+	Chain      map[int]Load    `json:"chain"`
+	Aptix      map[int]Load    `json:"aptix"`
+	PeakRSSMiB float64         `json:"peakRssMiB"`
+	Soak       SoakResult      `json:"soak"`
+	Ratios     Ratios          `json:"ratios"`
+	Goals      map[string]bool `json:"goals"`
+}
+
+// Ratios compare Aptix with the floors measured in the same run.
+type Ratios struct {
+	AddedLatencyP50Ms float64         `json:"addedLatencyP50Ms"`
+	AddedLatencyP99Ms float64         `json:"addedLatencyP99Ms"`
+	LatencyVsChainP50 float64         `json:"latencyVsChainP50"`
+	ThroughputVsChain map[int]float64 `json:"throughputVsChain"`
+}
+
+// SoakResult is the many-turns-in-flight run against a slow model.
+type SoakResult struct {
+	Turns            int     `json:"turns"`
+	Completed        int     `json:"completed"`
+	Duplicates       int     `json:"duplicates"`
+	UpstreamCalls    int     `json:"upstreamCalls"`
+	ModelLatencyMs   float64 `json:"modelLatencyMs"`
+	Latency          Latency `json:"latency"`
+	AddedLatencyP99  float64 `json:"addedLatencyP99Ms"`
+	Seconds          float64 `json:"seconds"`
+	MaxUpstreamInFly int     `json:"maxUpstreamInFlight"`
+}
+
+// Concurrencies of the throughput runs.
+var Concurrencies = []int{64, 256}
+
+// Run runs every phase on one embedded nats-server (file storage, the
+// server's default fsync policy) and returns the figures.
+func Run(ctx context.Context, o Options) (Report, error) {
+	o = o.withDefaults()
+	r := Report{When: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
+		Storage: "file (embedded nats-server, default sync)", Chain: map[int]Load{}, Aptix: map[int]Load{}}
+	dir, err := os.MkdirTemp("", "aptix-bench-")
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(dir)
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		return r, err
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return r, fmt.Errorf("nats-server not ready")
+	}
+	url := ns.ClientURL()
+	chunks, err := fixtureChunks()
+	if err != nil {
+		return r, err
+	}
+	maxC := Concurrencies[len(Concurrencies)-1]
+
+	// Aptix first at concurrency 1 (after a warm-up), which also yields the
+	// body and the event sizes the floors replay.
+	sb, err := startSandbox(0)
+	if err != nil {
+		return r, err
+	}
+	defer sb.close()
+	p, err := startPipeline(ctx, url, sb, chunks, maxC)
+	if err != nil {
+		return r, err
+	}
+	warm, err := p.turn(ctx, benchRequest("warm", 0))
+	if err != nil {
+		return r, fmt.Errorf("warm-up turn: %w", err)
+	}
+	if got := len(warm.Response.Sources); got != len(chunks) {
+		return r, fmt.Errorf("warm-up turn carried %d sources, want %d", got, len(chunks))
+	}
+	body := []byte(warm.Envelope.Body)
+	if r.EventBytes, err = eventSizes(ctx, p.js, warm.ConversationId, warm.TurnId); err != nil {
+		return r, err
+	}
+	for i := range 200 {
+		if _, err := p.turn(ctx, benchRequest("warm", i+1)); err != nil {
+			return r, err
+		}
+	}
+
+	o.Progress("direct: openai-go → sandbox, concurrency 1, %d calls", o.LatencyTurns)
+	r.Direct = direct(ctx, sb.URL, body, o.LatencyTurns, 1)
+	if err := r.Direct.err("direct"); err != nil {
+		return r, err
+	}
+
+	o.Progress("aptix: concurrency 1, %d turns", o.LatencyTurns)
+	r.Aptix[1] = closedLoop(ctx, o.LatencyTurns, 1, func(ctx context.Context, i int) error {
+		_, err := p.turn(ctx, benchRequest("c1", i))
+		return err
+	})
+	for _, c := range Concurrencies {
+		o.Progress("aptix: concurrency %d, %d turns", c, o.ThroughputTurns)
+		r.Aptix[c] = closedLoop(ctx, o.ThroughputTurns, c, func(ctx context.Context, i int) error {
+			_, err := p.turn(ctx, benchRequest(fmt.Sprintf("c%d", c), i))
+			return err
+		})
+	}
+	r.PeakRSSMiB = peakRSSMiB()
+	for c, l := range r.Aptix {
+		if err := l.err(fmt.Sprintf("aptix at concurrency %d", c)); err != nil {
+			return r, err
+		}
+	}
+	if err := p.close(); err != nil {
+		return r, fmt.Errorf("stop stages: %w", err)
+	}
+
+	ch, err := newChain(ctx, url, r.EventBytes, maxC)
+	if err != nil {
+		return r, err
+	}
+	first := make([]byte, r.EventBytes[0])
+	for i := range first {
+		first[i] = 'x'
+	}
+	for _, c := range append([]int{1}, Concurrencies...) {
+		n := o.ThroughputTurns
+		if c == 1 {
+			n = o.LatencyTurns
+		}
+		o.Progress("raw JetStream five-hop chain: concurrency %d, %d chains", c, n)
+		r.Chain[c] = closedLoop(ctx, n, c, func(ctx context.Context, i int) error {
+			return ch.run(ctx, fmt.Sprintf("c%d-%d", c, i), first)
+		})
+		if err := r.Chain[c].err("chain"); err != nil {
+			return r, err
+		}
+	}
+	ch.close()
+
+	o.Progress("soak: %d turns in flight, sandbox latency %s", o.SoakTurns, o.SoakLatency)
+	if r.Soak, err = soak(ctx, url, chunks, o.SoakTurns, o.SoakLatency); err != nil {
+		return r, err
+	}
+
+	r.Ratios = Ratios{
+		AddedLatencyP50Ms: round3(r.Aptix[1].Latency.P50 - r.Direct.Latency.P50),
+		AddedLatencyP99Ms: round3(r.Aptix[1].Latency.P99 - r.Direct.Latency.P99),
+		LatencyVsChainP50: ratio(r.Aptix[1].Latency.P50, r.Chain[1].Latency.P50),
+		ThroughputVsChain: map[int]float64{},
+	}
+	for _, c := range Concurrencies {
+		r.Ratios.ThroughputVsChain[c] = ratio(r.Aptix[c].PerSecond, r.Chain[c].PerSecond)
+	}
+	r.Goals = map[string]bool{
+		"addedLatencyP50<=0.5ms":    r.Ratios.AddedLatencyP50Ms <= 0.5,
+		"throughput>=70%ofChain64":  r.Ratios.ThroughputVsChain[64] >= 0.7,
+		"throughput>=70%ofChain256": r.Ratios.ThroughputVsChain[256] >= 0.7,
+		"soakNoTurnLost":            r.Soak.Completed == r.Soak.Turns && r.Soak.Duplicates == 0 && r.Soak.UpstreamCalls == r.Soak.Turns,
+	}
+	return r, nil
+}
+
+// soak sends every turn at once to a pipeline whose model takes latency to
+// answer: all must complete, once, with one upstream call each.
+func soak(ctx context.Context, url string, chunks []contracts.RagChunk, turns int, latency time.Duration) (SoakResult, error) {
+	res := SoakResult{Turns: turns, ModelLatencyMs: ms(latency)}
+	sb, err := startSandbox(latency)
+	if err != nil {
+		return res, err
+	}
+	defer sb.close()
+	p, err := startPipeline(ctx, url, sb, chunks, turns+turns/4)
+	if err != nil {
+		return res, err
+	}
+	before := sb.Requests()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	l := closedLoop(ctx, turns, turns, func(ctx context.Context, i int) error {
+		_, err := p.turn(ctx, benchRequest("soak", i))
+		return err
+	})
+	// Let any late duplicate arrive before counting.
+	time.Sleep(500 * time.Millisecond)
+	completed, dups, _ := p.comp.Counts()
+	res.Completed, res.Duplicates = completed, dups
+	res.UpstreamCalls = sb.Requests() - before
+	res.MaxUpstreamInFly = sb.MaxInFlight()
+	res.Latency = l.Latency
+	res.AddedLatencyP99 = round3(l.Latency.P99 - ms(latency))
+	res.Seconds = l.Seconds
+	if err := p.close(); err != nil {
+		return res, err
+	}
+	if err := l.err("soak"); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func round3(f float64) float64 { return ms(time.Duration(f * 1e6)) }
+
+// runtimeGOROOT asks the go command, since a trimmed binary may not know.
+func runtimeGOROOT() string {
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		return strings.TrimSpace(string(out))
+	}
+	return "/usr/local/go"
+}

@@ -1,0 +1,45 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunSmall runs every phase at a tiny size: the harness must produce a
+// complete report, and the soak must count every turn once.
+func TestRunSmall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Run(ctx, Options{LatencyTurns: 20, ThroughputTurns: 64, SoakTurns: 50, SoakLatency: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Direct.Latency.N != 20 || r.Aptix[1].Latency.N != 20 || r.Chain[1].Latency.N != 20 {
+		t.Errorf("latency samples: direct %d aptix %d chain %d", r.Direct.Latency.N, r.Aptix[1].Latency.N, r.Chain[1].Latency.N)
+	}
+	for _, c := range Concurrencies {
+		if r.Aptix[c].Latency.N != 64 || r.Chain[c].Latency.N != 64 || r.Aptix[c].PerSecond <= 0 {
+			t.Errorf("concurrency %d: aptix %+v chain %+v", c, r.Aptix[c], r.Chain[c])
+		}
+	}
+	if s := r.Soak; s.Completed != 50 || s.Duplicates != 0 || s.UpstreamCalls != 50 || s.Latency.P50 < 100 {
+		t.Errorf("soak: %+v", s)
+	}
+	for i, n := range r.EventBytes {
+		if n == 0 {
+			t.Errorf("event %d size 0", i)
+		}
+	}
+	var out bytes.Buffer
+	if err := Table(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"direct openai-go", "raw JetStream 5-hop chain", "aptix turn", "soak: 50 turns", "goals:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+)
+
+// Table writes the report for a human: one row per measured path, then the
+// ratios and the goals.
+func Table(w io.Writer, r Report) error {
+	fmt.Fprintf(w, "Aptix benchmark, %s, %s, %d CPUs, %s\n", r.When.Format("2006-01-02 15:04 UTC"), r.GoVersion, r.CPUs, r.Storage)
+	fmt.Fprintf(w, "event sizes (bytes) requested/retrieved/enveloped/responded/completed: %v; 8 RAG chunks per turn\n\n", r.EventBytes)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "path\tconcurrency\tops\tp50 ms\tp90 ms\tp99 ms\tops/s\t")
+	row := func(name string, l Load) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.0f\t\n", name, l.Concurrency, l.Ops, l.Latency.P50, l.Latency.P90, l.Latency.P99, l.PerSecond)
+	}
+	row("direct openai-go → sandbox", r.Direct)
+	for _, c := range sortedKeys(r.Chain) {
+		row("raw JetStream 5-hop chain", r.Chain[c])
+	}
+	for _, c := range sortedKeys(r.Aptix) {
+		row("aptix turn", r.Aptix[c])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nchain msgs/s (5 per chain): ")
+	for _, c := range sortedKeys(r.Chain) {
+		fmt.Fprintf(w, "c%d %.0f  ", c, 5*r.Chain[c].PerSecond)
+	}
+	fmt.Fprintf(w, "\nadded latency (aptix − direct) at concurrency 1: p50 %.3f ms, p99 %.3f ms; aptix p50 / chain p50 = %.2f\n",
+		r.Ratios.AddedLatencyP50Ms, r.Ratios.AddedLatencyP99Ms, r.Ratios.LatencyVsChainP50)
+	for _, c := range sortedKeys(r.Ratios.ThroughputVsChain) {
+		fmt.Fprintf(w, "throughput aptix / chain at concurrency %d: %.2f\n", c, r.Ratios.ThroughputVsChain[c])
+	}
+	fmt.Fprintf(w, "peak RSS of the process (NATS server, sandbox and stages included): %.1f MiB\n", r.PeakRSSMiB)
+	s := r.Soak
+	fmt.Fprintf(w, "soak: %d turns in flight, model latency %.0f ms: %d completed, %d duplicates, %d upstream calls (max %d at once), turn p50 %.1f ms p99 %.1f ms, added p99 %.1f ms, %.1f s\n",
+		s.Turns, s.ModelLatencyMs, s.Completed, s.Duplicates, s.UpstreamCalls, s.MaxUpstreamInFly, s.Latency.P50, s.Latency.P99, s.AddedLatencyP99, s.Seconds)
+	names := make([]string, 0, len(r.Goals))
+	for g := range r.Goals {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "\ngoals:")
+	for _, g := range names {
+		mark := "MISSED"
+		if r.Goals[g] {
+			mark = "met"
+		}
+		fmt.Fprintf(w, "  %-28s %s\n", g, mark)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[int]V) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	return keys
+}

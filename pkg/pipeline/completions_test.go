@@ -1,0 +1,75 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+)
+
+func TestCompletionsDispatchByTurn(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(turn, msgID string) {
+		t.Helper()
+		data, _ := json.Marshal(contracts.Turn{ConversationId: "c", TurnId: turn, Response: &contracts.AgentExecuteResponse{Kind: contracts.KindOK, Text: "answer " + turn}})
+		m := &nats.Msg{Subject: contracts.Subject(contracts.StageCompleted, "c", turn), Data: data, Header: nats.Header{}}
+		m.Header.Set(jetstream.MsgIDHeader, msgID)
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete("old", "old.completed") // before the watch: not delivered
+	comp, err := pipeline.WatchCompletions(ctx, js, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comp.Stop()
+
+	complete("early", "early.completed") // arrives before anyone waits
+	got := make(chan contracts.Turn, 1)
+	go func() {
+		tr, err := comp.Wait(ctx, "late")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- tr
+	}()
+	time.Sleep(50 * time.Millisecond) // let Wait register first
+	complete("late", "late.completed")
+	if tr := <-got; tr.Response == nil || tr.Response.Text != "answer late" {
+		t.Fatalf("late: %+v", tr)
+	}
+	tr, err := comp.Wait(ctx, "early")
+	if err != nil || tr.Response.Text != "answer early" {
+		t.Fatalf("early: %+v, %v", tr, err)
+	}
+	complete("late", "late.completed.again") // a duplicate completion (different msg id)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		turns, dups, bad := comp.Counts()
+		if turns == 2 && dups == 1 && bad == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counts: turns %d dups %d bad %d, want 2 1 0", turns, dups, bad)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelShort()
+	if _, err := comp.Wait(short, "old"); err == nil {
+		t.Fatal("a completion from before the watch was delivered")
+	}
+}
