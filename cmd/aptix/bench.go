@@ -14,8 +14,8 @@ import (
 // bench measures Aptix against its floors in one process run (`make bench`).
 func init() {
 	var (
-		out, cpuProfile string
-		o               bench.Options
+		out, cpuProfile, memProfile string
+		o                           bench.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--out FILE]",
@@ -42,6 +42,16 @@ func init() {
 			if err != nil {
 				return err
 			}
+			if memProfile != "" {
+				f, err := os.Create(memProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+					return err
+				}
+			}
 			if err := bench.Table(cmd.OutOrStdout(), r); err != nil {
 				return err
 			}
@@ -61,6 +71,7 @@ func init() {
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "", "write the figures as JSON to this file")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run")
+	f.StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations of the whole run) at the end")
 	f.IntVar(&o.LatencyTurns, "latency-turns", 0, "turns at concurrency 1 (default 2000)")
 	f.IntVar(&o.ThroughputTurns, "throughput-turns", 0, "turns per throughput run (default 6000)")
 	f.IntVar(&o.SoakTurns, "soak-turns", 0, "turns in flight in the soak (default 1000)")

@@ -26,7 +26,9 @@ type Turn struct {
 	Failure *Failure `json:"failure,omitempty"`
 }
 
-// Retrieval is the retriever's section.
+// Retrieval is the retriever's section. The envelope stage clears each
+// chunk's Content once the context block in Envelope.Body carries it, so
+// only the retrieved event holds the chunk text.
 type Retrieval struct {
 	Index  string     `json:"index,omitempty"`
 	Query  string     `json:"query,omitempty"`

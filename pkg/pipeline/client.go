@@ -70,7 +70,7 @@ func Await(ctx context.Context, js jetstream.JetStream, conversationID, turnID s
 		if err != nil {
 			continue // nothing yet
 		}
-		if err := json.Unmarshal(m.Data(), &t); err != nil {
+		if err := unmarshalTurn(m.Data(), &t); err != nil {
 			return t, fmt.Errorf("decode completion: %w", err)
 		}
 		return t, nil

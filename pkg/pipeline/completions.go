@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -47,7 +46,7 @@ func (c *Completions) deliver(m jetstream.Msg) {
 	var t contracts.Turn
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := json.Unmarshal(m.Data(), &t); err != nil || t.TurnId == "" {
+	if err := unmarshalTurn(m.Data(), &t); err != nil || t.TurnId == "" {
 		c.errs++
 		return
 	}

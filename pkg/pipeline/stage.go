@@ -241,7 +241,7 @@ func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
 			req.TurnId = turnID
 		}
 		t = contracts.NewTurn(req)
-	} else if err := json.Unmarshal(payload, &t); err != nil {
+	} else if err := unmarshalTurn(payload, &t); err != nil {
 		return t, fmt.Errorf("payload is not a Turn: %w", err)
 	}
 	if t.ConversationId != conv || t.TurnId != turnID {
@@ -254,7 +254,7 @@ func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
 // trace context, and Nats-Msg-Id <turnId>.<stage> so a redelivered event
 // that is handled twice is stored once.
 func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) error {
-	data, err := json.Marshal(t)
+	data, err := marshalTurn(t)
 	if err != nil {
 		return fmt.Errorf("encode turn: %w", err)
 	}

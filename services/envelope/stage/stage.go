@@ -104,7 +104,21 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 		Backend: profile.Name, Model: res.Model, Body: res.Body, Sources: sources,
 		Tools: tools, ContextChars: len(block.Text),
 	}
+	dropChunkContent(t.Retrieval)
 	return nil
+}
+
+// dropChunkContent clears the chunks' text once the context block in the
+// body carries it: later events would otherwise hold every chunk twice
+// (a third of a turn's bytes with 8 chunks). The retrieved event, which is
+// what a replay of this stage starts from, keeps the chunks whole.
+func dropChunkContent(r *contracts.Retrieval) {
+	if r == nil {
+		return
+	}
+	for i := range r.Chunks {
+		r.Chunks[i].Content = ""
+	}
 }
 
 // conversationContext resolves the request's ConversationContext: inline,

@@ -36,7 +36,7 @@ type Options struct {
 	Results ResultStore
 	// History keeps conversation items for backends without previous_response_id.
 	History HistoryStore
-	// HTTPClient carries the requests; default http.DefaultClient.
+	// HTTPClient carries the requests; default a client that keeps up to 1024 idle connections per host.
 	HTTPClient *http.Client
 	// Logger; default slog.Default().
 	Logger *slog.Logger
@@ -63,7 +63,7 @@ type Caller struct {
 // New returns a Caller over the profiles in set.
 func New(set *profiles.Set, o Options) *Caller {
 	if o.HTTPClient == nil {
-		o.HTTPClient = http.DefaultClient
+		o.HTTPClient = pooledClient()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -183,6 +183,17 @@ func (c *Caller) done(ctx context.Context, in Input, res contracts.LLMResult, se
 		d.Status, d.Error = "error", res.Error.Message
 	}
 	in.Deltas.Delta(context.WithoutCancel(ctx), d)
+}
+
+// pooledClient keeps idle connections for as many concurrent calls as a
+// backend allows: http.DefaultClient keeps two per host, so at 64 calls in
+// flight nearly every call opened (and later closed) its own TCP connection,
+// which the benchmark's profile showed as syscall time.
+func pooledClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0 // no global cap; the per-host cap below bounds it
+	t.MaxIdleConnsPerHost = 1024
+	return &http.Client{Transport: t}
 }
 
 // client returns the openai-go client of a profile. openai-go's own retries

@@ -212,7 +212,20 @@ func TestRAGSources(t *testing.T) {
 			return contracts.Retrieval{Index: "billing", Scope: "workspace", Chunks: chunks}, nil
 		})
 	})
-	r := e.turn(contracts.AgentExecuteRequest{ConversationId: "conv-rag", TurnId: "t1", Mode: "DDR_REVIEW", Instruction: "Review invoice sending."}).Response
+	done := e.turn(contracts.AgentExecuteRequest{ConversationId: "conv-rag", TurnId: "t1", Mode: "DDR_REVIEW", Instruction: "Review invoice sending."})
+	r := done.Response
+	// The chunk text travels once: whole in the retrieved event, then only
+	// inside the context block of the envelope body.
+	if c := done.Retrieval.Chunks; len(c) != 2 || c[0].Content != "" || c[0].Id != "ctx_1" {
+		t.Errorf("completed event's chunks: %+v", c)
+	}
+	if !strings.Contains(string(done.Envelope.Body), "public class InvoiceManager {}") {
+		t.Errorf("context block lacks the chunk text: %s", done.Envelope.Body)
+	}
+	s, _ := e.js.Stream(context.Background(), contracts.StreamName)
+	if m, err := s.GetLastMsgForSubject(context.Background(), contracts.Subject(contracts.StageRetrieved, "conv-rag", "t1")); err != nil || !strings.Contains(string(m.Data), "public class InvoiceController {}") {
+		t.Errorf("retrieved event lacks the chunk text (err %v)", err)
+	}
 	if len(r.Sources) != 2 || r.Sources[0].Id != "ctx_1" || r.Sources[1].Id != "ctx_2" {
 		t.Fatalf("sources %+v", r.Sources)
 	}
