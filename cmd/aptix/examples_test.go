@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -87,5 +89,57 @@ func TestRenderRejectsBadInput(t *testing.T) {
 		if !errors.As(err, &ue) {
 			t.Errorf("%s: want a usage error (exit 2), got %v", name, err)
 		}
+	}
+}
+
+// TestRenderPromptProfile: for a profile with toolMode prompt, render shows
+// the seed 002 injection in the body's instructions instead of the function
+// tools, and --instructions prints it as plain text.
+func TestRenderPromptProfile(t *testing.T) {
+	profilesFile := filepath.Join(t.TempDir(), "profiles.json")
+	err := os.WriteFile(profilesFile, []byte(`{"profiles":{"local":{"baseUrl":"http://127.0.0.1:8080/v1","capabilities":{"toolMode":"prompt"}}}}`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("APTIX_PROFILES", profilesFile)
+	render, _, _ := root.Find([]string{"render"})
+	t.Cleanup(func() { // flags outlive one Execute: leave them as the other tests expect
+		_ = render.Flags().Set("profile", "")
+		_ = render.Flags().Set("instructions", "false")
+	})
+
+	out, err := run(t, "render", "--request", "../../examples/ddr-turn1.request.json", "--chunks", "../../examples/chunks.json", "--profile", "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(out), &body); err != nil {
+		t.Fatalf("render output is not JSON: %v\n%s", err, out)
+	}
+	instructions, _ := body["instructions"].(string)
+	for _, want := range []string{
+		"Tool calling instructions:\nOnly emit tool calls using <tool_call>...</tool_call>.\n",
+		"\nIf no tool is needed, respond with plain text.\nTool choice is forced: you MUST call \"ddr_document\".\nAvailable tools (schema):\n",
+		"\n- ddr_document: {\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"string\"},\"body\":{\"type\":\"string\"}},\"required\":[\"title\",\"body\"]}\n",
+		"\nTool: ddr_document\nDescription: Write a DDR\nParameters:\n- title (required, string)\n- body (required, string)\nExample tool_call:\n" +
+			`<tool_call>{"name":"ddr_document","arguments":"{\"title\":\"example\",\"body\":\"example\"}"}</tool_call>`,
+	} {
+		if !strings.Contains(instructions, want) {
+			t.Fatalf("instructions lack %q:\n%s", want, instructions)
+		}
+	}
+	if _, ok := body["tools"]; ok {
+		t.Fatalf("the function tool must not be sent: %v", body["tools"])
+	}
+	if _, ok := body["tool_choice"]; ok {
+		t.Fatalf("the forced choice is in the instructions, not on the wire: %v", body["tool_choice"])
+	}
+
+	text, err := run(t, "render", "--request", "../../examples/ddr-turn1.request.json", "--chunks", "../../examples/chunks.json", "--profile", "local", "--instructions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text != instructions+"\n" {
+		t.Fatalf("--instructions printed\n%s\nwant\n%s", text, instructions)
 	}
 }

@@ -59,10 +59,10 @@ func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("connect to NATS at %s: %w", natsURL, err)
 		}
-		return nc, func() { nc.Drain() }, nil
+		return nc, func() { drainAndWait(nc) }, nil
 	}
 	if nc, err = nats.Connect(DefaultNATSURL, append(opts, nats.Timeout(500*time.Millisecond))...); err == nil {
-		return nc, func() { nc.Drain() }, nil
+		return nc, func() { drainAndWait(nc) }, nil
 	}
 	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), -1, "")
 	if err != nil {
@@ -75,10 +75,24 @@ func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 		return nil, nil, fmt.Errorf("connect to embedded NATS: %w", err)
 	}
 	return nc, func() {
-		nc.Drain()
+		drainAndWait(nc)
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}, nil
+}
+
+// drainAndWait drains nc and waits (up to 10s) until it is closed: Drain
+// returns at once, and a process that exits or an embedded server that shuts
+// down right after it would cut off what was still being flushed.
+func drainAndWait(nc *nats.Conn) {
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !nc.IsClosed() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // connectRunning connects to --nats, or to a running `aptix up` on the

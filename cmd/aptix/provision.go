@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 )
@@ -20,6 +25,7 @@ func init() {
 	var (
 		replicas int
 		dryRun   bool
+		dir      string
 		sc       pipeline.SubscriberConfig
 	)
 	cmd := &cobra.Command{
@@ -30,6 +36,9 @@ func init() {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stream := pipeline.StreamConfig{Replicas: replicas}
+			if dir != "" {
+				return writeDefinitions(dir, stream, sc)
+			}
 			if dryRun {
 				plan := map[string]any{"stream": stream.JetStreamConfig()}
 				consumers := map[string]jetstream.ConsumerConfig{}
@@ -37,10 +46,7 @@ func init() {
 					consumers[pipeline.Durable(st.Name)] = pipeline.ConsumerConfig(st.Name, st.In, sc)
 				}
 				plan["consumers"] = consumers
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				enc.SetEscapeHTML(false)
-				return enc.Encode(plan)
+				return writeJSON(cmd.OutOrStdout(), plan)
 			}
 			nc, err := connectRunning("provision")
 			if err != nil {
@@ -73,8 +79,40 @@ func init() {
 	f := cmd.Flags()
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a three-node cluster)")
 	f.BoolVar(&dryRun, "dry-run", false, "print the stream and consumer configurations instead of applying them")
+	f.StringVar(&dir, "write-definitions", "", "write the stream and consumer definitions as files for `nats stream add --config` / `nats consumer add --config` into this directory, instead of applying them")
 	f.IntVar(&sc.MaxDeliver, "max-deliver", 0, "deliveries before an event is dead-lettered (default 5)")
 	f.IntVar(&sc.MaxAckPending, "max-ack-pending", 0, "events in flight per stage, across its replicas (default 256)")
 	f.DurationVar(&sc.AckWait, "ack-wait", 0, "redelivery timeout of an unacknowledged event (default 30s)")
 	root.AddCommand(cmd)
+}
+
+// writeDefinitions writes APTIX.stream.json and one <durable>.consumer.json
+// per stage: what an operator applies with the nats CLI. They are generated
+// from the same code the stages run, and a test keeps deploy/nats's copies
+// in step.
+func writeDefinitions(dir string, stream pipeline.StreamConfig, sc pipeline.SubscriberConfig) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	files := map[string]any{contracts.StreamName + ".stream.json": stream.JetStreamConfig()}
+	for _, st := range pipeline.Stages {
+		files[pipeline.Durable(st.Name)+".consumer.json"] = pipeline.ConsumerConfig(st.Name, st.In, sc)
+	}
+	for name, v := range files {
+		var b bytes.Buffer
+		if err := writeJSON(&b, v); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }

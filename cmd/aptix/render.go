@@ -16,17 +16,21 @@ import (
 
 // render shows the exact /responses body the envelope stage would send for a
 // request, without a bus or a model: the quickest way to see AGN-002 and
-// AGN-003 applied to your own input.
+// AGN-003 applied to your own input, and, for a profile with toolMode
+// prompt, the tool-call instructions of seed 002 that replace the function
+// tools (in the body's "instructions"; --instructions prints them as text).
 func init() {
 	var (
 		requestFile, chunksFile, profile, priorToolsFile string
 		maxChars                                         int
+		instructionsOnly                                 bool
 	)
 	cmd := &cobra.Command{
 		Use:   "render --request FILE [--chunks FILE] [--profile NAME]",
 		Short: "Print the /responses request body Aptix builds for an AgentExecuteRequest",
 		Example: `  aptix render --request examples/ddr-turn1.request.json --chunks examples/chunks.json
-  aptix render --request examples/ddr-turn2.request.json --prior-tools tools.json --profile sandbox`,
+  aptix render --request examples/ddr-turn2.request.json --prior-tools tools.json --profile sandbox
+  APTIX_PROFILES=profiles.json aptix render --request examples/ddr-turn1.request.json --profile local --instructions`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var req contracts.AgentExecuteRequest
@@ -71,6 +75,20 @@ func init() {
 			for _, w := range block.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
+			if res.Emulation != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: profile %s has toolMode prompt: %d function tool(s) are described in \"instructions\" instead of sent in \"tools\"\n",
+					p.Name, len(res.Emulation.Tools))
+			}
+			if instructionsOnly {
+				var body struct {
+					Instructions string `json:"instructions"`
+				}
+				if err := json.Unmarshal(res.Body, &body); err != nil {
+					return fmt.Errorf("read the built body: %w", err)
+				}
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), body.Instructions)
+				return err
+			}
 			return printJSON(cmd, res.Body)
 		},
 	}
@@ -79,6 +97,7 @@ func init() {
 	cmd.Flags().StringVar(&profile, "profile", "", "backend profile whose capabilities apply (default: the request's agentContext.backend)")
 	cmd.Flags().StringVar(&priorToolsFile, "prior-tools", "", "JSON array of the tools the conversation last sent (continuation turns)")
 	cmd.Flags().IntVar(&maxChars, "max-context-chars", 0, "size budget of the [CONTEXT] block (0: none)")
+	cmd.Flags().BoolVar(&instructionsOnly, "instructions", false, "print only the body's instructions, as plain text (a toolMode prompt profile's tool-call injection)")
 	_ = cmd.MarkFlagRequired("request")
 	root.AddCommand(cmd)
 }

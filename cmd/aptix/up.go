@@ -17,12 +17,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/stack"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
+	"github.com/aptix-dev/aptix/services/retriever/retrieval"
 )
 
 func init() {
@@ -103,16 +105,27 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	}
 	defer nc.Close()
 
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	idx, err := retrieval.Open(ctx, js, retrieval.Options{DataDir: filepath.Join(dataDir, "index"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer idx.Close()
+
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
-	go func() { errc <- stack.Run(ctx, nc, stack.Config{Profiles: set, Logger: log}, ready) }()
+	go func() { errc <- stack.Run(ctx, nc, stack.Config{Profiles: set, Searcher: idx, Logger: log}, ready) }()
 	select {
 	case <-ready:
 	case err := <-errc:
 		return err
 	}
 	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (JetStream data in %s)\n  Model:  %s\n  Stages: retriever, envelope, llmcaller, mapper (nats micro ls)\n\n"+
-		"Send a first turn from another terminal:\n  aptix exec \"Explain what this service does\"\n\nCtrl-C stops it; in-flight turns finish first.\n",
+		"Send a first turn from another terminal:\n  aptix exec \"Explain what this service does\"\n"+
+		"Give it your code to retrieve from:\n  aptix index . && aptix exec \"Where are retries scheduled?\"\n\nCtrl-C stops it; in-flight turns finish first.\n",
 		natsAddr, dataDir, model)
 	err = <-errc
 	if errors.Is(err, context.Canceled) {

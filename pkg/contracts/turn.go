@@ -49,11 +49,28 @@ type Envelope struct {
 	Tools json.RawMessage `json:"tools,omitempty"`
 	// ContextChars is the size of the [CONTEXT] block sent.
 	ContextChars int `json:"contextChars,omitempty"`
+	// ToolEmulation is set when the backend has no native function calling
+	// (profile toolMode "prompt"): Body carries the function tools as
+	// instructions instead, and the LLM caller needs them back to parse the
+	// model's <tool_call> blocks.
+	ToolEmulation *ToolEmulation `json:"toolEmulation,omitempty"`
+}
+
+// ToolEmulation is what the LLM caller needs to turn <tool_call> blocks in
+// the output text into function calls (specification seed 002).
+type ToolEmulation struct {
+	// Tools are the function tools removed from Body, in the Responses shape.
+	Tools json.RawMessage `json:"tools"`
+	// ToolChoice is the turn's tool_choice as the client asked for it: "auto",
+	// "none", "required" or {"type":"function","name":…}; absent means auto.
+	ToolChoice json.RawMessage `json:"toolChoice,omitempty"`
 }
 
 // LLMResult is the LLM caller's section. Body is the upstream body verbatim
 // (a string, not json.RawMessage, so it survives byte-for-byte even when the
-// upstream sent malformed JSON).
+// upstream sent malformed JSON), except under tool emulation: there Body is
+// the body with the model's <tool_call> blocks turned into function_call
+// items, which is what the mapper reads, and UpstreamBody is the verbatim one.
 type LLMResult struct {
 	Backend    string         `json:"backend"`
 	Model      string         `json:"model,omitempty"`
@@ -65,6 +82,12 @@ type LLMResult struct {
 	Streamed   bool           `json:"streamed,omitempty"`
 	// Cached is true when the result came from the pay-once store, not a new call.
 	Cached bool `json:"cached,omitempty"`
+	// UpstreamBody is the upstream body verbatim when tool emulation rewrote
+	// Body; empty when Body is verbatim.
+	UpstreamBody string `json:"upstreamBody,omitempty"`
+	// Warnings are the caller's notes for the client, e.g. a <tool_call>
+	// block left as text and why.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // UpstreamError describes a call that produced no usable response body:

@@ -51,17 +51,23 @@ type Result struct {
 	Tools []Tool
 	// ToolsSent is false when tools were omitted because the backend retains them.
 	ToolsSent bool
+	// Emulation is set when the backend's function tools are emulated in the
+	// prompt (toolMode prompt) and the turn has function tools.
+	Emulation *Emulation
 }
 
 // Body is the /responses request, fields in the order they are easiest to
 // read in a log.
 type Body struct {
-	Model              string          `json:"model"`
-	PreviousResponseID string          `json:"previous_response_id,omitempty"`
-	Input              []Message       `json:"input"`
-	Tools              []Tool          `json:"tools,omitempty"`
-	ToolChoice         json.RawMessage `json:"tool_choice,omitempty"`
-	MaxOutputTokens    int             `json:"max_output_tokens,omitempty"`
+	Model              string `json:"model"`
+	PreviousResponseID string `json:"previous_response_id,omitempty"`
+	// Instructions carries seed 002's tool-call instructions for a backend
+	// without native function calling (emulate.go); otherwise unset.
+	Instructions    string          `json:"instructions,omitempty"`
+	Input           []Message       `json:"input"`
+	Tools           []Tool          `json:"tools,omitempty"`
+	ToolChoice      json.RawMessage `json:"tool_choice,omitempty"`
+	MaxOutputTokens int             `json:"max_output_tokens,omitempty"`
 }
 
 // Message is an input message item. Type is always "message": OpenAI infers
@@ -150,6 +156,14 @@ func Build(in Input) (Result, error) {
 	// the function form is.
 	if body.ToolChoice, err = toolChoice(req.ToolChoiceName, tools); err != nil {
 		return Result{}, err
+	}
+
+	// Seed 002: a backend without native function calling gets its function
+	// tools as instructions, with the tool_choice folded into them.
+	if in.Capabilities.ToolMode == profiles.ToolModePrompt {
+		if res.Emulation, err = emulate(&body, tools); err != nil {
+			return Result{}, err
+		}
 	}
 
 	res.Body, err = marshal(body)

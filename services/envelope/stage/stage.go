@@ -104,6 +104,13 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 		Backend: profile.Name, Model: res.Model, Body: res.Body, Sources: sources,
 		Tools: tools, ContextChars: len(block.Text),
 	}
+	if res.Emulation != nil {
+		emulated, err := json.Marshal(res.Emulation.Tools)
+		if err != nil {
+			return fmt.Errorf("encode emulated tools: %w", err)
+		}
+		t.Envelope.ToolEmulation = &contracts.ToolEmulation{Tools: emulated, ToolChoice: res.Emulation.ToolChoice}
+	}
 	dropChunkContent(t.Retrieval)
 	return nil
 }

@@ -24,6 +24,7 @@ type outcome struct {
 	retryable bool
 	wait      time.Duration // the server's Retry-After, when hasWait
 	hasWait   bool
+	sse       bool // the body came from an event stream
 }
 
 // attempt sends the body once, bounded by the profile's AttemptTimeout
@@ -71,7 +72,7 @@ func (t *turn) attempt(turnCtx context.Context, client openai.Client, body []byt
 			Message: fmt.Sprintf("upstream answered HTTP %d with a body that is not valid JSON (%d bytes)", raw.StatusCode, len(b))}
 		return out
 	}
-	if t.in.Stream {
+	if t.in.Stream && t.emu == nil { // under emulation, rewrite publishes the rewritten answer
 		t.emitWhole(actx, b)
 	}
 	return out

@@ -3,7 +3,9 @@
 // (contracts.LLMResult): retries with backoff that honours Retry-After,
 // per-attempt and per-turn timeouts, a concurrency limit per backend, the raw
 // body kept verbatim, pay-once storage by turn id, replayed history for
-// backends without previous_response_id, streaming deltas and a gen_ai span.
+// backends without previous_response_id, streaming deltas, tool-call
+// emulation for backends without function calling (emulate.go) and a
+// gen_ai span.
 // It has no bus dependency except the optional NATS delta sink and the
 // JetStream stores, which implement interfaces declared here.
 package caller
@@ -94,6 +96,10 @@ type Input struct {
 	// Stream calls with SSE and hands deltas to Deltas (which may be nil).
 	Stream bool
 	Deltas DeltaSink
+	// Emulation, when set, emulates function calling for a backend without
+	// it (emulate.go): the model's <tool_call> blocks become function_call
+	// items in the result, and streamed text never shows them.
+	Emulation *contracts.ToolEmulation
 }
 
 // Call performs the turn's call and returns its result. Upstream failures
@@ -150,7 +156,7 @@ func (c *Caller) Call(ctx context.Context, in Input) (res contracts.LLMResult) {
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		log = log.With("trace_id", sc.TraceID().String())
 	}
-	t = &turn{c: c, parent: ctx, prof: prof, in: in, log: log, names: map[string]fnCall{}}
+	t = &turn{c: c, parent: ctx, prof: prof, in: in, log: log, names: map[string]fnCall{}, filters: map[string]*textFilter{}}
 	final := t.run(&res) && ctx.Err() == nil
 	t.final = final
 	res.DurationMs = float64(time.Since(start).Microseconds()) / 1000

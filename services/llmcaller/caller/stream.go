@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
@@ -15,10 +16,11 @@ import (
 
 // streamEvent is the union of the stream event fields the caller reads.
 type streamEvent struct {
-	Type   string `json:"type"`
-	ItemID string `json:"item_id"`
-	Delta  string `json:"delta"`
-	Item   struct {
+	Type         string `json:"type"`
+	ItemID       string `json:"item_id"`
+	ContentIndex int    `json:"content_index"`
+	Delta        string `json:"delta"`
+	Item         struct {
 		ID     string `json:"id"`
 		Type   string `json:"type"`
 		CallID string `json:"call_id"`
@@ -39,7 +41,9 @@ type streamEvent struct {
 func (t *turn) readStream(turnCtx, actx context.Context, raw *http.Response) outcome {
 	dec := ssestream.NewDecoder(raw)
 	defer dec.Close()
-	out := outcome{status: raw.StatusCode}
+	out := outcome{status: raw.StatusCode, sse: true}
+	clear(t.filters) // a retried attempt starts its text afresh
+	t.filterOrder = t.filterOrder[:0]
 	for dec.Next() {
 		ev := dec.Event()
 		data := bytes.TrimSpace(ev.Data)
@@ -62,11 +66,22 @@ func (t *turn) readStream(turnCtx, actx context.Context, raw *http.Response) out
 				t.names[e.Item.ID] = fnCall{callID: e.Item.CallID, name: e.Item.Name}
 			}
 		case "response.output_text.delta":
+			if t.emu != nil {
+				t.emulatedText(actx, e.ItemID, e.ContentIndex, e.Delta)
+				break
+			}
 			t.emit(actx, Delta{Type: DeltaText, ItemID: e.ItemID, Text: e.Delta})
+		case "response.output_text.done":
+			if t.emu != nil {
+				t.closeText(actx, e.ItemID+"/"+strconv.Itoa(e.ContentIndex))
+			}
 		case "response.function_call_arguments.delta":
 			fc := t.names[e.ItemID]
 			t.emit(actx, Delta{Type: DeltaArguments, ItemID: e.ItemID, CallID: fc.callID, Name: fc.name, Text: e.Delta})
 		case "response.completed", "response.incomplete", "response.failed":
+			if t.emu != nil {
+				t.closeText(actx, "")
+			}
 			out.body = string(e.Response)
 			return out
 		case "error":

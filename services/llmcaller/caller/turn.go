@@ -10,6 +10,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/pkg/toolemu"
 )
 
 // turn is one Call in progress: its contexts, profile and stream state.
@@ -24,6 +25,12 @@ type turn struct {
 	emitted bool              // a delta reached the sink: a retry would duplicate text
 	names   map[string]fnCall // streamed function calls by item id
 	final   bool              // the result is worth storing (set by Call)
+
+	// Tool-call emulation (emulate.go): the parser, and the hold-back
+	// filters of the streamed text parts by item id and content index.
+	emu         *toolemu.Parser
+	filters     map[string]*textFilter
+	filterOrder []string
 }
 
 // fnCall is what response.output_item.added tells about a function call,
@@ -41,6 +48,13 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 		return true
 	}
 	b.setStream(t.in.Stream)
+	if t.in.Emulation != nil {
+		// Built before the call: a request the parser cannot serve is not paid for.
+		if t.emu, err = newParser(t.in.Emulation); err != nil {
+			res.Error = &contracts.UpstreamError{Type: "aptix_invalid_request", Message: err.Error()}
+			return true
+		}
+	}
 	var input []json.RawMessage
 	replay := !t.prof.Capabilities.SupportsPreviousResponseID
 	if replay {
@@ -94,7 +108,10 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 		return false
 	}
 	if res.Error == nil && replay && t.c.o.History != nil {
-		t.record(turnCtx, input, res.Body)
+		t.record(turnCtx, input, res.Body) // verbatim, before any rewrite
+	}
+	if t.emu != nil && res.Error == nil && res.Status >= 200 && res.Status <= 299 {
+		t.rewrite(turnCtx, res, out.sse)
 	}
 	return true
 }

@@ -34,7 +34,7 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	in := caller.Input{
 		ConversationID: t.ConversationId, TurnID: t.TurnId,
 		Backend: t.Envelope.Backend, Model: t.Envelope.Model, Body: t.Envelope.Body,
-		Stream: t.Request.Stream,
+		Stream: t.Request.Stream, Emulation: t.Envelope.ToolEmulation,
 	}
 	if in.Stream && l.NC != nil {
 		in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
@@ -44,5 +44,6 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		return err
 	}
 	t.LLM = &res
+	t.Warnings = append(t.Warnings, res.Warnings...)
 	return nil
 }

@@ -77,7 +77,11 @@ type usage struct {
 // the client gets a response that says what happened.
 func Map(in Input) contracts.AgentExecuteResponse {
 	r := contracts.BaseResponse(in.Request, in.Sources, in.Warnings)
-	r.RawResponseJson = in.LLM.Body // §2.7: verbatim, including fields Aptix does not use
+	// §2.7: verbatim, including fields Aptix does not use. Under tool
+	// emulation Body is the rewritten body this mapping reads (function_call
+	// items for the model's <tool_call> blocks) and UpstreamBody what the
+	// backend really sent, which is what the client gets here.
+	r.RawResponseJson = firstNonEmpty(in.LLM.UpstreamBody, in.LLM.Body)
 
 	// §3: HTTP or transport error.
 	if in.LLM.Error != nil || in.LLM.Status < 200 || in.LLM.Status > 299 {

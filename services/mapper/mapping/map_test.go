@@ -142,6 +142,22 @@ func TestFailed(t *testing.T) {
 	}
 }
 
+// TestEmulatedToolCalls: a body the LLM caller rewrote from <tool_call>
+// text maps like a native answer, and rawResponseJson is what the backend
+// really sent.
+func TestEmulatedToolCalls(t *testing.T) {
+	upstream := `{"id":"resp_e","model":"local","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"<tool_call>{\"name\":\"a\"}</tool_call>"}]}]}`
+	rewritten := `{"id":"resp_e","model":"local","status":"completed","output":[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"a","arguments":"{}","status":"completed"}]}`
+	got := Map(Input{Request: req, LLM: contracts.LLMResult{Status: 200, Body: rewritten, UpstreamBody: upstream}})
+	if got.Kind != contracts.KindToolOnly || got.FinishReason != contracts.FinishToolUse || len(got.ToolCalls) != 1 ||
+		got.ToolCalls[0].CallId != "call_1" || got.Text != "" || got.RawResponseJson != upstream {
+		t.Fatalf("%+v", got)
+	}
+	if got := Map(Input{Request: req, LLM: ok(textOnly)}); got.RawResponseJson != textOnly {
+		t.Fatal("without emulation rawResponseJson is the body")
+	}
+}
+
 // FuzzMapNeverPanics: any body and status map to a response with a kind.
 func FuzzMapNeverPanics(f *testing.F) {
 	for _, s := range []string{textOnly, toolOnly, failed, openAI429, fastAPI404, `{"output":[{"type":"message","content":null}]}`, `[]`, `null`} {

@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -27,7 +28,20 @@ func TestOneTracePerTurn(t *testing.T) {
 
 	e := newEnv(t, sandbox.Options{})
 	e.turn(contracts.AgentExecuteRequest{ConversationId: "conv-trace", TurnId: "t1", Mode: "PLAN", Instruction: "trace me", RagScope: contracts.RagScopeNone})
-	_ = tp.ForceFlush(context.Background())
+	// The mapper's process span ends just after it published the completion
+	// the client has already read: wait for it rather than race it.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_ = tp.ForceFlush(context.Background())
+		done := false
+		for _, s := range exp.GetSpans() {
+			done = done || s.Name == "process aptix.responded"
+		}
+		if done || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	byName := map[string]tracetest.SpanStub{}
 	var traceID trace.TraceID

@@ -1,0 +1,177 @@
+// Package cli holds the retriever's cobra commands (`aptix index`,
+// `aptix search`); the aptix root command wires them in.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/services/retriever/retrieval"
+)
+
+// Connect returns a NATS connection and its release function.
+type Connect func(name string) (*nats.Conn, func(), error)
+
+// Commands returns `index` and `search`. dataDir is where `search` keeps
+// its own local index (under <dataDir>/search-index: `aptix up` holds the
+// lock on <dataDir>/index while it runs).
+func Commands(connect Connect, dataDir func() string) []*cobra.Command {
+	return []*cobra.Command{indexCommand(connect), searchCommand(connect, dataDir)}
+}
+
+func indexCommand(connect Connect) *cobra.Command {
+	var o retrieval.IndexOptions
+	cmd := &cobra.Command{
+		Use:   "index PATH [--workspace W] [--repo R] [--tag T]",
+		Short: "Index a directory's source into the chunk store (incremental)",
+		Long: "index walks PATH (honouring .gitignore; skipping vendored, generated, binary and large files),\n" +
+			"chunks each source file on code boundaries and stores the chunks in JetStream (KV " + retrieval.Bucket + "),\n" +
+			"where every retriever replica picks them up. Unchanged files are not re-chunked; files gone\n" +
+			"since the last run are removed.",
+		Example: `  aptix index . --workspace aptix --repo aptix
+  aptix index ~/src/billing --workspace acme --repo billing --tag backend`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.Repo == "" {
+				abs, err := filepath.Abs(args[0])
+				if err != nil {
+					return err
+				}
+				o.Repo = token(filepath.Base(abs))
+			}
+			nc, release, err := connect("index")
+			if err != nil {
+				return err
+			}
+			defer release()
+			defer drain(nc)
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			if f, ok := cmd.ErrOrStderr().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				o.Progress = f
+			}
+			s, err := retrieval.IndexDir(cmd.Context(), js, args[0], o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "indexed %s into workspace %s, repo %s: %s\n", args[0], o.Workspace, o.Repo, s)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Workspace, "workspace", retrieval.DefaultWorkspace, "workspace id (what requests name in workspaceId)")
+	cmd.Flags().StringVar(&o.Repo, "repo", "", "repository name (default: the directory's name)")
+	cmd.Flags().StringSliceVar(&o.Tags, "tag", nil, "tag every chunk of this run (repeatable)")
+	return cmd
+}
+
+// drain flushes and closes nc before release runs: release may shut down an
+// embedded server right after starting an asynchronous drain, which would
+// cut the connection mid-drain and log an error.
+func drain(nc *nats.Conn) {
+	if nc.Drain() != nil {
+		return
+	}
+	for deadline := time.Now().Add(5 * time.Second); !nc.IsClosed() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// token makes a directory name usable as a repo id.
+func token(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			b[i] = '-'
+		}
+	}
+	if len(b) == 0 || !contracts.IsToken(string(b)) {
+		return "repo"
+	}
+	return string(b)
+}
+
+func searchCommand(connect Connect, dataDir func() string) *cobra.Command {
+	var (
+		req    contracts.AgentExecuteRequest
+		k      int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "search QUERY [--workspace W] [--repo R] [--k N] [--json]",
+		Short: "Search the index as the retriever stage would for a turn with this instruction",
+		Example: `  aptix search "where are retries scheduled" --workspace aptix
+  aptix search "parse a duration" --workspace go --k 3 --json`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Instruction = strings.Join(args, " ")
+			nc, release, err := connect("search")
+			if err != nil {
+				return err
+			}
+			defer release()
+			defer drain(nc)
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Minute)
+			defer cancel()
+			ix, err := retrieval.Open(ctx, js, retrieval.Options{DataDir: filepath.Join(dataDir(), "search-index"), K: k})
+			if err != nil {
+				return err
+			}
+			defer ix.Close()
+			if err := ix.WaitSynced(ctx); err != nil {
+				return err
+			}
+			res, err := ix.Search(ctx, req)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetEscapeHTML(false)
+				for _, c := range res.Chunks {
+					if err := enc.Encode(c); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if len(res.Chunks) == 0 {
+				fmt.Fprintf(out, "no hits in workspace %s\n", res.Index)
+				return nil
+			}
+			for i, c := range res.Chunks {
+				first, _, _ := strings.Cut(strings.TrimSpace(c.Content), "\n")
+				fmt.Fprintf(out, "%d. %s:%d-%d  %s  score %.2f  %s\n     %s\n", i+1, c.Path, c.StartLine, c.EndLine, c.Language, c.Score, c.Id, first)
+			}
+			fmt.Fprintf(out, "%d hits in %.1f ms\n", len(res.Chunks), res.TookMs)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.WorkspaceId, "workspace", retrieval.DefaultWorkspace, "workspace id")
+	f.StringVar(&req.Repo, "repo", "", "only this repository")
+	f.StringVar(&req.Language, "language", "", "only this language (e.g. Go)")
+	f.StringVar(&req.RagScope, "scope", "", "none, activeFiles, repo, workspace (default)")
+	f.StringSliceVar(&req.ActiveFiles, "active-file", nil, "boost (or with --scope activeFiles, restrict to) this file")
+	f.StringSliceVar(&req.Tags, "tag", nil, "only chunks with this tag")
+	f.IntVar(&k, "k", 8, "number of hits")
+	f.BoolVar(&asJSON, "json", false, "one JSON RagChunk per line")
+	return cmd
+}

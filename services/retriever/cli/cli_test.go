@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+)
+
+func run(t *testing.T, url, data string, args ...string) string {
+	t.Helper()
+	connect := func(string) (*nats.Conn, func(), error) {
+		nc, err := nats.Connect(url)
+		return nc, func() { nc.Close() }, err
+	}
+	root := &cobra.Command{Use: "aptix", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(Commands(connect, func() string { return data })...)
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("aptix %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+func TestIndexThenSearch(t *testing.T) {
+	_, url := natstest.Start(t)
+	data := t.TempDir()
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "dur.go"), []byte("package d\n\n// ParseDuration parses a duration.\nfunc ParseDuration(s string) {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, url, data, "index", src, "--workspace", "w", "--repo", "r")
+	if !strings.Contains(out, "repo r: 1 files (0 unchanged, 1 written, 0 deleted), 2 chunks") {
+		t.Fatalf("index output %q", out)
+	}
+	out = run(t, url, data, "search", "parse a duration", "--workspace", "w", "--json")
+	var c contracts.RagChunk
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &c); err != nil {
+		t.Fatalf("want one JSON line, got %q: %v", out, err)
+	}
+	if c.Path != "dur.go" || c.Repo != "r" || c.StartLine != 3 || c.EndLine != 4 || !strings.HasPrefix(c.Id, "ck_") {
+		t.Errorf("hit %+v", c)
+	}
+	out = run(t, url, data, "search", "parse a duration", "--workspace", "w")
+	if !strings.Contains(out, "1. dur.go:3-4") || !strings.Contains(out, "1 hits") {
+		t.Errorf("readable output %q", out)
+	}
+	out = run(t, url, data, "search", "parse a duration", "--workspace", "elsewhere")
+	if !strings.Contains(out, "no hits") {
+		t.Errorf("empty workspace output %q", out)
+	}
+}
+
+func TestIndexMissingPath(t *testing.T) {
+	_, url := natstest.Start(t)
+	connect := func(string) (*nats.Conn, func(), error) {
+		nc, err := nats.Connect(url)
+		return nc, func() { nc.Close() }, err
+	}
+	root := &cobra.Command{Use: "aptix", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(Commands(connect, t.TempDir)...)
+	root.SetArgs([]string{"index", "/no/such/dir", "--workspace", "w", "--repo", "r"})
+	root.SetOut(&bytes.Buffer{})
+	err := root.ExecuteContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "/no/such/dir") || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("err %v", err)
+	}
+}

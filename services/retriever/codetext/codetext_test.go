@@ -1,0 +1,57 @@
+package codetext
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/blevesearch/bleve/v2/registry"
+)
+
+func TestSplit(t *testing.T) {
+	for in, want := range map[string]string{
+		"ParseDuration":  "Parse Duration",
+		"HTTPServer":     "HTTP Server",
+		"parse_duration": "parse duration",
+		"utf8Valid":      "utf8 Valid",
+		"md5sum":         "md5sum",
+		"_x":             "x",
+		"URL":            "URL",
+		"a__b_":          "a b",
+		"ÄpfelBaum":      "Äpfel Baum",
+	} {
+		var got []string
+		for _, p := range Split([]byte(in)) {
+			got = append(got, in[p[0]:p[1]])
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("Split(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func analyze(t *testing.T, s string) string {
+	t.Helper()
+	a, err := registry.NewCache().AnalyzerNamed(AnalyzerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var terms []string
+	for _, tok := range a.Analyze([]byte(s)) {
+		terms = append(terms, string(tok.Term))
+	}
+	return strings.Join(terms, " ")
+}
+
+func TestAnalyzer(t *testing.T) {
+	for in, want := range map[string]string{
+		"func ParseDuration(s string) (Duration, error)": "func parsedur pars durat s string durat error",
+		"parse a duration string like 1h30m":             "pars durat string like 1h30m",
+		"x := http_server.ListenAndServe()":              "x http_server http server listenandserv listen serv",
+		"naïve café":                                     "naïv café",
+		strings.Repeat("A", MaxTokenBytes+1) + " ok":     "ok",
+	} {
+		if got := analyze(t, in); got != want {
+			t.Errorf("analyze(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,383 @@
+package retrieval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/services/retriever/codetext"
+)
+
+// Options configure an Index. Zero values take the defaults.
+type Options struct {
+	// DataDir holds the local bleve index; each replica needs its own.
+	DataDir string
+	// K is the number of chunks a search returns (default 8).
+	K int
+	// MaxChars bounds the total content of a search's chunks (default 24000).
+	MaxChars int
+	Logger   *slog.Logger
+}
+
+// ErrNotReady is returned by Search while a replica whose local index has
+// never been complete is still loading the bucket: the stage retries with
+// backoff rather than run a turn on a half-built index.
+var ErrNotReady = errors.New("retrieval: local index is still loading the chunk store")
+
+// Index is a replica's local search index, kept in step with the bucket.
+type Index struct {
+	o       Options
+	kv      jetstream.KeyValue
+	idx     bleve.Index
+	log     *slog.Logger
+	applied atomic.Uint64 // highest bucket revision applied to idx
+	ready   atomic.Bool   // idx has held the whole bucket at least once
+	stop    context.CancelFunc
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error // why following stopped, if it did
+}
+
+// Internal keys kept in the bleve index next to the documents.
+var (
+	schemaKey   = []byte("schema")
+	completeKey = []byte("complete") // set once the initial load finished
+)
+
+// Open opens (or creates) the local index under o.DataDir, catches it up
+// with the bucket in the background and keeps following the bucket until
+// Close. Files whose hash is unchanged since the last run are not re-indexed.
+func Open(ctx context.Context, js jetstream.JetStream, o Options) (*Index, error) {
+	if o.DataDir == "" {
+		return nil, errors.New("retrieval: a data directory is required")
+	}
+	if o.K <= 0 {
+		o.K = 8
+	}
+	if o.MaxChars <= 0 {
+		o.MaxChars = 24000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	kv, err := openBucket(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := openLocal(filepath.Join(o.DataDir, "chunks.bleve"), o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	ix := &Index{o: o, kv: kv, idx: idx, log: o.Logger.With("component", "retrieval"), done: make(chan struct{})}
+	if v, _ := idx.GetInternal(completeKey); v != nil {
+		ix.ready.Store(true) // stale at worst until the watch catches up
+	}
+	w, err := kv.WatchAll(context.WithoutCancel(ctx))
+	if err != nil {
+		idx.Close()
+		return nil, fmt.Errorf("watch %s: %w", Bucket, err)
+	}
+	fctx, stop := context.WithCancel(context.Background())
+	ix.stop = stop
+	go ix.follow(fctx, w)
+	return ix, nil
+}
+
+// openLocal opens the bleve index at path, creating it, or recreating it
+// when it was built with another schema version.
+func openLocal(path string, log *slog.Logger) (bleve.Index, error) {
+	idx, err := bleve.Open(path)
+	if err == nil {
+		v, verr := idx.GetInternal(schemaKey)
+		if verr == nil && string(v) == schemaVersion {
+			return idx, nil
+		}
+		idx.Close()
+		log.Info("local index has another schema: rebuilding", "path", path, "schema", string(v))
+		if err := os.RemoveAll(path); err != nil {
+			return nil, fmt.Errorf("remove outdated local index: %w", err)
+		}
+	} else if !errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
+		return nil, fmt.Errorf("open local index %s (is another retriever using this data dir?): %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create index dir: %w", err)
+	}
+	idx, err = bleve.New(path, indexMapping())
+	if err != nil {
+		return nil, fmt.Errorf("create local index %s: %w", path, err)
+	}
+	if err := idx.SetInternal(schemaKey, []byte(schemaVersion)); err != nil {
+		idx.Close()
+		return nil, fmt.Errorf("create local index: %w", err)
+	}
+	return idx, nil
+}
+
+// schemaVersion is kept in the local index; an index built with another
+// mapping or document shape is discarded and rebuilt from the bucket.
+const schemaVersion = "aptix-chunks-3"
+
+// indexMapping: code-aware text fields (codetext: identifiers split into
+// words, lower-cased, English stop words out, stemmed) scored with BM25, and
+// keyword fields for the filters and the deterministic sort. Nothing else is
+// indexed: no dynamic fields and no _all field, which would double the index.
+func indexMapping() mapping.IndexMapping {
+	im := bleve.NewIndexMapping()
+	im.ScoringModel = "bm25"
+	text := func(store bool) *mapping.FieldMapping {
+		f := bleve.NewTextFieldMapping()
+		f.Analyzer = codetext.AnalyzerName
+		f.Store = store
+		f.IncludeTermVectors = false
+		f.IncludeInAll = false
+		f.DocValues = false
+		return f
+	}
+	kw := func(store bool) *mapping.FieldMapping {
+		f := bleve.NewKeywordFieldMapping()
+		f.Analyzer = keyword.Name
+		f.Store = store
+		f.IncludeTermVectors = false
+		f.IncludeInAll = false
+		return f
+	}
+	num := bleve.NewNumericFieldMapping()
+	num.IncludeInAll = false
+	doc := bleve.NewDocumentMapping()
+	doc.Dynamic = false
+	doc.AddFieldMappingsAt("content", text(true))
+	doc.AddFieldMappingsAt("symbol", text(false))
+	doc.AddFieldMappingsAt("path", text(false))
+	doc.AddFieldMappingsAt("file", kw(true))
+	doc.AddFieldMappingsAt("repo", kw(true))
+	doc.AddFieldMappingsAt("language", kw(true))
+	for _, f := range []string{"workspace", "lang", "tags"} {
+		doc.AddFieldMappingsAt(f, kw(false))
+	}
+	doc.AddFieldMappingsAt("startLine", num)
+	doc.AddFieldMappingsAt("endLine", num)
+	im.DefaultMapping = doc
+	im.DefaultAnalyzer = codetext.AnalyzerName
+	im.IndexDynamic = false
+	im.StoreDynamic = false
+	im.DocValuesDynamic = false
+	return im
+}
+
+// chunkDoc is what bleve indexes for one chunk.
+type chunkDoc struct {
+	Content   string   `json:"content"`
+	Symbol    string   `json:"symbol"`
+	Path      string   `json:"path"`
+	File      string   `json:"file"`
+	Workspace string   `json:"workspace"`
+	Repo      string   `json:"repo"`
+	Language  string   `json:"language"`
+	Lang      string   `json:"lang"` // lower-cased Language, for the filter
+	Tags      []string `json:"tags"`
+	StartLine int      `json:"startLine"`
+	EndLine   int      `json:"endLine"`
+}
+
+// Per-file internal keys: the stored hash and the chunk ids a file has in the index.
+func hashKey(fileKey string) []byte { return []byte("hash:" + fileKey) }
+func idsKey(fileKey string) []byte  { return []byte("ids:" + fileKey) }
+
+// maxBatchDocs bounds one bleve batch: big enough that the initial load
+// makes few segments, small enough to bound memory.
+const maxBatchDocs = 5000
+
+// follow applies bucket updates in batches until ctx ends. During the
+// initial load it fills each batch before committing it; afterwards it
+// commits whatever has arrived, so an update is searchable at once.
+func (ix *Index) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	defer close(ix.done)
+	defer w.Stop()
+	updates := w.Updates()
+	loading := true
+	for {
+		b := newBatch(ix)
+		caughtUp := false
+	fill:
+		for b.docs < maxBatchDocs {
+			var e jetstream.KeyValueEntry
+			var ok bool
+			if loading || b.entries == 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case e, ok = <-updates:
+				}
+			} else {
+				select {
+				case e, ok = <-updates:
+				default:
+					break fill
+				}
+			}
+			switch {
+			case !ok:
+				ix.fail(errors.New("bucket watch ended"))
+				return
+			case e == nil: // every value present at Open has been delivered
+				caughtUp = loading
+				loading = false
+				break fill
+			}
+			b.add(e)
+		}
+		if caughtUp {
+			b.b.SetInternal(completeKey, []byte("1"))
+		}
+		if err := b.commit(); err != nil {
+			ix.fail(err)
+			return
+		}
+		if caughtUp {
+			ix.ready.Store(true)
+			ix.log.Info("local index caught up with the chunk store", "revision", ix.applied.Load())
+		}
+	}
+}
+
+func (ix *Index) fail(err error) {
+	ix.mu.Lock()
+	ix.err = err
+	ix.mu.Unlock()
+	ix.log.Error("local index stopped following the chunk store", "err", err)
+}
+
+// batch gathers updates for one bleve batch. pending remembers the ids a
+// file got earlier in the same batch, which bleve cannot yet answer.
+type batch struct {
+	ix      *Index
+	b       *bleve.Batch
+	pending map[string][]string
+	hashes  map[string]string
+	maxRev  uint64
+	docs    int
+	entries int
+	err     error
+}
+
+func newBatch(ix *Index) *batch {
+	return &batch{ix: ix, b: ix.idx.NewBatch(), pending: map[string][]string{}, hashes: map[string]string{}}
+}
+
+func (b *batch) oldIDs(key string) []string {
+	if ids, ok := b.pending[key]; ok {
+		return ids
+	}
+	raw, err := b.ix.idx.GetInternal(idsKey(key))
+	if err != nil || raw == nil {
+		return nil
+	}
+	var ids []string
+	_ = json.Unmarshal(raw, &ids)
+	return ids
+}
+
+func (b *batch) add(e jetstream.KeyValueEntry) {
+	b.maxRev = max(b.maxRev, e.Revision())
+	b.entries++
+	key := e.Key()
+	if e.Operation() != jetstream.KeyValuePut {
+		for _, id := range b.oldIDs(key) {
+			b.b.Delete(id)
+		}
+		b.pending[key] = nil
+		b.b.DeleteInternal(idsKey(key))
+		b.b.DeleteInternal(hashKey(key))
+		return
+	}
+	var rec FileRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		b.ix.log.Warn("undecodable chunk entry skipped", "key", key, "err", err)
+		return
+	}
+	if h, ok := b.hashes[key]; ok && h == rec.Hash {
+		return
+	}
+	if h, _ := b.ix.idx.GetInternal(hashKey(key)); string(h) == rec.Hash {
+		if _, inBatch := b.pending[key]; !inBatch {
+			return // already indexed by an earlier run of this replica
+		}
+	}
+	for _, id := range b.oldIDs(key) {
+		b.b.Delete(id)
+	}
+	ids := make([]string, 0, len(rec.Chunks))
+	for _, c := range rec.Chunks {
+		doc := chunkDoc{Content: c.Content, Symbol: c.Symbol, Path: rec.Path, File: rec.Path, Workspace: rec.Workspace,
+			Repo: rec.Repo, Language: rec.Language, Lang: strings.ToLower(rec.Language), Tags: rec.Tags, StartLine: c.StartLine, EndLine: c.EndLine}
+		if err := b.b.Index(c.Id, doc); err != nil {
+			b.ix.log.Warn("chunk not indexed", "id", c.Id, "err", err)
+			continue
+		}
+		ids = append(ids, c.Id)
+		b.docs++
+	}
+	b.pending[key] = ids
+	b.hashes[key] = rec.Hash
+	raw, _ := json.Marshal(ids)
+	b.b.SetInternal(idsKey(key), raw)
+	b.b.SetInternal(hashKey(key), []byte(rec.Hash))
+}
+
+func (b *batch) commit() error {
+	if err := b.ix.idx.Batch(b.b); err != nil {
+		return fmt.Errorf("apply index batch: %w", err)
+	}
+	if b.maxRev > b.ix.applied.Load() {
+		b.ix.applied.Store(b.maxRev)
+	}
+	return nil
+}
+
+// WaitSynced returns once the local index has loaded the bucket and applied
+// every update that existed when it was called.
+func (ix *Index) WaitSynced(ctx context.Context) error {
+	st, err := ix.kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("chunk store status: %w", err)
+	}
+	target := uint64(0)
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		target = bs.StreamInfo().State.LastSeq
+	}
+	for !ix.ready.Load() || ix.applied.Load() < target {
+		ix.mu.Lock()
+		err := ix.err
+		ix.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("local index at revision %d of %d: %w", ix.applied.Load(), target, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Close stops following the bucket and closes the local index.
+func (ix *Index) Close() error {
+	ix.stop()
+	<-ix.done
+	return ix.idx.Close()
+}

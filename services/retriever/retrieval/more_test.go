@@ -1,0 +1,121 @@
+package retrieval
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+func TestUnreadableFileIsSkippedNotFatal(t *testing.T) {
+	// chmod 000 does not stop root, so the read itself is made to fail.
+	readFile = func(fsys fs.FS, name string) ([]byte, error) {
+		if name == "net/retry.go" {
+			return nil, fs.ErrPermission
+		}
+		return fs.ReadFile(fsys, name)
+	}
+	t.Cleanup(func() { readFile = fs.ReadFile })
+	e := newEnv(t)
+	s := e.index(fixture(t), "ws", "app")
+	if s.Skipped[SkipUnreadable] != 1 || s.Files != 3 {
+		t.Fatalf("summary %s", s)
+	}
+}
+
+func TestEntryOverOneMBIsSkipped(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	// 700 KB of text whose JSON escaping doubles it past the entry limit.
+	write(t, root, "quotes.txt", strings.Repeat(`"\"`+"\n", 700*1024/4))
+	write(t, root, "ok.txt", "fine\n")
+	s := e.index(root, "ws", "r")
+	if s.Skipped[SkipEntryLarge] != 1 || s.Files != 1 || s.Written != 1 {
+		t.Fatalf("summary %s", s)
+	}
+}
+
+func TestRankingRules(t *testing.T) {
+	e := newEnv(t)
+	body := "package p\n\n// Frobnicate twiddles the widget knobs.\nfunc Frobnicate() {}\n"
+	a, b := t.TempDir(), t.TempDir()
+	write(t, a, "zeta/w.go", body)
+	write(t, a, "alpha/w.go", body)
+	write(t, a, "alpha/w_test.go", strings.Replace(body, "func Frobnicate", "func TestFrobnicate", 1))
+	write(t, a, "notes.md", "# Notes\n\nUnrelated text about gardens.\n")
+	write(t, b, "beta/w.go", body)
+	e.index(a, "ws", "one")
+	e.index(b, "ws", "two")
+	ix := e.open()
+
+	req := contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "twiddle widget knobs"}
+	first := find(t, ix, req)
+	// Equal scores: by path, then line, the test file after the code.
+	want := "alpha/w.go beta/w.go zeta/w.go alpha/w_test.go"
+	if got := strings.Join(paths(first), " "); got != want {
+		t.Fatalf("order %q, want %q", got, want)
+	}
+	if first[0].Score != first[1].Score || first[3].Score >= first[2].Score {
+		t.Errorf("scores %v %v %v %v", first[0].Score, first[1].Score, first[2].Score, first[3].Score)
+	}
+	for range 5 {
+		if again := find(t, ix, req); strings.Join(paths(again), " ") != want {
+			t.Fatalf("order changed between runs: %v", paths(again))
+		}
+	}
+	// Asking about tests lifts the demotion.
+	if got := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "test for TestFrobnicate"}); got[0].Path != "alpha/w_test.go" {
+		t.Errorf("test query: %v", paths(got))
+	}
+	// In workspace scope the request's repo is preferred, not required.
+	got := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Repo: "two", Instruction: "twiddle widget knobs"})
+	if got[0].Path != "beta/w.go" || len(got) != 4 {
+		t.Errorf("repo boost: %v", paths(got))
+	}
+	// Language is matched without regard to case.
+	if got := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Language: "markdown", Instruction: "gardens widget"}); len(got) != 1 || got[0].Path != "notes.md" {
+		t.Errorf("language filter: %v", paths(got))
+	}
+	// activeFiles scope returns the active file's chunks even when the
+	// instruction shares no word with them, and only those.
+	got = find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", RagScope: "activeFiles", ActiveFiles: []string{"./notes.md"}, Instruction: "twiddle widget knobs"})
+	if len(got) != 1 || got[0].Path != "notes.md" || !strings.Contains(got[0].Content, "gardens") {
+		t.Errorf("activeFiles scope: %+v", got)
+	}
+	// Repo scope without a repo has nothing to search.
+	if got := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", RagScope: "repo", Instruction: "twiddle"}); len(got) != 0 {
+		t.Errorf("repo scope without repo: %v", paths(got))
+	}
+}
+
+func TestSearchBeforeFirstLoadIsNotReady(t *testing.T) {
+	e := newEnv(t)
+	ix := e.open()
+	if err := ix.WaitSynced(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ix.ready.Store(false) // as if the initial load were still running
+	_, err := ix.Search(context.Background(), contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "x"})
+	if !errors.Is(err, ErrNotReady) {
+		t.Fatalf("err %v", err)
+	}
+	res, err := ix.Search(context.Background(), contracts.AgentExecuteRequest{WorkspaceId: "ws", RagScope: "none", Instruction: "x"})
+	if err != nil || len(res.Chunks) != 0 || res.Chunks == nil {
+		t.Fatalf("scope none: %+v %v", res, err)
+	}
+}
+
+func TestLongInstructionIsCapped(t *testing.T) {
+	var b strings.Builder
+	for i := range 5000 {
+		b.WriteString("word")
+		b.WriteString(strings.Repeat("x", i%50))
+		b.WriteString(" ")
+	}
+	if terms := queryTerms(b.String(), MaxQueryTerms); len(terms) != MaxQueryTerms || terms[0] != "word" {
+		t.Fatalf("%d terms, first %q", len(terms), terms[0])
+	}
+}

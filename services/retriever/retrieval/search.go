@@ -1,0 +1,359 @@
+package retrieval
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/registry"
+	"github.com/blevesearch/bleve/v2/search/query"
+	"github.com/go-enry/go-enry/v2"
+
+	"github.com/aptix-dev/aptix/services/retriever/codetext"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// DefaultWorkspace is searched when a request names none, and is what
+// `aptix index` writes to without --workspace.
+const DefaultWorkspace = "default"
+
+// MaxQueryTerms caps the distinct terms taken from an instruction (in
+// order of appearance): an instruction may be 256 KiB, a query must stay fast.
+const MaxQueryTerms = 48
+
+// Boosts of the query's parts, relative to a match in the chunk's text.
+const (
+	boostSymbol     = 3   // the function, type or heading name
+	boostPath       = 2   // directory and file name words
+	boostMode       = 0.3 // words of the request's mode
+	boostActiveFile = 4   // a chunk of one of the request's active files
+	boostRepo       = 1   // a chunk of the request's repo, in workspace scope
+)
+
+// Search finds the chunks for a request: a BM25 query built from the
+// instruction (and, lightly, the mode), scoped and filtered as the request
+// says, active files boosted, overlapping spans of a file merged, cut to K
+// chunks and MaxChars, ties broken by path and line so results are stable.
+//
+// Scopes: none returns nothing; activeFiles returns only chunks of the
+// active files (all of them rank, the text only orders them); repo only the
+// request's Repo; workspace (the default) every repo of the workspace, the
+// request's Repo boosted. Language keeps chunks of that language (any case);
+// Tags keeps chunks carrying at least one of the tags.
+func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) (contracts.Retrieval, error) {
+	start := time.Now()
+	scope := req.RagScope
+	if scope == "" {
+		scope = contracts.RagScopeWorkspace
+	}
+	workspace := req.WorkspaceId
+	if req.AgentContext != nil && req.AgentContext.Index != "" {
+		workspace = req.AgentContext.Index
+	}
+	if workspace == "" {
+		workspace = DefaultWorkspace
+	}
+	res := contracts.Retrieval{Index: workspace, Scope: scope, Chunks: []contracts.RagChunk{}}
+	if scope == contracts.RagScopeNone {
+		return res, nil
+	}
+	if !ix.ready.Load() {
+		return res, ErrNotReady
+	}
+	terms := queryTerms(req.Instruction, MaxQueryTerms)
+	terms, err := ix.dropCommon(ctx, terms)
+	if err != nil {
+		return res, err
+	}
+	res.Query = strings.Join(terms, " ")
+	q, ok := buildQuery(req, scope, workspace, terms, queryTerms(req.Mode, 4))
+	if !ok {
+		return res, nil
+	}
+	sr := bleve.NewSearchRequestOptions(q, ix.o.K*candidatesPerHit, 0, false)
+	sr.Fields = []string{"content", "file", "repo", "language", "startLine", "endLine"}
+	out, err := ix.idx.SearchInContext(ctx, sr)
+	demoteTests := !slices.ContainsFunc(terms, func(t string) bool { return t == "test" || t == "exampl" })
+	if err != nil {
+		return res, fmt.Errorf("search %s: %w", workspace, err)
+	}
+	hits := make([]contracts.RagChunk, 0, len(out.Hits))
+	for _, h := range out.Hits {
+		hits = append(hits, contracts.RagChunk{
+			Id: h.ID, Path: str(h.Fields["file"]), Repo: str(h.Fields["repo"]), Language: str(h.Fields["language"]),
+			StartLine: num(h.Fields["startLine"]), EndLine: num(h.Fields["endLine"]), Content: str(h.Fields["content"]),
+			Score: h.Score,
+		})
+		if demoteTests && enry.IsTest(hits[len(hits)-1].Path) {
+			hits[len(hits)-1].Score *= testFactor
+		}
+	}
+	res.Chunks = budget(merge(rank(hits)), ix.o.K, ix.o.MaxChars)
+	res.TookMs = float64(time.Since(start).Microseconds()) / 1000
+	return res, nil
+}
+
+// candidatesPerHit: a search fetches K times this many hits, so that
+// merging, test demotion and the size budget still leave K good ones.
+const candidatesPerHit = 5
+
+// testFactor scales the score of test files (by go-enry's conventions)
+// unless the instruction speaks of tests or examples: a developer asking how
+// something works wants the code first, and tests repeat its words.
+const testFactor = 0.5
+
+// Terms found in more than commonShare of the chunks weigh almost nothing
+// in BM25 but cost the most to score (their postings are the longest):
+// dropCommon leaves them out unless fewer than minTerms terms would remain.
+const (
+	commonShare = 0.15
+	minTerms    = 2
+)
+
+// dropCommon removes the instruction's most common terms, as above. The
+// order of the remaining terms is kept.
+func (ix *Index) dropCommon(ctx context.Context, terms []string) ([]string, error) {
+	if len(terms) <= minTerms {
+		return terms, nil
+	}
+	adv, err := ix.idx.Advanced()
+	if err != nil {
+		return nil, fmt.Errorf("local index: %w", err)
+	}
+	r, err := adv.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("local index reader: %w", err)
+	}
+	defer r.Close()
+	n, err := r.DocCount()
+	if err != nil {
+		return nil, fmt.Errorf("local index: %w", err)
+	}
+	df := make(map[string]uint64, len(terms))
+	for _, t := range terms {
+		tfr, err := r.TermFieldReader(ctx, []byte(t), "content", false, false, false)
+		if err != nil {
+			return nil, fmt.Errorf("local index term %q: %w", t, err)
+		}
+		df[t] = tfr.Count()
+		tfr.Close()
+	}
+	byDF := slices.Clone(terms)
+	slices.SortStableFunc(byDF, func(a, b string) int { return cmp.Compare(df[a], df[b]) })
+	keep := map[string]bool{}
+	for i, t := range byDF {
+		if i < minTerms || float64(df[t]) <= commonShare*float64(n) {
+			keep[t] = true
+		}
+	}
+	return slices.DeleteFunc(terms, func(t string) bool { return !keep[t] }), nil
+}
+
+// queryTerms analyzes text as the index does and returns its distinct
+// terms in order of appearance, at most max.
+func queryTerms(text string, max int) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range analyzer().Analyze([]byte(text)) {
+		term := string(t.Term)
+		if seen[term] {
+			continue
+		}
+		seen[term] = true
+		out = append(out, term)
+		if len(out) == max {
+			break
+		}
+	}
+	return out
+}
+
+var analyzer = sync.OnceValue(func() analysis.Analyzer {
+	a, err := registry.NewCache().AnalyzerNamed(codetext.AnalyzerName)
+	if err != nil {
+		panic(err) // registered by codetext's init: cannot fail
+	}
+	return a
+})
+
+// buildQuery: the terms must match (content, symbol, path) and are what
+// scores; filters (workspace, repo, language, tags, active files in that
+// scope) must hold and do not score; active files and the request's repo
+// otherwise add a boost. ok is false when nothing can match.
+func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, terms, mode []string) (query.Query, bool) {
+	term := func(field, v string, boost float64) query.Query {
+		t := bleve.NewTermQuery(v)
+		t.SetField(field)
+		t.SetBoost(boost)
+		return t
+	}
+	words := bleve.NewDisjunctionQuery()
+	for _, w := range terms {
+		words.AddQuery(term("content", w, 1), term("symbol", w, boostSymbol), term("path", w, boostPath))
+	}
+	for _, w := range mode {
+		words.AddQuery(term("content", w, boostMode))
+	}
+	filters := []query.Query{term("workspace", workspace, 1)}
+	var must, should []query.Query
+	switch scope {
+	case contracts.RagScopeActiveFiles:
+		files := activeFiles(req.ActiveFiles, term)
+		if files == nil {
+			return nil, false
+		}
+		filters = append(filters, files)
+		must = append(must, bleve.NewMatchAllQuery())
+		if len(words.Disjuncts) > 0 {
+			should = append(should, words)
+		}
+	case contracts.RagScopeRepo:
+		if req.Repo == "" {
+			return nil, false
+		}
+		filters = append(filters, term("repo", req.Repo, 1))
+		fallthrough
+	default:
+		if len(words.Disjuncts) == 0 {
+			return nil, false
+		}
+		must = append(must, words)
+		if files := activeFiles(req.ActiveFiles, term); files != nil {
+			should = append(should, files)
+		}
+		if scope != contracts.RagScopeRepo && req.Repo != "" {
+			should = append(should, term("repo", req.Repo, boostRepo))
+		}
+	}
+	if req.Language != "" {
+		filters = append(filters, term("lang", strings.ToLower(req.Language), 1))
+	}
+	if len(req.Tags) > 0 {
+		tags := bleve.NewDisjunctionQuery()
+		for _, tag := range req.Tags {
+			tags.AddQuery(term("tags", tag, 1))
+		}
+		filters = append(filters, tags)
+	}
+	b := query.NewBooleanQuery(must, should, nil)
+	b.AddFilter(bleve.NewConjunctionQuery(filters...))
+	return b, true
+}
+
+// activeFiles matches chunks of the given files, paths relative to the
+// repository root ("./a/b.go" and "a/b.go" are the same file).
+func activeFiles(files []string, term func(field, v string, boost float64) query.Query) query.Query {
+	if len(files) == 0 {
+		return nil
+	}
+	q := bleve.NewDisjunctionQuery()
+	for _, f := range files {
+		f = strings.TrimPrefix(path.Clean(filepath.ToSlash(f)), "/")
+		q.AddQuery(term("file", f, boostActiveFile))
+	}
+	return q
+}
+
+// rank orders by score, then path, then start line: equal scores (common
+// with BM25 on short queries) never reorder between runs or replicas.
+func rank(c []contracts.RagChunk) []contracts.RagChunk {
+	sort.SliceStable(c, func(i, j int) bool {
+		if c[i].Score != c[j].Score {
+			return c[i].Score > c[j].Score
+		}
+		if c[i].Path != c[j].Path {
+			return c[i].Path < c[j].Path
+		}
+		return c[i].StartLine < c[j].StartLine
+	})
+	return c
+}
+
+// merge joins hits of one file whose spans overlap or touch (the pieces of
+// a long function split under the line cap) into one chunk at the best
+// hit's rank, so the model sees the function once, in one piece.
+func merge(c []contracts.RagChunk) []contracts.RagChunk {
+	out := make([]contracts.RagChunk, 0, len(c))
+	for _, h := range c {
+		at := -1 // the entry h was joined into
+		for i := 0; i < len(out); i++ {
+			o := out[i]
+			if o.Path != h.Path || o.Repo != h.Repo || h.StartLine > o.EndLine+1 || h.EndLine < o.StartLine-1 {
+				continue
+			}
+			if at < 0 {
+				out[i] = join(o, h)
+				at = i
+			} else { // h bridged two entries: fold the later one in too
+				out[at] = join(out[at], o)
+				out = append(out[:i], out[i+1:]...)
+				i--
+			}
+			h = out[at]
+		}
+		if at < 0 {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func join(a, b contracts.RagChunk) contracts.RagChunk {
+	first, second := a, b
+	if b.StartLine < a.StartLine {
+		first, second = b, a
+	}
+	m := a // keeps the better hit's id and score
+	m.StartLine = first.StartLine
+	switch {
+	case second.EndLine <= first.EndLine:
+		m.EndLine, m.Content = first.EndLine, first.Content
+	case second.StartLine > first.EndLine:
+		gap := second.StartLine - first.EndLine - 1
+		m.EndLine = second.EndLine
+		m.Content = first.Content + "\n" + strings.Repeat("\n", gap) + second.Content
+	default: // overlapping: take the second's lines past the first's end
+		lines := strings.Split(second.Content, "\n")
+		skip := first.EndLine - second.StartLine + 1
+		m.EndLine = second.EndLine
+		m.Content = first.Content + "\n" + strings.Join(lines[min(skip, len(lines)):], "\n")
+	}
+	return m
+}
+
+// budget keeps at most k chunks whose content fits in maxChars together.
+func budget(c []contracts.RagChunk, k, maxChars int) []contracts.RagChunk {
+	out := []contracts.RagChunk{}
+	used := 0
+	for _, h := range c {
+		if len(out) == k {
+			break
+		}
+		if used+len(h.Content) > maxChars {
+			continue
+		}
+		used += len(h.Content)
+		out = append(out, h)
+	}
+	return out
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func num(v any) int {
+	f, _ := v.(float64)
+	return int(f)
+}
