@@ -76,7 +76,7 @@ definitions: build ## regenerate deploy/nats/jetstream (stream and consumer defi
 	$(BIN)/aptix provision --replicas 1 --write-definitions deploy/nats/jetstream/r1
 	$(BIN)/aptix provision --replicas 3 --write-definitions deploy/nats/jetstream/r3
 
-COMPOSE := docker-compose -p aptix -f deploy/compose.yaml
+COMPOSE := docker-compose --compatibility -p aptix -f deploy/compose.yaml
 
 .PHONY: compose-up
 compose-up: images ## three NATS nodes, two replicas of every stage and the sandbox; then a smoke turn
