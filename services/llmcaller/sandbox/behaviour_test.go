@@ -236,3 +236,32 @@ func TestFailFirstScriptAndRecording(t *testing.T) {
 		t.Fatalf("requests %d / %d", srv.Requests(), len(srv.LastRequests()))
 	}
 }
+
+func TestStatsCountPerInstruction(t *testing.T) {
+	srv := sandbox.New(sandbox.Options{Logger: slog.New(slog.DiscardHandler)})
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	post := func(instr string) {
+		body := `{"model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"[MODE: X]\n\n[INSTRUCTION]\n` + instr + `"}]}]}`
+		resp, err := http.Post(hs.URL+"/v1/responses", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	post("turn one")
+	post("turn two")
+	post("turn one")
+	resp, err := http.Get(hs.URL + "/v1/_sandbox/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st sandbox.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Requests != 3 || st.ByInstruction["turn one"] != 2 || st.ByInstruction["turn two"] != 1 || st.MaxInFlight != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -107,6 +107,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	req, items, err := parseRequest(body)
 	if err == nil {
+		s.countInstruction(instructionOf(lastUserTexts(items)))
 		var resp response
 		var chain []json.RawMessage
 		resp, chain, err = s.answer(req, items, body)

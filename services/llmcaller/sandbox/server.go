@@ -67,7 +67,9 @@ type Server struct {
 	last      [][]byte
 	inFlight  int
 	maxFlight int
-	scriptPos int
+	// byInstruction counts answered requests per instruction line.
+	byInstruction map[string]int
+	scriptPos     int
 }
 
 // stored is what the sandbox keeps per response for previous_response_id:
@@ -96,6 +98,7 @@ func New(o Options) *Server {
 	}
 	s.mux.HandleFunc("POST /v1/responses", s.create)
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.get)
+	s.mux.HandleFunc("GET /v1/_sandbox/stats", s.stats)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "", "", "The sandbox serves only /v1/responses.")
 	})
@@ -154,6 +157,41 @@ func (s *Server) begin(body []byte) int {
 		s.last = s.last[len(s.last)-keepRequests:]
 	}
 	return s.requests
+}
+
+// countInstruction records one answered request for an instruction line.
+func (s *Server) countInstruction(instruction string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byInstruction == nil {
+		s.byInstruction = map[string]int{}
+	}
+	s.byInstruction[instruction]++
+}
+
+// Stats is what GET /v1/_sandbox/stats reports, so tests that run the
+// sandbox in a container can count upstream calls per turn (give each turn
+// a unique instruction line).
+type Stats struct {
+	Requests      int            `json:"requests"`
+	MaxInFlight   int            `json:"maxInFlight"`
+	ByInstruction map[string]int `json:"byInstruction"`
+}
+
+// Snapshot returns the counters.
+func (s *Server) Snapshot() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	by := make(map[string]int, len(s.byInstruction))
+	for k, v := range s.byInstruction {
+		by[k] = v
+	}
+	return Stats{Requests: s.requests, MaxInFlight: s.maxFlight, ByInstruction: by}
+}
+
+func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(s.Snapshot())
 }
 
 func (s *Server) end() {

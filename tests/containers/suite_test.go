@@ -1,0 +1,260 @@
+//go:build containers
+
+package containers
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+var single = []string{"nats"}
+
+// TestMultiTurnConversation: a two-turn conversation through the four stage
+// processes against a NATS container.
+func TestMultiTurnConversation(t *testing.T) {
+	d := newDeployment(t)
+	n := d.natsNode("nats", false)
+	d.sandbox(0)
+	d.pipelineStages(single, 1, nil)
+	c := d.client(n)
+	c.waitStages(map[string]int{"retriever": 1, "envelope": 1, "llmcaller": 1, "mapper": 1})
+
+	first := contracts.AgentExecuteRequest{ConversationId: "conv-mt", TurnId: "mt-1", Mode: "DDR",
+		Instruction: "Document the retry policy", ConversationContext: &contracts.ConversationContext{SystemPrompt: "You write DDRs."},
+		ToolsJson:      `[{"type":"function","name":"ddr_document","parameters":{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}}]`,
+		ToolChoiceName: "ddr_document"}
+	done, acked := c.sendAll([]contracts.AgentExecuteRequest{first}, 1, time.Minute, nil)
+	r1 := done["mt-1"].Response
+	if acked != 1 || r1 == nil || r1.Kind != contracts.KindToolOnly || len(r1.ToolCalls) != 1 || r1.ToolCalls[0].Name != "ddr_document" {
+		t.Fatalf("turn 1: %+v", r1)
+	}
+	second := contracts.AgentExecuteRequest{ConversationId: "conv-mt", TurnId: "mt-2", Mode: "DDR", Instruction: "Now summarize it"}
+	done, _ = c.sendAll([]contracts.AgentExecuteRequest{second}, 1, time.Minute, nil)
+	r2 := done["mt-2"].Response
+	if r2 == nil || r2.Kind != contracts.KindOK || !strings.Contains(r2.Text, "Continuing from "+r1.ResponseContinuationId) {
+		t.Fatalf("turn 2 did not continue turn 1 (%s): %+v", r1.ResponseContinuationId, r2)
+	}
+	t.Logf("turn 1: %s %s(%s); turn 2: %q", r1.Kind, r1.ToolCalls[0].Name, r1.ToolCalls[0].ArgumentsJson, r2.Text)
+}
+
+// TestScaleOut: three llmcaller replicas share 300 turns through one
+// durable consumer; every turn completes once and each replica did some.
+func TestScaleOut(t *testing.T) {
+	d := newDeployment(t)
+	n := d.natsNode("nats", false)
+	sb := d.sandbox(20 * time.Millisecond)
+	d.pipelineStages(single, 3, nil)
+	c := d.client(n)
+	c.waitStages(map[string]int{"retriever": 1, "envelope": 1, "llmcaller": 3, "mapper": 1})
+
+	reqs := turns("scale", 300)
+	done, acked := c.sendAll(reqs, 64, 2*time.Minute, nil)
+	time.Sleep(time.Second) // let a late duplicate, if any, arrive
+	completed, dups, bad := c.comp.Counts()
+	per := c.processed("llmcaller")
+	var sum int64
+	for _, p := range per {
+		sum += p
+	}
+	calls := d.upstreamCalls(sb)
+	t.Logf("sent 300, acknowledged %d, completed %d (distinct %d), duplicates %d, undecodable %d; per llmcaller replica %v (sum %d); upstream calls %d",
+		acked, len(done), completed, dups, bad, per, sum, total(calls))
+	if acked != 300 || len(done) != 300 || completed != 300 || dups != 0 || bad != 0 {
+		t.Fatal("not every turn completed exactly once")
+	}
+	if len(per) != 3 || sum != 300 {
+		t.Fatalf("replicas processed %v, want 3 replicas summing to 300", per)
+	}
+	for i, p := range per {
+		if p == 0 {
+			t.Errorf("replica %d did no turn", i)
+		}
+	}
+	for _, r := range reqs {
+		if calls[r.Instruction] != 1 {
+			t.Errorf("turn %s: %d upstream calls", r.TurnId, calls[r.Instruction])
+		}
+	}
+}
+
+// TestSigkillStageMidLoad SIGKILLs one stage container with 100 turns in
+// flight and starts it again. Every turn completes exactly once. Killing the
+// llmcaller may re-call turns whose call was cut off (their result was never
+// stored); a turn whose result was stored is never called again. Killing the
+// mapper, after every result was stored, costs no upstream call at all.
+func TestSigkillStageMidLoad(t *testing.T) {
+	for _, victim := range []string{"llmcaller", "mapper"} {
+		t.Run(victim, func(t *testing.T) { sigkillMidLoad(t, victim) })
+	}
+}
+
+func sigkillMidLoad(t *testing.T, victim string) {
+	d := newDeployment(t)
+	n := d.natsNode("nats", false)
+	sb := d.sandbox(500 * time.Millisecond)
+	stages := d.pipelineStages(single, 1, nil)
+	c := d.client(n)
+	c.waitStages(map[string]int{"retriever": 1, "envelope": 1, "llmcaller": 1, "mapper": 1})
+
+	target := stages[victim][0]
+	reqs := turns("kill-"+victim, 100)
+	killedAt := make(chan int, 1)
+	go func() {
+		// Kill once some turns are through and the rest are in flight.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			done, _, _ := c.comp.Counts()
+			if done >= 10 || time.Now().After(deadline) {
+				sigkill(t, target)
+				killedAt <- done
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		if err := target.Start(context.Background()); err != nil {
+			t.Errorf("restart %s: %v", victim, err)
+		}
+	}()
+	done, acked := c.sendAll(reqs, 100, 3*time.Minute, nil)
+	before := <-killedAt
+	time.Sleep(time.Second)
+	completed, dups, _ := c.comp.Counts()
+	calls := d.upstreamCalls(sb)
+	var cached, repaid, recalled int
+	for _, r := range reqs {
+		if calls[r.Instruction] > 1 {
+			recalled++
+		}
+		if tr, ok := done[r.TurnId]; ok && tr.LLM != nil && tr.LLM.Cached {
+			cached++
+			if calls[r.Instruction] != 1 {
+				repaid++
+			}
+		}
+	}
+	t.Logf("SIGKILL %s after %d of 100 turns completed; acknowledged %d, completed %d (distinct %d), duplicate completions %d; upstream calls %d, turns called more than once %d; results served from the pay-once store %d, of which called again %d",
+		victim, before, acked, len(done), completed, dups, total(calls), recalled, cached, repaid)
+	if before >= 100 {
+		t.Fatal("the kill came after the load was over")
+	}
+	if acked != 100 || len(done) != 100 || completed != 100 || dups != 0 {
+		t.Fatal("not every turn completed exactly once")
+	}
+	for id, tr := range done {
+		if tr.Response == nil || tr.Response.Kind != contracts.KindOK {
+			t.Errorf("turn %s: %+v", id, tr.Response)
+		}
+	}
+	if repaid != 0 {
+		t.Fatalf("%d turns with a stored result were paid for again", repaid)
+	}
+	if victim == "mapper" && total(calls) != 100 {
+		t.Fatalf("killing the mapper cost %d upstream calls for 100 turns", total(calls))
+	}
+}
+
+// TestClusterNodeLoss: three NATS nodes, the stream at three replicas; one
+// node is stopped mid-load and started again. No acknowledged turn is lost.
+func TestClusterNodeLoss(t *testing.T) {
+	d := newDeployment(t)
+	nodes := []string{"nats-1", "nats-2", "nats-3"}
+	n1 := d.natsNode("nats-1", true)
+	n2 := d.natsNode("nats-2", true)
+	n3 := d.natsNode("nats-3", true)
+	d.sandbox(20 * time.Millisecond)
+	d.pipelineStages(nodes, 1, map[string]string{"APTIX_STREAM_REPLICAS": "3"})
+	c := d.client(n1, n3)
+	c.waitStages(map[string]int{"retriever": 1, "envelope": 1, "llmcaller": 1, "mapper": 1})
+
+	reqs := turns("cluster", 200)
+	stopped := false
+	done, acked := c.sendAll(reqs, 16, 3*time.Minute, func(sent int) {
+		if sent == 60 && !stopped {
+			stopped = true
+			go func() {
+				timeout := 5 * time.Second
+				if err := n2.Stop(context.Background(), &timeout); err != nil {
+					t.Errorf("stop nats-2: %v", err)
+				}
+				time.Sleep(3 * time.Second)
+				if err := n2.Start(context.Background()); err != nil {
+					t.Errorf("start nats-2: %v", err)
+				}
+			}()
+		}
+		if sent%20 == 0 {
+			time.Sleep(100 * time.Millisecond) // spread the load over the outage
+		}
+	})
+	time.Sleep(time.Second)
+	completed, dups, _ := c.comp.Counts()
+	t.Logf("sent 200, acknowledged %d, completed %d (distinct %d), duplicate completions %d; nats-2 stopped after 60 sends, restarted 3 s later",
+		acked, len(done), completed, dups)
+	if acked < 150 {
+		t.Fatalf("only %d of 200 turns acknowledged: the cluster did not keep serving", acked)
+	}
+	if len(done) != acked || dups != 0 {
+		t.Fatalf("%d acknowledged turns, %d completed, %d duplicates", acked, len(done), dups)
+	}
+}
+
+// TestSecurity: wrong credentials are refused, and a stage's user cannot
+// publish another stage's events.
+func TestSecurity(t *testing.T) {
+	d := newDeployment(t)
+	n := d.natsNode("nats", false)
+	ep := d.endpoint(n, "4222/tcp", "")
+
+	if nc, err := nats.Connect("nats://client:wrong@" + ep); err == nil {
+		nc.Close()
+		t.Fatal("wrong password accepted")
+	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Fatalf("wrong password at %s: %v", ep, err)
+	}
+
+	violations := make(chan error, 4)
+	nc, err := nats.Connect("nats://envelope:aptix-dev-envelope@"+ep, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		violations <- err
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Publish("aptix.retrieved.conv.turn", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.Flush()
+	select {
+	case err := <-violations:
+		if !strings.Contains(err.Error(), "Permissions Violation") || !strings.Contains(err.Error(), "aptix.retrieved.conv.turn") {
+			t.Fatalf("unexpected error %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the envelope user published to the retriever's subject without a violation")
+	}
+	// Its own output subject is allowed.
+	if err := nc.Publish("aptix.enveloped.conv.turn", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.Flush()
+	select {
+	case err := <-violations:
+		t.Fatalf("own subject refused: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
