@@ -76,7 +76,15 @@ func runMain(service string, build Build, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	st, err := build(ctx, nc, js, log)
+	// A stage often starts before JetStream can serve it (a cluster still
+	// electing its meta leader, a server still starting): building it
+	// (buckets, indexes) is retried for a while instead of exiting at once.
+	var st Stage
+	err = retryStartup(ctx, log, "build stage", func() error {
+		var err error
+		st, err = build(ctx, nc, js, log)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -84,7 +92,43 @@ func runMain(service string, build Build, log *slog.Logger) error {
 		MaxAckPending: envInt(EnvMaxAckPending), MaxDeliver: envInt(EnvMaxDeliver), AckWait: envDuration(EnvAckWait),
 	}}
 	log.Info("starting", "nats", url)
-	return Run(ctx, nc, st, o)
+	started := time.Now()
+	for {
+		err := Run(ctx, nc, st, o)
+		if err == nil || ctx.Err() != nil || time.Since(started) > startupWindow {
+			return err
+		}
+		// Run failed before consuming (stream or consumer not creatable yet).
+		log.Warn("stage could not start, retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// startupWindow bounds how long a stage keeps retrying its start before it
+// exits with the error: long enough for a cluster to elect a leader, short
+// enough that a real misconfiguration is not hidden.
+const startupWindow = 2 * time.Minute
+
+func retryStartup(ctx context.Context, log *slog.Logger, what string, f func() error) error {
+	deadline := time.Now().Add(startupWindow)
+	wait := 250 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		log.Warn(what+" failed, retrying", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 4*time.Second)
+	}
 }
 
 func envInt(key string) int {

@@ -146,7 +146,7 @@ func (d *deployment) stage(stage, name string, nodes []string, extra map[string]
 	return d.run(name, "aptix/"+stage+tag,
 		testcontainers.WithEnv(env),
 		testcontainers.WithTmpfs(map[string]string{"/data": "rw,mode=1777"}),
-		testcontainers.WithWaitStrategy(wait.ForLog(`"msg":"starting"`).WithStartupTimeout(30*time.Second)))
+		testcontainers.WithWaitStrategy(wait.ForLog(`"msg":"starting"`).WithStartupTimeout(150*time.Second)))
 }
 
 // pipelineStages starts one replica of each stage (llmcallers of them for the LLM stage).
@@ -341,18 +341,31 @@ func (c *client) sendAll(reqs []contracts.AgentExecuteRequest, concurrency int, 
 // upstreamCalls reads the sandbox's per-instruction request counts.
 func (d *deployment) upstreamCalls(sb *testcontainers.DockerContainer) map[string]int {
 	d.t.Helper()
-	resp, err := http.Get("http://" + d.endpoint(sb, "8089/tcp", "") + "/v1/_sandbox/stats")
+	m, err := d.upstreamCallsErr(sb)
 	if err != nil {
 		d.t.Fatal(err)
+	}
+	return m
+}
+
+// upstreamCallsErr is upstreamCalls for goroutines, which must not Fatal.
+func (d *deployment) upstreamCallsErr(sb *testcontainers.DockerContainer) (map[string]int, error) {
+	ep, err := sb.PortEndpoint(d.ctx, "8089/tcp", "")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.Get("http://" + ep + "/v1/_sandbox/stats")
+	if err != nil {
+		return nil, err
 	}
 	defer resp.Body.Close()
 	var st struct {
 		ByInstruction map[string]int `json:"byInstruction"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		d.t.Fatal(err)
+		return nil, fmt.Errorf("sandbox stats: %w", err)
 	}
-	return st.ByInstruction
+	return st.ByInstruction, nil
 }
 
 func turns(prefix string, n int) []contracts.AgentExecuteRequest {

@@ -110,7 +110,9 @@ func sigkillMidLoad(t *testing.T, victim string) {
 		deadline := time.Now().Add(time.Minute)
 		for {
 			done, _, _ := c.comp.Counts()
-			if done >= 10 || time.Now().After(deadline) {
+			calls, _ := d.upstreamCallsErr(sb)
+			inFlight := total(calls) - done // upstream calls made for turns not yet completed
+			if done >= 10 && inFlight >= 20 || time.Now().After(deadline) {
 				sigkill(t, target)
 				killedAt <- done
 				break
@@ -174,11 +176,12 @@ func TestClusterNodeLoss(t *testing.T) {
 	c.waitStages(map[string]int{"retriever": 1, "envelope": 1, "llmcaller": 1, "mapper": 1})
 
 	reqs := turns("cluster", 200)
-	stopped := false
+	restarted := make(chan struct{})
 	done, acked := c.sendAll(reqs, 16, 3*time.Minute, func(sent int) {
-		if sent == 60 && !stopped {
-			stopped = true
+		switch sent {
+		case 60: // stop a node with turns in flight
 			go func() {
+				defer close(restarted)
 				timeout := 5 * time.Second
 				if err := n2.Stop(context.Background(), &timeout); err != nil {
 					t.Errorf("stop nats-2: %v", err)
@@ -188,6 +191,8 @@ func TestClusterNodeLoss(t *testing.T) {
 					t.Errorf("start nats-2: %v", err)
 				}
 			}()
+		case 140: // the last 60 turns go out after the node is back
+			<-restarted
 		}
 		if sent%20 == 0 {
 			time.Sleep(100 * time.Millisecond) // spread the load over the outage
@@ -195,7 +200,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	})
 	time.Sleep(time.Second)
 	completed, dups, _ := c.comp.Counts()
-	t.Logf("sent 200, acknowledged %d, completed %d (distinct %d), duplicate completions %d; nats-2 stopped after 60 sends, restarted 3 s later",
+	t.Logf("sent 200, acknowledged %d, completed %d (distinct %d), duplicate completions %d; nats-2 stopped after 60 sends, restarted 3 s later, 60 more sent after the restart",
 		acked, len(done), completed, dups)
 	if acked < 150 {
 		t.Fatalf("only %d of 200 turns acknowledged: the cluster did not keep serving", acked)
