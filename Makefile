@@ -17,7 +17,7 @@ help: ## list the targets
 build: ## build the aptix CLI and every stage binary into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/aptix ./cmd/aptix
-	$(GO) build -o $(BIN)/ ./services/envelope/cmd/envelope ./services/llmcaller/cmd/llmcaller ./services/mapper/cmd/mapper
+	$(GO) build -o $(BIN)/ ./services/retriever/cmd/retriever ./services/envelope/cmd/envelope ./services/llmcaller/cmd/llmcaller ./services/mapper/cmd/mapper
 
 # The main job: the whole pipeline in one process on an embedded NATS at
 # nats://127.0.0.1:4222, with the sandbox model unless OPENAI_API_KEY or
@@ -31,6 +31,12 @@ run: build ## start the whole pipeline (aptix up) on an embedded NATS; Ctrl-C st
 .PHONY: bench
 bench: build ## measure turn latency/throughput vs a direct call and a raw JetStream chain (writes bench.json)
 	$(BIN)/aptix bench --out bench.json
+
+# The retriever on a real corpus: index the Go standard library's source,
+# query latency p50/p99, and recall@10 / MRR on 50 written queries.
+.PHONY: bench-retriever
+bench-retriever: ## index $(go env GOROOT)/src and report index time, memory, search p50/p99, recall@10 and MRR
+	$(GO) test -run '^$$' -bench Stdlib -benchtime 1x -timeout 30m ./services/retriever/retrieval/
 
 .PHONY: test
 test: ## run the fast tests of every module (embedded NATS, in-process stages, sandbox)
