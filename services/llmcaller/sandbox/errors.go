@@ -1,7 +1,7 @@
 package sandbox
 
 import (
-	"encoding/json"
+	json "github.com/go-json-experiment/json/v1"
 	"net/http"
 )
 

@@ -2,8 +2,8 @@ package sandbox
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
+	json "github.com/go-json-experiment/json/v1"
 	"strings"
 )
 

@@ -3,9 +3,9 @@ package sandbox
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	json "github.com/go-json-experiment/json/v1"
 	"io"
 	"net/http"
 	"strings"
@@ -107,7 +107,6 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	req, items, err := parseRequest(body)
 	if err == nil {
-		s.countInstruction(instructionOf(lastUserTexts(items)))
 		var resp response
 		var chain []json.RawMessage
 		resp, chain, err = s.answer(req, items, body)
@@ -172,6 +171,8 @@ func (s *Server) answer(req request, items []json.RawMessage, body []byte) (resp
 		prevID = s.replayedFrom(items)
 	}
 	chain = append(chain, items...)
+	userTexts := lastUserTexts(items) // parsed once: the reply and the stats both need it
+	s.countInstruction(instructionOf(userTexts))
 	ch, err := resolveChoice(req)
 	if err != nil {
 		return response{}, nil, err
@@ -218,7 +219,7 @@ func (s *Server) answer(req request, items []json.RawMessage, body []byte) (resp
 	} else {
 		text, ok := s.nextScript()
 		if !ok {
-			text = replyText(lastUserTexts(items), prevID)
+			text = replyText(userTexts, prevID)
 		}
 		msg := messageItem{ID: newID("msg_"), Type: "message", Status: "completed", Role: "assistant"}
 		if req.MaxOutputTokens != nil && tokens(text) > *req.MaxOutputTokens {

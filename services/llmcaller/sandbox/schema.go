@@ -1,8 +1,8 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"fmt"
+	json "github.com/go-json-experiment/json/v1"
 	"slices"
 	"strings"
 )

@@ -9,7 +9,7 @@
 package sandbox
 
 import (
-	"encoding/json"
+	json "github.com/go-json-experiment/json/v1"
 	"log/slog"
 	"net/http"
 	"sync"
