@@ -6,15 +6,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
+
+var v1Semantics = jsonv1.DefaultOptionsV1()
 
 // body is a /responses body opened at the top level only, so every field the
 // envelope wrote (and any this package does not know) passes through intact.
 type body map[string]json.RawMessage
 
+// openBody and encode run on every call with the whole body (the context
+// block is most of it): they use the v2 JSON engine with v1 semantics, about
+// twice as fast as encoding/json here (the benchmark's profile put the pair
+// at 7% of a turn's CPU).
 func openBody(raw json.RawMessage) (body, error) {
 	var b body
-	if err := json.Unmarshal(raw, &b); err != nil {
+	if err := jsonv2.Unmarshal(raw, &b, v1Semantics); err != nil {
 		return nil, fmt.Errorf("request body is not a JSON object: %w", err)
 	}
 	if b == nil {
@@ -24,7 +33,7 @@ func openBody(raw json.RawMessage) (body, error) {
 }
 
 func (b body) encode() ([]byte, error) {
-	out, err := json.Marshal(map[string]json.RawMessage(b))
+	out, err := jsonv2.Marshal(map[string]json.RawMessage(b), v1Semantics)
 	if err != nil {
 		return nil, fmt.Errorf("encode request body: %w", err)
 	}
