@@ -41,7 +41,9 @@ type Retrieval struct {
 type Envelope struct {
 	Backend string          `json:"backend"`
 	Model   string          `json:"model"`
-	Body    json.RawMessage `json:"body"`
+	// Body is cleared by the LLM caller once sent (only the enveloped event
+	// carries it), like the chunk text after the envelope stage.
+	Body    json.RawMessage `json:"body,omitempty"`
 	// Sources are the chunks that made it into the context block.
 	Sources []SourceRef `json:"sources"`
 	// Tools is the normalized tool list of this turn (sent or retained), recorded

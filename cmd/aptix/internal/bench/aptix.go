@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -185,4 +186,26 @@ func eventSizes(ctx context.Context, js jetstream.JetStream, conv, turn string) 
 		sizes[i] = len(m.Data)
 	}
 	return sizes, nil
+}
+
+// envelopeBody reads the /responses body Aptix sent for a turn from its
+// enveloped event (later events no longer carry it): the direct floor posts
+// exactly these bytes.
+func envelopeBody(ctx context.Context, js jetstream.JetStream, conv, turn string) ([]byte, error) {
+	s, err := js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageEnveloped, conv, turn))
+	if err != nil {
+		return nil, fmt.Errorf("read enveloped event: %w", err)
+	}
+	var t contracts.Turn
+	if err := json.Unmarshal(m.Data, &t); err != nil {
+		return nil, fmt.Errorf("decode enveloped event: %w", err)
+	}
+	if t.Envelope == nil || len(t.Envelope.Body) == 0 {
+		return nil, fmt.Errorf("enveloped event of %s has no body", turn)
+	}
+	return t.Envelope.Body, nil
 }

@@ -133,8 +133,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if got := len(warm.Response.Sources); got != len(chunks) {
 		return r, fmt.Errorf("warm-up turn carried %d sources, want %d", got, len(chunks))
 	}
-	body := []byte(warm.Envelope.Body)
 	if r.EventBytes, err = eventSizes(ctx, p.js, warm.ConversationId, warm.TurnId); err != nil {
+		return r, err
+	}
+	body, err := envelopeBody(ctx, p.js, warm.ConversationId, warm.TurnId)
+	if err != nil {
 		return r, err
 	}
 	for i := range 200 {
