@@ -39,11 +39,11 @@ type Retrieval struct {
 
 // Envelope is the envelope stage's section: the exact /responses body.
 type Envelope struct {
-	Backend string          `json:"backend"`
-	Model   string          `json:"model"`
+	Backend string `json:"backend"`
+	Model   string `json:"model"`
 	// Body is cleared by the LLM caller once sent (only the enveloped event
 	// carries it), like the chunk text after the envelope stage.
-	Body    json.RawMessage `json:"body,omitempty"`
+	Body json.RawMessage `json:"body,omitempty"`
 	// Sources are the chunks that made it into the context block.
 	Sources []SourceRef `json:"sources"`
 	// Tools is the normalized tool list of this turn (sent or retained), recorded
