@@ -71,6 +71,10 @@ func (r *Retriever) Handle(ctx context.Context, t *contracts.Turn) error {
 		span.SetStatus(codes.Error, err.Error())
 		return err // the index may be catching up: retried with backoff
 	}
+	if res.Index != "" && res.Index != index {
+		span.SetName("retrieval " + res.Index) // the searcher resolved a default index
+		span.SetAttributes(attribute.String("aptix.rag.index", res.Index))
+	}
 	span.SetAttributes(attribute.Int("aptix.rag.chunks", len(res.Chunks)), attribute.Float64("aptix.rag.took_ms", res.TookMs))
 	if res.Chunks == nil {
 		res.Chunks = []contracts.RagChunk{}
