@@ -116,15 +116,11 @@ func runExec(ctx context.Context, f execFlags, instruction string, stdout, stder
 	defer nc.Close()
 	// The client's publish span is the root of the turn's trace; its context
 	// travels in the event's traceparent header (exported only when OTEL_* says so).
-	shutdownTel, err := pipeline.SetupTelemetry(ctx, "aptix-exec")
+	stopTelemetry, err := pipeline.StartTelemetry(ctx, "aptix-exec")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = shutdownTel(c)
-	}()
+	defer stopTelemetry()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err

@@ -56,15 +56,11 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	shutdownTel, err := pipeline.SetupTelemetry(ctx, "aptix")
+	stopTelemetry, err := pipeline.StartTelemetry(ctx, "aptix")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = shutdownTel(c)
-	}()
+	defer stopTelemetry()
 
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {

@@ -50,15 +50,11 @@ func NewLogger(w *os.File) *slog.Logger {
 func runMain(service string, build Build, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	shutdown, err := SetupTelemetry(ctx, "aptix-"+service)
+	stopTelemetry, err := StartTelemetry(ctx, "aptix-"+service)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = shutdown(c)
-	}()
+	defer stopTelemetry()
 	url := os.Getenv(EnvNATSURL)
 	if url == "" {
 		url = nats.DefaultURL

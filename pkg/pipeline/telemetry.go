@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/contrib/exporters/autoexport"
@@ -76,4 +77,19 @@ func messagingAttrs(op, subject, msgID string) []attribute.KeyValue {
 		semconv.MessagingDestinationName(subject),
 		semconv.MessagingMessageID(msgID),
 	}
+}
+
+// StartTelemetry is SetupTelemetry for a main function: stop flushes the
+// spans still buffered, giving up after 5 s so a dead collector cannot hold
+// a process at exit.
+func StartTelemetry(ctx context.Context, service string) (stop func(), err error) {
+	shutdown, err := SetupTelemetry(ctx, service)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(c)
+	}, nil
 }

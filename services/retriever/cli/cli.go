@@ -20,7 +20,9 @@ import (
 	"github.com/aptix-dev/aptix/services/retriever/retrieval"
 )
 
-// Connect returns a NATS connection and its release function.
+// Connect returns a NATS connection and its release function, which drains
+// the connection and waits until it is closed (an index run must not exit
+// with writes still buffered).
 type Connect func(name string) (*nats.Conn, func(), error)
 
 // Commands returns `index` and `search`. dataDir is where `search` keeps
@@ -50,16 +52,11 @@ func indexCommand(connect Connect) *cobra.Command {
 				}
 				o.Repo = token(filepath.Base(abs))
 			}
-			nc, release, err := connect("index")
+			js, release, err := openJetStream(connect, "index")
 			if err != nil {
 				return err
 			}
 			defer release()
-			defer drain(nc)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
 			if f, ok := cmd.ErrOrStderr().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				o.Progress = f
 			}
@@ -77,16 +74,19 @@ func indexCommand(connect Connect) *cobra.Command {
 	return cmd
 }
 
-// drain flushes and closes nc before release runs: release may shut down an
-// embedded server right after starting an asynchronous drain, which would
-// cut the connection mid-drain and log an error.
-func drain(nc *nats.Conn) {
-	if nc.Drain() != nil {
-		return
+// openJetStream connects and returns the JetStream context and the
+// connection's release, which must drain and close it.
+func openJetStream(connect Connect, name string) (jetstream.JetStream, func(), error) {
+	nc, release, err := connect(name)
+	if err != nil {
+		return nil, nil, err
 	}
-	for deadline := time.Now().Add(5 * time.Second); !nc.IsClosed() && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		release()
+		return nil, nil, err
 	}
+	return js, release, nil
 }
 
 // token makes a directory name usable as a repo id.
@@ -117,16 +117,11 @@ func searchCommand(connect Connect, dataDir func() string) *cobra.Command {
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Instruction = strings.Join(args, " ")
-			nc, release, err := connect("search")
+			js, release, err := openJetStream(connect, "search")
 			if err != nil {
 				return err
 			}
 			defer release()
-			defer drain(nc)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Minute)
 			defer cancel()
 			ix, err := retrieval.Open(ctx, js, retrieval.Options{DataDir: filepath.Join(dataDir(), "search-index"), K: k})
