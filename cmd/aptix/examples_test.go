@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/aptix-dev/aptix/pkg/profiles"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,5 +142,20 @@ func TestRenderPromptProfile(t *testing.T) {
 	}
 	if text != instructions+"\n" {
 		t.Fatalf("--instructions printed\n%s\nwant\n%s", text, instructions)
+	}
+}
+
+// TestExampleProfilesLoad: the README points at examples/profiles.json.
+func TestExampleProfilesLoad(t *testing.T) {
+	set, err := profiles.Load("../../examples/profiles.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := set.Get("local-prompt")
+	if err != nil || p.Capabilities.ToolMode != profiles.ToolModePrompt || p.Capabilities.SupportsPreviousResponseID {
+		t.Fatalf("local-prompt: %+v, %v", p, err)
+	}
+	if def, _ := set.Get(""); def.Name != "sandbox" {
+		t.Fatalf("default profile %q", def.Name)
 	}
 }
