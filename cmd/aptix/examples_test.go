@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/aptix-dev/aptix/pkg/profiles"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/profiles"
 )
 
 // run executes the CLI in-process and returns stdout.
