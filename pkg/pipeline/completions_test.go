@@ -73,3 +73,23 @@ func TestCompletionsDispatchByTurn(t *testing.T) {
 		t.Fatal("a completion from before the watch was delivered")
 	}
 }
+
+// TestEnsureStreamUpdatesOnlyOnChange: an unchanged stream is left alone, a
+// changed setting is applied.
+func TestEnsureStreamUpdatesOnlyOnChange(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx := context.Background()
+	for _, age := range []time.Duration{time.Hour, time.Hour, 2 * time.Hour} {
+		s, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{MaxAge: age})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Config.MaxAge != age {
+			t.Fatalf("max age %v, want %v", info.Config.MaxAge, age)
+		}
+	}
+}

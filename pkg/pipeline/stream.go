@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -70,13 +71,29 @@ func (c StreamConfig) JetStreamConfig() jetstream.StreamConfig {
 }
 
 // EnsureStream creates or updates the APTIX stream; safe to call from every
-// replica of every stage at start.
+// replica of every stage at start. A stream that already has this
+// configuration is left alone: every stage starting at once would otherwise
+// update it concurrently with the others creating their consumers, which is
+// needless work and, in nats-server v2.15.2, a data race the race detector
+// reports (fileStore.UpdateConfig vs ConsumerStore).
 func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (jetstream.Stream, error) {
-	s, err := js.CreateOrUpdateStream(ctx, c.JetStreamConfig())
+	want := c.JetStreamConfig()
+	if s, err := js.Stream(ctx, want.Name); err == nil && sameStream(s.CachedInfo().Config, want) {
+		return s, nil
+	}
+	s, err := js.CreateOrUpdateStream(ctx, want)
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", contracts.StreamName, err)
 	}
 	return s, nil
+}
+
+// sameStream compares what EnsureStream sets.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Storage == want.Storage &&
+		max(have.Replicas, 1) == max(want.Replicas, 1) && have.MaxAge == want.MaxAge &&
+		have.MaxBytes == want.MaxBytes && have.Duplicates == want.Duplicates &&
+		have.Retention == want.Retention && have.Discard == want.Discard && have.Description == want.Description
 }
 
 // Durable is the consumer name of a stage: one per stage, shared by its replicas.
