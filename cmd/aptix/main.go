@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 var root = &cobra.Command{
@@ -24,6 +26,10 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// exitTempFail (EX_TEMPFAIL) says the turn was refused because Aptix is at
+// capacity: nothing was accepted, and the same command may be retried later.
+const exitTempFail = 75
+
 // usagef returns a usageError with a formatted message.
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
@@ -34,6 +40,9 @@ func main() {
 		var ue usageError
 		if errors.As(err, &ue) {
 			os.Exit(2)
+		}
+		if errors.Is(err, pipeline.ErrAtCapacity) {
+			os.Exit(exitTempFail)
 		}
 		os.Exit(1)
 	}

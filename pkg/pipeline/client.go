@@ -16,7 +16,9 @@ import (
 )
 
 // Submit publishes an execute event on aptix.requested.<conv>.<turn>, with
-// the trace context and Nats-Msg-Id, and returns once JetStream stored it.
+// the trace context and Nats-Msg-Id, and returns once JetStream stored it in
+// the queue. A full queue is an error wrapping ErrAtCapacity: nothing was
+// accepted, and the caller should retry later.
 func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExecuteRequest) error {
 	data, err := json.Marshal(req)
 	if err != nil {
@@ -38,7 +40,7 @@ func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExec
 	h[contracts.HeaderCEContentType] = []string{contracts.CEContentTypeJSON}
 	otel.GetTextMapPropagator().Inject(ctx, HeaderCarrier(h))
 	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: h}); err != nil {
-		return fmt.Errorf("publish %s: %w", subject, err)
+		return fmt.Errorf("publish %s: %w", subject, capacityError(err))
 	}
 	return nil
 }

@@ -69,15 +69,20 @@ type Options struct {
 	// BeforePublish runs after the handler and before the publish; tests use
 	// it to crash a stage at the worst moment.
 	BeforePublish func(turn *contracts.Turn) error
+	// Trim runs the history trimmer (trim.go) in this stage's process. The
+	// mapper's binary and `aptix up` set it; any number of trimmers is safe.
+	Trim bool
 }
 
 // runner is one running stage.
 type runner struct {
-	st    Stage
-	o     Options
-	sub   SubscriberConfig
-	pub   *Publisher
-	log   *slog.Logger
+	st  Stage
+	o   Options
+	sub SubscriberConfig
+	pub *Publisher
+	log *slog.Logger
+	// admit is set on the stage that brings new turns into APTIX.
+	admit *admission
 	stats struct{ processed, rejected, retried, dead atomic.Int64 }
 }
 
@@ -93,7 +98,7 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 		return err
 	}
 	sc := o.Subscriber.withDefaults()
-	sc.Stream, sc.Durable, sc.CreateStream = contracts.StreamName, Durable(st.Name), false
+	sc.Stream, sc.Durable, sc.CreateStream = contracts.StreamOf(st.In), Durable(st.Name), false
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
@@ -101,6 +106,12 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	log = log.With("stage", st.Name)
 	sc.Logger = watermill.NewSlogLogger(log)
 	r := &runner{st: st, o: o, sub: sc, pub: NewPublisher(js), log: log}
+	if contracts.StreamOf(st.In) != contracts.StreamOf(st.Out) {
+		r.admit = newAdmission(js, o.Stream)
+	}
+	if o.Trim {
+		go NewTrimmer(js, o.Stream, log).Run(ctx)
+	}
 
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: sc.DrainTimeout + time.Second}, sc.Logger)
 	if err != nil {
@@ -165,7 +176,9 @@ func (r *runner) handle(msg *message.Message) (err error) {
 
 	turn, err := decode(r.st.In, subject, msg.Payload)
 	if err != nil {
-		r.deadLetter(ctx, msg, delivered, err.Error())
+		if derr := r.deadLetter(ctx, msg, delivered, err.Error()); derr != nil {
+			return derr // not recorded: redeliver rather than lose it
+		}
 		if _, conv, turnID, ok := contracts.ParseSubject(subject); ok && contracts.IsToken(conv) && contracts.IsToken(turnID) {
 			t := contracts.Turn{Version: contracts.TurnVersion, ConversationId: conv, TurnId: turnID, Request: contracts.AgentExecuteRequest{ConversationId: conv, TurnId: turnID}}
 			return r.fail(ctx, &t, CodeInvalidEvent, err.Error())
@@ -187,7 +200,9 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		reason := fmt.Sprintf("gave up after %d deliveries: %v", delivered, herr)
 		log.Error("turn dead-lettered", "reason", reason)
 		span.SetStatus(codes.Error, reason)
-		r.deadLetter(ctx, msg, delivered, reason)
+		if derr := r.deadLetter(ctx, msg, delivered, reason); derr != nil {
+			return derr
+		}
 		return r.fail(ctx, &turn, CodeStageFailed, r.st.Name+" "+reason)
 	case herr != nil:
 		r.stats.retried.Add(1)
@@ -198,6 +213,11 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	}
 	if r.o.BeforePublish != nil {
 		if err := r.o.BeforePublish(&turn); err != nil {
+			return err
+		}
+	}
+	if r.admit != nil {
+		if err := r.admit.wait(ctx, log); err != nil {
 			return err
 		}
 	}
@@ -252,13 +272,16 @@ func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
 
 // publish sends the turn on to the next stage: CloudEvents headers, the
 // trace context, and Nats-Msg-Id <turnId>.<stage> so a redelivered event
-// that is handled twice is stored once.
+// that is handled twice is stored once. A full stream is waited out (the
+// input stays unacknowledged meanwhile), never dropped.
 func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) error {
 	data, err := marshalTurn(t)
 	if err != nil {
 		return fmt.Errorf("encode turn: %w", err)
 	}
-	return publishEvent(ctx, r.pub, "aptix/"+r.st.Name, stage, t.ConversationId, t.TurnId, data)
+	return untilStored(ctx, r.log, "aptix."+stage, func() error {
+		return publishEvent(ctx, r.pub, "aptix/"+r.st.Name, stage, t.ConversationId, t.TurnId, data)
+	})
 }
 
 func publishEvent(ctx context.Context, pub *Publisher, source, stage, conv, turnID string, data []byte) error {
@@ -297,7 +320,7 @@ func (r *runner) fail(ctx context.Context, t *contracts.Turn, code, message stri
 }
 
 // deadLetter keeps an event the stage gave up on, with the reason in headers.
-func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered int, reason string) {
+func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered int, reason string) error {
 	r.stats.dead.Add(1)
 	subject := msg.Metadata.Get(MetaSubject)
 	_, _, turnID, ok := contracts.ParseSubject(subject)
@@ -314,7 +337,11 @@ func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered
 	dead.Metadata.Set(contracts.HeaderDeadSubject, subject)
 	dead.Metadata.Set(contracts.HeaderDeadDeliveries, strconv.Itoa(delivered))
 	dead.SetContext(ctx)
-	if err := r.pub.Publish(contracts.DeadSubject(r.st.Name), dead); err != nil {
+	if err := untilStored(ctx, r.log, contracts.DeadSubject(r.st.Name), func() error {
+		return r.pub.Publish(contracts.DeadSubject(r.st.Name), dead)
+	}); err != nil {
 		r.log.Error("dead letter not stored", "subject", subject, "reason", reason, "err", err)
+		return fmt.Errorf("dead letter %s: %w", subject, err)
 	}
+	return nil
 }
