@@ -72,7 +72,7 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	if err != nil {
 		return err
 	}
-	c := caller.New(cfg.Profiles, caller.Options{Results: results, History: history, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger})
+	c := caller.New(cfg.Profiles, caller.Options{Results: results, History: history, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger, ForgetConversations: caller.ForgetFromEnv()})
 
 	stages := []pipeline.Stage{
 		(&retrieverstage.Retriever{Searcher: cfg.Searcher}).Stage(),
