@@ -43,6 +43,9 @@ func StreamSubjects() []string {
 	return append(subjects, DeadPrefix+".>")
 }
 
+// ClaimBucket is the object store of events too big to publish (claim check).
+const ClaimBucket = "aptix_events"
+
 // QueueSubjects are the subjects of the queue stream: the client's requests.
 func QueueSubjects() []string { return []string{StageFilter(StageRequested)} }
 
@@ -104,10 +107,13 @@ const (
 	HeaderDeadStage      = "aptix-dead-stage"
 	HeaderDeadSubject    = "aptix-dead-subject"
 	HeaderDeadDeliveries = "aptix-dead-deliveries"
-	CESpecVersion        = "1.0"
-	CEContentTypeJSON    = "application/json"
-	CETypePrefix         = "dev.aptix.turn."
-	CETypeVersionSuffix  = ".v1"
+	// HeaderClaim names the object (in ClaimBucket) that holds an event too
+	// big for a NATS message; the message's own payload is then a stub.
+	HeaderClaim         = "aptix-claim"
+	CESpecVersion       = "1.0"
+	CEContentTypeJSON   = "application/json"
+	CETypePrefix        = "dev.aptix.turn."
+	CETypeVersionSuffix = ".v1"
 )
 
 // CEType returns the CloudEvents type of a stage's event, e.g. dev.aptix.turn.requested.v1.

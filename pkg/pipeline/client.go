@@ -72,7 +72,11 @@ func Await(ctx context.Context, js jetstream.JetStream, conversationID, turnID s
 		if err != nil {
 			continue // nothing yet
 		}
-		if err := unmarshalTurn(m.Data(), &t); err != nil {
+		data, err := EventData(ctx, js, m.Headers(), m.Data())
+		if err != nil {
+			return t, err
+		}
+		if err := unmarshalTurn(data, &t); err != nil {
 			return t, fmt.Errorf("decode completion: %w", err)
 		}
 		return t, nil

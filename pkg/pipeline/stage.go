@@ -80,6 +80,7 @@ type runner struct {
 	o   Options
 	sub SubscriberConfig
 	pub *Publisher
+	js  jetstream.JetStream
 	log *slog.Logger
 	// admit is set on the stage that brings new turns into APTIX.
 	admit *admission
@@ -105,7 +106,10 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	}
 	log = log.With("stage", st.Name)
 	sc.Logger = watermill.NewSlogLogger(log)
-	r := &runner{st: st, o: o, sub: sc, pub: NewPublisher(js), log: log}
+	pub := NewPublisher(js)
+	pub.claims = &claimStore{js: js, ttl: o.Stream.withDefaults().HistoryMaxAge}
+	pub.maxInline = claimThreshold(nc)
+	r := &runner{st: st, o: o, sub: sc, pub: pub, js: js, log: log}
 	if contracts.StreamOf(st.In) != contracts.StreamOf(st.Out) {
 		r.admit = newAdmission(js, o.Stream)
 	}
@@ -174,7 +178,19 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		trace.WithAttributes(attribute.String("messaging.consumer.group.name", r.sub.Durable), attribute.Int("messaging.nats.delivered", delivered)))
 	defer span.End()
 
-	turn, err := decode(r.st.In, subject, msg.Payload)
+	payload := msg.Payload
+	if key := msg.Metadata.Get(contracts.HeaderClaim); key != "" {
+		full, err := EventData(ctx, r.js, nats.Header{contracts.HeaderClaim: []string{key}}, payload)
+		if err != nil {
+			r.log.Warn("claimed event unreadable, will retry", "subject", subject, "err", err)
+			if delivered < r.sub.MaxDeliver {
+				return err
+			}
+		} else {
+			payload = full
+		}
+	}
+	turn, err := decode(r.st.In, subject, payload)
 	if err != nil {
 		if derr := r.deadLetter(ctx, msg, delivered, err.Error()); derr != nil {
 			return derr // not recorded: redeliver rather than lose it
@@ -223,7 +239,18 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	}
 	if err := r.publish(ctx, r.st.Out, &turn); err != nil {
 		span.RecordError(err)
-		return err
+		if delivered < r.sub.MaxDeliver || IsAtCapacity(err) {
+			return err
+		}
+		// A publish that keeps failing for another reason than a full
+		// stream (the claim store broken, a permission) ends the turn
+		// loudly instead of leaving it undelivered.
+		reason := fmt.Sprintf("publishing aptix.%s failed on all %d deliveries: %v", r.st.Out, delivered, err)
+		log.Error("turn dead-lettered", "reason", reason)
+		if derr := r.deadLetter(ctx, msg, delivered, reason); derr != nil {
+			return derr
+		}
+		return r.fail(ctx, &turn, CodeStageFailed, r.st.Name+" "+reason)
 	}
 	r.stats.processed.Add(1)
 	return nil
@@ -316,7 +343,19 @@ func (r *runner) fail(ctx context.Context, t *contracts.Turn, code, message stri
 	}
 	resp := contracts.FailedResponse(t.Request, *t.Failure, sources, t.Warnings)
 	t.Response = &resp
-	return r.publish(ctx, contracts.StageCompleted, t)
+	err := r.publish(ctx, contracts.StageCompleted, t)
+	if err == nil || IsAtCapacity(err) {
+		return err
+	}
+	// The whole turn could not be published: the client still gets a
+	// small error completion with the ids, the failure and the response.
+	small := contracts.Turn{Version: t.Version, ConversationId: t.ConversationId, TurnId: t.TurnId,
+		Request:  contracts.AgentExecuteRequest{ConversationId: t.ConversationId, TurnId: t.TurnId, Mode: t.Request.Mode},
+		Response: t.Response, Failure: t.Failure, Warnings: t.Warnings}
+	if serr := r.publish(ctx, contracts.StageCompleted, &small); serr != nil {
+		return fmt.Errorf("error completion: %w (and its small form: %w)", err, serr)
+	}
+	return nil
 }
 
 // deadLetter keeps an event the stage gave up on, with the reason in headers.
