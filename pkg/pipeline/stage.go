@@ -204,6 +204,17 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	span.SetAttributes(attribute.String("aptix.conversation_id", turn.ConversationId), attribute.String("aptix.turn_id", turn.TurnId))
 	log := r.log.With("conversation", turn.ConversationId, "turn", turn.TurnId, "trace_id", span.SpanContext().TraceID().String())
 
+	if r.st.In == contracts.StageRequested {
+		prev, err := recordedRequest(ctx, r.js, turn.ConversationId, turn.TurnId)
+		if err != nil {
+			return err // cannot tell yet: retry rather than answer twice
+		}
+		if prev != nil && !sameRequest(*prev, turn.Request) {
+			r.stats.rejected.Add(1)
+			log.Warn("turn id reused with a different request", "code", CodeTurnIDReused)
+			return r.failReused(ctx, &turn)
+		}
+	}
 	herr := r.safeHandle(ctx, &turn)
 	var rej *Rejection
 	switch {
@@ -312,8 +323,11 @@ func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) e
 }
 
 func publishEvent(ctx context.Context, pub *Publisher, source, stage, conv, turnID string, data []byte) error {
+	return publishEventID(ctx, pub, source, stage, conv, turnID, contracts.MsgID(turnID, stage), data)
+}
+
+func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, turnID, id string, data []byte) error {
 	subject := contracts.Subject(stage, conv, turnID)
-	id := contracts.MsgID(turnID, stage)
 	ctx, span := tracer().Start(ctx, "send aptix."+stage, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(messagingAttrs("send", subject, id)...),
 		trace.WithAttributes(attribute.Int("messaging.message.body.size", len(data))))
@@ -356,6 +370,23 @@ func (r *runner) fail(ctx context.Context, t *contracts.Turn, code, message stri
 		return fmt.Errorf("error completion: %w (and its small form: %w)", err, serr)
 	}
 	return nil
+}
+
+// failReused answers a turn id sent again with a different request: an
+// error completion under its own Nats-Msg-Id, so it is stored after the first
+// request's answer instead of being de-duplicated away.
+func (r *runner) failReused(ctx context.Context, t *contracts.Turn) error {
+	t.Failure = &contracts.Failure{Stage: r.st.Name, Code: CodeTurnIDReused, Message: fmt.Sprintf(
+		"turn id %q was already used in conversation %q by a different request; its answer stands: send this request with a new turn id", t.TurnId, t.ConversationId)}
+	resp := contracts.FailedResponse(t.Request, *t.Failure, nil, t.Warnings)
+	t.Response = &resp
+	data, err := marshalTurn(t)
+	if err != nil {
+		return err
+	}
+	return untilStored(ctx, r.log, "aptix."+contracts.StageCompleted, func() error {
+		return publishEventID(ctx, r.pub, "aptix/"+r.st.Name, contracts.StageCompleted, t.ConversationId, t.TurnId, reuseMsgID(t.TurnId, t.Request), data)
+	})
 }
 
 // deadLetter keeps an event the stage gave up on, with the reason in headers.
