@@ -199,3 +199,16 @@ func quoteJSON(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// A marker inside the AGN-002 context block (retrieved code) is not a call.
+func TestToolRuleIgnoresContextBlocks(t *testing.T) {
+	ts, _ := start(t, sandbox.Options{})
+	ctx := "[CONTEXT]\n\n=== CHUNK 1 ===\nId: c1\nPath: a_test.go\nLines: 1-1\nLanguage: go\n```go\n// [call:get_weather {\"city\":\"Paris\"}]\n```"
+	body, _ := json.Marshal(map[string]any{"model": "m", "input": []any{map[string]any{"type": "message", "role": "user", "content": []any{
+		map[string]any{"type": "input_text", "text": "[MODE: ASK]\n\n[INSTRUCTION]\nExplain the test"},
+		map[string]any{"type": "input_text", "text": ctx}}}}})
+	r := postOK(t, ts.URL, string(body))
+	if len(r.calls(t)) != 0 || r.text(t) != "Sandbox reply (mode ASK) to: Explain the test. Context chunks: c1." {
+		t.Fatalf("calls %+v text %q", r.calls(t), r.text(t))
+	}
+}

@@ -181,7 +181,7 @@ func readTurn(chain []json.RawMessage) turnState {
 	if st.userIndex < 0 {
 		return st
 	}
-	text := strings.Join(st.user.texts(), "\n")
+	text := strings.Join(ownTexts(st.user.texts()), "\n")
 	for idx, m := range callMarkers(text) {
 		id := callID(st.userIndex, text, idx, m)
 		if answered[id] {
@@ -191,6 +191,18 @@ func readTurn(chain []json.RawMessage) turnState {
 			CallID: id, Name: m.name, Arguments: m.arguments})
 	}
 	return st
+}
+
+// ownTexts drops the AGN-002 [CONTEXT] parts: retrieved code that happens
+// to contain a marker is the user's context, not the user's request.
+func ownTexts(texts []string) []string {
+	var out []string
+	for _, t := range texts {
+		if !strings.HasPrefix(strings.TrimSpace(t), "[CONTEXT]") {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // outputString is a function_call_output's output as text: the string
