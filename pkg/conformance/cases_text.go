@@ -92,8 +92,8 @@ func multiTurn(t *testing.T, s *suite) {
 func previousNotFound(t *testing.T, s *suite) {
 	status, _, b := s.post(t, "/responses", map[string]any{"model": s.model, "input": "Hi again.",
 		"previous_response_id": "resp_conformance_missing_0000"})
-	if status != http.StatusBadRequest && status != http.StatusNotFound {
-		t.Fatalf("HTTP %d, want 400 (or 404): %s", status, b)
+	if status != http.StatusBadRequest {
+		t.Fatalf("HTTP %d, want 400: %s", status, b)
 	}
 	if err := s.v.ErrorBody(b); err != nil {
 		t.Fatalf("error body: %v: %s", err, b)
@@ -126,5 +126,28 @@ func assistantPhase(t *testing.T, s *suite) {
 		if p.Phase != nil && *p.Phase != "commentary" && *p.Phase != "final_answer" {
 			t.Errorf("output phase %q", *p.Phase)
 		}
+	}
+}
+
+// getResponse: a created response can be read back (GET /responses/{id}),
+// schema-valid and the same response.
+func getResponse(t *testing.T, s *suite) {
+	created := s.create(t, map[string]any{"input": "Remember the code word: cobalt."})
+	status, b := s.get(t, "/responses/"+created.ID)
+	if status != http.StatusOK {
+		t.Fatalf("GET /responses/%s: HTTP %d: %s", created.ID, status, b)
+	}
+	if err := s.v.Response(b); err != nil {
+		t.Fatalf("GET body fails the Open Responses schema: %v", err)
+	}
+	var got response
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != created.ID || got.Status != created.Status || got.text() != created.text() {
+		t.Errorf("GET returned %s %s %q, created %s %s %q", got.ID, got.Status, got.text(), created.ID, created.Status, created.text())
+	}
+	if status, b := s.get(t, "/responses/resp_conformance_missing_0000"); status != http.StatusNotFound {
+		t.Errorf("GET of an unknown id: HTTP %d, want 404: %s", status, b)
 	}
 }

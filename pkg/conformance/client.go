@@ -58,6 +58,26 @@ func (s *suite) post(t *testing.T, path string, body any) (int, http.Header, []b
 	return resp.StatusCode, resp.Header, out
 }
 
+// get sends GET base+path and returns the status and body.
+func (s *suite) get(t *testing.T, path string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(s.ctx(t), http.MethodGet, s.base+path, nil)
+	if err != nil {
+		t.Fatalf("build request: %v", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.opts.APIKey)
+	resp, err := s.opts.HTTPClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: read body: %v", path, err)
+	}
+	return resp.StatusCode, out
+}
+
 // create POSTs a /responses body and returns the validated response.
 func (s *suite) create(t *testing.T, body map[string]any) response {
 	t.Helper()

@@ -69,6 +69,7 @@ func Tests() []Test {
 		{"tool-calling-streaming", "a streamed function call has output_item.added/done and arguments delta/done events", toolCallingStreaming},
 		{"image-input", "an input_image part (data URL) is accepted", imageInput},
 		{"multi-turn", "a conversation continues from explicit history and from previous_response_id", multiTurn},
+		{"get-response", "a stored response reads back with GET /responses/{id}; an unknown id is a 404 (not a compliance test: the Responses API's)", getResponse},
 		{"previous-response-not-found", "an unknown previous_response_id is a 400 previous_response_not_found, not a fresh start", previousNotFound},
 		{"assistant-phase", "assistant messages labelled commentary/final_answer are accepted as history", assistantPhase},
 		{"compaction", "POST /responses/compact returns a response.compaction whose compaction item the next request accepts", compaction},
