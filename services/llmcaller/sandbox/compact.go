@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	json "github.com/go-json-experiment/json/v1"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -87,22 +86,11 @@ type userMessage struct {
 // messages are kept, everything else becomes one opaque compaction item that
 // the next /v1/responses request passes back as an input item.
 func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "sandbox: read request body: "+err.Error())
+	body, _, ok := s.admit(w, r)
+	if !ok {
 		return
 	}
-	n := s.begin(body)
 	defer s.end()
-	f, err := s.faultFor(r, n)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", HeaderFault, "", "sandbox: "+err.Error())
-		return
-	}
-	sleep(r.Context(), f.latency)
-	if s.apply(w, f) {
-		return
-	}
 	res, err := s.compaction(body)
 	if err != nil {
 		var br *badRequest

@@ -14,25 +14,38 @@ import (
 // maxBody bounds a request body; larger ones are rejected like any bad body.
 const maxBody = 64 << 20
 
-// create serves POST /v1/responses.
-func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+// admit reads a POST body, counts the request and applies its fault. It
+// reports false when the request has been answered (bad body, fault); on
+// true the caller owns the in-flight slot and must call s.end().
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) ([]byte, fault, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "sandbox: read request body: "+err.Error())
-		return
+		return nil, fault{}, false
 	}
 	n := s.begin(body)
-	defer s.end()
 	f, err := s.faultFor(r, n)
 	if err != nil {
+		s.end()
 		writeError(w, http.StatusBadRequest, "invalid_request_error", HeaderFault, "", "sandbox: "+err.Error())
-		return
+		return nil, f, false
 	}
-	s.log.Debug("sandbox request (not a model)", "n", n, "bytes", len(body), "fault", r.Header.Get(HeaderFault), "latency", f.latency)
+	s.log.Debug("sandbox request (not a model)", "n", n, "path", r.URL.Path, "bytes", len(body), "fault", r.Header.Get(HeaderFault), "latency", f.latency)
 	sleep(r.Context(), f.latency)
 	if s.apply(w, f) {
+		s.end()
+		return nil, f, false
+	}
+	return body, f, true
+}
+
+// create serves POST /v1/responses.
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	body, f, ok := s.admit(w, r)
+	if !ok {
 		return
 	}
+	defer s.end()
 	req, items, err := parseRequest(body)
 	if err == nil {
 		var resp response
