@@ -97,10 +97,11 @@ func New(o Options) *Server {
 		responses: map[string]stored{}, itemOwner: map[string]string{},
 	}
 	s.mux.HandleFunc("POST /v1/responses", s.create)
+	s.mux.HandleFunc("POST /v1/responses/compact", s.compact)
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.get)
 	s.mux.HandleFunc("GET /v1/_sandbox/stats", s.stats)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "", "", "The sandbox serves only /v1/responses.")
+		writeError(w, http.StatusNotFound, "invalid_request_error", "", "", "The sandbox serves only /v1/responses and /v1/responses/compact.")
 	})
 	s.log.Info("aptix sandbox ready: a deterministic Responses API stand-in, NOT a model",
 		"latency", o.Latency, "script", len(o.Script), "failFirst", o.FailFirst, "faults", o.Faults)
