@@ -20,6 +20,9 @@ import (
 // the queue. A full queue is an error wrapping ErrAtCapacity: nothing was
 // accepted, and the caller should retry later.
 func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExecuteRequest) error {
+	if !contracts.IsToken(req.ConversationId) || !contracts.IsToken(req.TurnId) {
+		return fmt.Errorf("conversation id %q and turn id %q must each be 1-%d characters of [A-Za-z0-9_-]", req.ConversationId, req.TurnId, contracts.MaxIDLen)
+	}
 	data, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)

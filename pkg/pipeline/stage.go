@@ -286,6 +286,11 @@ func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
 	if !ok {
 		return contracts.Turn{}, fmt.Errorf("subject %q is not aptix.<stage>.<conversationId>.<turnId>", subject)
 	}
+	if !contracts.IsToken(conv) || !contracts.IsToken(turnID) {
+		// A wildcard or odd token would put every later event, and the
+		// answer, on a subject other clients' filters match or none can.
+		return contracts.Turn{}, fmt.Errorf("subject %q: conversation and turn ids must be 1-%d characters of [A-Za-z0-9_-]", subject, contracts.MaxIDLen)
+	}
 	var t contracts.Turn
 	if stage == contracts.StageRequested {
 		var req contracts.AgentExecuteRequest
@@ -327,6 +332,9 @@ func publishEvent(ctx context.Context, pub *Publisher, source, stage, conv, turn
 }
 
 func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, turnID, id string, data []byte) error {
+	if !contracts.IsToken(conv) || !contracts.IsToken(turnID) {
+		return &Rejection{Code: CodeInvalidEvent, Message: fmt.Sprintf("refusing to publish on a subject built from invalid ids %q/%q", conv, turnID)}
+	}
 	subject := contracts.Subject(stage, conv, turnID)
 	ctx, span := tracer().Start(ctx, "send aptix."+stage, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(messagingAttrs("send", subject, id)...),

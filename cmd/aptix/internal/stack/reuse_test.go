@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -55,6 +57,41 @@ func TestTurnIDReused(t *testing.T) {
 	}
 	if e.sb.Requests() != 1 {
 		t.Fatalf("the model was called %d times", e.sb.Requests())
+	}
+	e.settled()
+}
+
+// TestHostileSubjectIDs (issue 14): a request on a subject whose id tokens
+// are wildcards is dead-lettered, and nothing is published on a wildcard
+// subject; Submit refuses such ids before publishing.
+func TestHostileSubjectIDs(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	ctx := context.Background()
+	for _, tok := range []string{"*", ">"} {
+		if err := pipeline.Submit(ctx, e.js, contracts.AgentExecuteRequest{ConversationId: "bad", TurnId: tok, Instruction: "x"}); err == nil {
+			t.Fatalf("Submit accepted turn id %q", tok)
+		}
+	}
+	req := `{"conversationId":"bad","turnId":">","instruction":"x"}`
+	if _, err := e.js.Publish(ctx, "aptix.requested.bad.>", []byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.count(contracts.DeadSubject("retriever")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the wildcard request was not dead-lettered")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s, _ := e.js.Stream(ctx, contracts.StreamName)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for subj := range info.State.Subjects {
+		if strings.ContainsAny(subj, "*>") {
+			t.Fatalf("an event was stored on %q", subj)
+		}
 	}
 	e.settled()
 }
