@@ -3,6 +3,7 @@ module github.com/aptix-dev/aptix/cmd/aptix
 go 1.26.0
 
 require (
+	github.com/aptix-dev/aptix/services/gateway v0.0.0
 	github.com/google/uuid v1.6.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
@@ -122,6 +123,7 @@ require (
 replace (
 	github.com/aptix-dev/aptix/pkg/contracts => ../../pkg/contracts
 	github.com/aptix-dev/aptix/services/envelope => ../../services/envelope
+	github.com/aptix-dev/aptix/services/gateway => ../../services/gateway
 	github.com/aptix-dev/aptix/services/llmcaller => ../../services/llmcaller
 	github.com/aptix-dev/aptix/services/mapper => ../../services/mapper
 	github.com/aptix-dev/aptix/services/retriever => ../../services/retriever

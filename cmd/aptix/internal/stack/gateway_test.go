@@ -1,0 +1,349 @@
+package stack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/services/gateway/httpapi"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
+)
+
+// gateway serves the HTTP gateway over e's pipeline and returns its URL and
+// an openai-go client for it (no SDK retries: a test sees each status once).
+func (e *env) gateway(mutate ...func(*httpapi.Config)) (string, openai.Client) {
+	e.t.Helper()
+	cfg := httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, MaxBodyBytes: 64 << 10, SyncTimeout: 15 * time.Second}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	srv, err := httpapi.New(context.Background(), cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(srv.Close)
+	hs := httptest.NewServer(srv)
+	e.t.Cleanup(hs.Close)
+	return hs.URL, openai.NewClient(option.WithBaseURL(hs.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+}
+
+// lastUpstreamID is the upstream response id of the newest completed turn
+// (tests run their turns one at a time).
+func (e *env) lastUpstreamID() string { up, _ := e.lastCompleted(); return up }
+
+// lastCompleted is the upstream response id and the Aptix conversation of
+// the newest completed turn.
+func (e *env) lastCompleted() (upstreamID, conversationID string) {
+	e.t.Helper()
+	s, err := e.js.Stream(context.Background(), contracts.StreamName)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(context.Background(), "aptix.completed.>")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var turn contracts.Turn
+	if err := json.Unmarshal(m.Data, &turn); err != nil || turn.Response == nil {
+		e.t.Fatalf("completed event: %v", err)
+	}
+	return turn.Response.ResponseContinuationId, turn.ConversationId
+}
+
+func apiError(t *testing.T, err error, status int, code string) *openai.Error {
+	t.Helper()
+	var ae *openai.Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("want an API error %d %s, got %v", status, code, err)
+	}
+	if ae.StatusCode != status || ae.Code != code {
+		t.Fatalf("got %d %q (%s), want %d %q", ae.StatusCode, ae.Code, ae.Message, status, code)
+	}
+	return ae
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestGatewayCreateGetDelete: seed 004's Create Response, Get Response,
+// List Input Items and Delete Response, with openai-go as the client and the
+// whole pipeline behind the gateway.
+func TestGatewayCreateGetDelete(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	r, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model:        "sandbox-1",
+		Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("Explain the retry policy")},
+		Instructions: openai.String("You are terse."),
+		Temperature:  openai.Float(0.25),
+		Metadata:     map[string]string{"ticket": "42"},
+	}, option.WithJSONSet("aptix", map[string]any{"mode": "ANALYZE", "ragScope": "none"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.ID, "resp_") || r.Status != responses.ResponseStatusCompleted || r.Object != "response" {
+		t.Fatalf("response %s status %s", r.ID, r.Status)
+	}
+	if txt := r.OutputText(); !strings.Contains(txt, "Explain the retry policy") || !strings.Contains(txt, "ANALYZE") {
+		t.Fatalf("output text %q", txt)
+	}
+	if r.Usage.TotalTokens == 0 || r.Usage.TotalTokens != r.Usage.InputTokens+r.Usage.OutputTokens {
+		t.Fatalf("usage %+v", r.Usage)
+	}
+	if r.Temperature != 0.25 || r.Metadata["ticket"] != "42" || r.Instructions.OfString != "You are terse." {
+		t.Fatalf("echo: temperature %v metadata %v instructions %+v", r.Temperature, r.Metadata, r.Instructions)
+	}
+	// What the client said reached the model: the passthrough temperature,
+	// the instructions as AGN-003's first-turn system message.
+	sent := sentBody(t, e.sb.LastRequest())
+	if sent["temperature"] != 0.25 || sent["input"].([]any)[0].(map[string]any)["role"] != "system" {
+		t.Fatalf("upstream body %v", sent)
+	}
+	if up := e.lastUpstreamID(); up == r.ID || up == "" {
+		t.Fatal("the response id must be Aptix's, not the upstream's")
+	}
+
+	got, err := client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != r.ID || got.OutputText() != r.OutputText() || got.Status != r.Status {
+		t.Fatalf("GET %s: %s %q", got.ID, got.Status, got.OutputText())
+	}
+
+	items, err := client.Responses.InputItems.List(ctx, r.ID, responses.InputItemListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items.Data) != 1 || items.Data[0].Type != "message" || items.Data[0].ID == "" || items.HasMore {
+		t.Fatalf("input items %+v", items.Data)
+	}
+
+	if err := client.Responses.Delete(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+	apiError(t, err, 404, "not_found")
+	e.settled()
+}
+
+// TestGatewayStream: seed 004's streaming (stream: true): OpenAI's event
+// sequence with increasing sequence numbers, and the SDK's accumulator
+// rebuilds the same final response a GET returns.
+func TestGatewayStream(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+		Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Stream me an answer")},
+	})
+	var acc responses.ResponseAccumulator
+	var types []string
+	last := int64(0)
+	text := ""
+	for stream.Next() {
+		ev := stream.Current()
+		if ev.SequenceNumber <= last {
+			t.Fatalf("sequence_number %d after %d", ev.SequenceNumber, last)
+		}
+		last = ev.SequenceNumber
+		types = append(types, ev.Type)
+		if ev.Type == "response.output_text.delta" {
+			text += ev.Delta
+		}
+		var se responses.ResponsesServerEventUnion
+		if err := json.Unmarshal([]byte(ev.RawJSON()), &se); err != nil {
+			t.Fatal(err)
+		}
+		if err := acc.AddEvent(se); err != nil {
+			t.Fatalf("accumulator rejected %s: %v", ev.Type, err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if types[0] != "response.created" || types[1] != "response.in_progress" || types[len(types)-1] != "response.completed" {
+		t.Fatalf("events %v", types)
+	}
+	final, err := acc.ReconstructedResponse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(final.OutputText(), "Stream me an answer") || text != final.OutputText() {
+		t.Fatalf("deltas %q, final %q", text, final.OutputText())
+	}
+	got, err := client.Responses.Get(ctx, final.ID, responses.ResponseGetParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.OutputText() != final.OutputText() || got.Status != responses.ResponseStatusCompleted {
+		t.Fatalf("GET after stream: %s %q", got.Status, got.OutputText())
+	}
+}
+
+// TestGatewayContinuationAndBranching: seed 004's previous_response_id
+// continues the conversation; continuing from an older response branches
+// and sees history up to that response only, never the later turn.
+func TestGatewayContinuationAndBranching(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	turn := func(prev, text string) (*responses.Response, map[string]any) {
+		t.Helper()
+		p := responses.ResponseNewParams{Model: "sandbox-1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(text)}}
+		if prev != "" {
+			p.PreviousResponseID = openai.String(prev)
+		}
+		r, err := client.Responses.New(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, conv := e.lastCompleted()
+		body := sentBody(t, e.sb.LastRequest())
+		body["_upstream_id"], body["_conversation"] = up, conv
+		return r, body
+	}
+	r1, b1 := turn("", "first")
+	r2, b2 := turn(r1.ID, "second")
+	if b2["previous_response_id"] != b1["_upstream_id"] || r2.PreviousResponseID != r1.ID {
+		t.Fatalf("continuation: upstream previous %v, want %v; previous_response_id %s", b2["previous_response_id"], b1["_upstream_id"], r2.PreviousResponseID)
+	}
+	// A branch from r1, after r2 exists: its upstream history is r1's chain.
+	r3, b3 := turn(r1.ID, "branch")
+	if b3["previous_response_id"] != b1["_upstream_id"] {
+		t.Fatalf("branch continued from %v, want r1's upstream %v (not r2's %v)", b3["previous_response_id"], b1["_upstream_id"], b2["_upstream_id"])
+	}
+	// Continuing the branch follows the branch; continuing r2 follows r2.
+	_, b4 := turn(r3.ID, "branch two")
+	if b4["previous_response_id"] != b3["_upstream_id"] {
+		t.Fatalf("branch continuation from %v, want %v", b4["previous_response_id"], b3["_upstream_id"])
+	}
+	_, b5 := turn(r2.ID, "third")
+	if b5["previous_response_id"] != b2["_upstream_id"] {
+		t.Fatalf("main line continuation from %v, want %v", b5["previous_response_id"], b2["_upstream_id"])
+	}
+	// The branch is its own Aptix conversation; the main line stays one.
+	if b2["_conversation"] != b1["_conversation"] || b5["_conversation"] != b1["_conversation"] ||
+		b3["_conversation"] == b1["_conversation"] || b4["_conversation"] != b3["_conversation"] {
+		t.Fatalf("conversations: r1 %v r2 %v branch %v branch2 %v r5 %v", b1["_conversation"], b2["_conversation"], b3["_conversation"], b4["_conversation"], b5["_conversation"])
+	}
+	// An unknown previous_response_id is OpenAI's 400, never a fresh start.
+	_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}, PreviousResponseID: openai.String("resp_nope")})
+	ae := apiError(t, err, 400, "previous_response_not_found")
+	if ae.Param != "previous_response_id" {
+		t.Fatalf("param %q", ae.Param)
+	}
+}
+
+// TestGatewayBadRequests: seed 004's error handling (400 invalid request):
+// unknown model, unknown parameter, malformed JSON, a body over the limit,
+// and none of them reaches the pipeline.
+func TestGatewayBadRequests(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	url, client := e.gateway()
+	ctx := ctxT(t)
+	_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt-nope",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}})
+	apiError(t, err, 400, "model_not_found")
+	_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}}, option.WithJSONSet("temprature", 1))
+	ae := apiError(t, err, 400, "unknown_parameter")
+	if ae.Param != "temprature" || ae.Message != "Unknown parameter: 'temprature'." {
+		t.Fatalf("unknown parameter error %+v", ae)
+	}
+
+	post := func(body []byte) (int, map[string]any) {
+		resp, err := http.Post(url+"/v1/responses", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		b, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%d: not JSON: %s", resp.StatusCode, b)
+		}
+		return resp.StatusCode, m["error"].(map[string]any)
+	}
+	status, body := post([]byte(`{"model":"sandbox-1","input": oops}`))
+	if status != 400 || body["code"] != "invalid_json" || !strings.Contains(body["message"].(string), "position 30") {
+		t.Fatalf("malformed JSON: %d %v", status, body)
+	}
+	big := `{"model":"sandbox-1","input":"` + strings.Repeat("a", 70<<10) + `"}`
+	status, body = post([]byte(big))
+	if status != 413 || body["code"] != "request_too_large" {
+		t.Fatalf("oversized body: %d %v", status, body)
+	}
+	if n := e.sb.Requests(); n != 0 {
+		t.Fatalf("%d upstream calls for bad requests", n)
+	}
+}
+
+// TestGatewayUpstream429: seed 004's error table: a model error keeps the
+// upstream's status and error body (a 429 stays a 429), and the stored
+// response is failed with that error.
+func TestGatewayUpstream429(t *testing.T) {
+	e := newEnv(t, sandbox.Options{Faults: "429,retry-after-ms=1"})
+	_, client := e.gateway()
+	_, err := client.Responses.New(ctxT(t), responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}})
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 429 || ae.Message == "" {
+		t.Fatalf("want the upstream's 429, got %v", err)
+	}
+}
+
+// TestGatewayEndpoints: /v1/models lists the profiles' models, the health
+// endpoints answer, and /v1/aptix/execute speaks the seed's own shapes.
+func TestGatewayEndpoints(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	url, client := e.gateway()
+	ctx := ctxT(t)
+	models, err := client.Models.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(models.Data) != 1 || models.Data[0].ID != "sandbox-1" {
+		t.Fatalf("models %+v", models.Data)
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(url + p)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", p, resp, err)
+		}
+		resp.Body.Close()
+	}
+	resp, err := http.Post(url+"/v1/aptix/execute", "application/json",
+		strings.NewReader(`{"mode":"DDR_CREATION","instruction":"Document it","ragScope":"none"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Kind, Text, ConversationId string
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("execute: %d %v", resp.StatusCode, err)
+	}
+	if out.Kind != "ok" || !strings.Contains(out.Text, "DDR_CREATION") || out.ConversationId == "" {
+		t.Fatalf("execute: %+v", out)
+	}
+}
