@@ -165,12 +165,13 @@ func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest) (*re
 	if e != nil {
 		return nil, exec, e
 	}
-	echo, e := responses.Echo(req)
+	m, e := responses.MetaFor(req)
 	if e != nil {
 		return nil, exec, e
 	}
-	meta := &responses.Meta{ID: respID, ConversationID: target.ConversationID, TurnID: turnID,
-		CreatedAt: s.cfg.Now().Unix(), Model: req.Model, PreviousID: req.PreviousID, Echo: echo, ContinuedFrom: target.ContinueFrom}
+	meta := &m
+	meta.ID, meta.ConversationID, meta.TurnID = respID, target.ConversationID, turnID
+	meta.CreatedAt, meta.ContinuedFrom = s.cfg.Now().Unix(), target.ContinueFrom
 	if meta.Model == "" {
 		if p, err := s.cfg.Profiles.Get(backend); err == nil {
 			meta.Model = p.Model("")

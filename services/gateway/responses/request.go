@@ -41,7 +41,14 @@ type CreateRequest struct {
 	Model        string
 	Input        []json.RawMessage // normalized: every item an object with a "type"
 	Instructions string            // instructions, or seed 004's system_prompt
-	Tools        json.RawMessage   // the client's tools array, verbatim (nil when none)
+	Tools        json.RawMessage   // the tools that go upstream, verbatim (nil when none)
+	// ToolsEcho is the client's tools array as sent (file_search included),
+	// which the response repeats.
+	ToolsEcho json.RawMessage
+	// FileSearch is set when a file_search tool asks Aptix to retrieve.
+	FileSearch *FileSearch
+	// Include is the include parameter (e.g. file_search_call.results).
+	Include []string
 	// ToolChoice is the normalized tool_choice: "", auto, none, required, or a tool name.
 	ToolChoice      string
 	ToolChoiceRaw   json.RawMessage // as sent, for echoing on the response
@@ -120,6 +127,7 @@ func Parse(data []byte) (*CreateRequest, *Error) {
 	field("store", &store, "a boolean")
 	field("background", &r.Background, "a boolean")
 	field("metadata", &r.Metadata, "an object of strings")
+	field("include", &r.Include, "an array of strings")
 	if e != nil {
 		return nil, e
 	}
@@ -168,6 +176,20 @@ func Parse(data []byte) (*CreateRequest, *Error) {
 	for k, v := range raw {
 		if !modelled[k] && !isNull(v) {
 			r.Fields[k] = v
+		}
+	}
+	// file_search is Aptix's own: its include entry is answered here, and an
+	// upstream without the tool would reject it.
+	if _, ok := r.Fields["include"]; ok {
+		var rest []string
+		for _, inc := range r.Include {
+			if !strings.HasPrefix(inc, "file_search_call.") {
+				rest = append(rest, inc)
+			}
+		}
+		delete(r.Fields, "include")
+		if len(rest) > 0 {
+			r.Fields["include"], _ = json.Marshal(rest)
 		}
 	}
 	return r, nil
@@ -280,14 +302,26 @@ func (r *CreateRequest) parseTools(v json.RawMessage) *Error {
 		return nil
 	}
 	var tools []map[string]json.RawMessage
-	if json.Unmarshal(v, &tools) != nil {
+	var raws []json.RawMessage
+	if json.Unmarshal(v, &tools) != nil || json.Unmarshal(v, &raws) != nil {
 		return invalid("tools", CodeInvalidType, "Invalid type for 'tools': expected an array of tool objects.")
 	}
+	var upstream []json.RawMessage
 	for i, t := range tools {
 		var typ string
 		if json.Unmarshal(t["type"], &typ) != nil || typ == "" {
 			return invalid(fmt.Sprintf("tools[%d].type", i), CodeMissingParameter, "Missing required parameter: 'tools[%d].type'.", i)
 		}
+		if typ == "file_search" {
+			// Aptix's retriever serves it; the upstream never sees it.
+			fs, e := parseFileSearch(i, raws[i])
+			if e != nil {
+				return e
+			}
+			r.FileSearch = fs
+			continue
+		}
+		upstream = append(upstream, raws[i])
 		if typ != "function" {
 			continue
 		}
@@ -306,7 +340,10 @@ func (r *CreateRequest) parseTools(v json.RawMessage) *Error {
 		}
 	}
 	if len(tools) > 0 {
-		r.Tools = v
+		r.ToolsEcho = v
+	}
+	if len(upstream) > 0 {
+		r.Tools, _ = json.Marshal(upstream)
 	}
 	return nil
 }
@@ -355,8 +392,10 @@ func (r *CreateRequest) parseToolChoice(v json.RawMessage) *Error {
 		}
 	case obj.Type == "function" || obj.Type == "custom":
 		return invalid("tool_choice.name", CodeMissingParameter, "Missing required parameter: 'tool_choice.name'.")
+	case obj.Type == "file_search":
+		r.ToolChoice = "" // Aptix retrieves for every turn with a file_search tool
 	case obj.Type != "":
-		r.ToolChoice = "required" // a hosted tool (file_search, web_search, mcp, …)
+		r.ToolChoice = "required" // a hosted tool (web_search, mcp, …)
 	default:
 		return invalid("tool_choice.type", CodeMissingParameter, "Missing required parameter: 'tool_choice.type'.")
 	}

@@ -68,7 +68,7 @@ func TestParseAliases(t *testing.T) {
 	for body, want := range map[string]string{
 		`"auto"`: "auto", `"required"`: "required", `{"type":"none"}`: "none",
 		`{"type":"function","name":"f"}`: "f", `{"type":"allowed_tools","mode":"required","tools":[]}`: "required",
-		`{"type":"file_search"}`: "required", `{"type":"custom","name":"g"}`: "g",
+		`{"type":"file_search"}`: "", `{"type":"web_search_preview"}`: "required", `{"type":"custom","name":"g"}`: "g",
 	} {
 		r, e := Parse([]byte(`{"input":"x","tool_choice":` + body + `}`))
 		if e != nil || r.ToolChoice != want {
@@ -88,9 +88,10 @@ func TestToExecute(t *testing.T) {
 		wantFieldsEmpty bool
 	}{
 		{"string input", `{"input":"Explain retries","aptix":{"mode":"ANALYZE","workspaceId":"ws","repo":"r","ragScope":"repo","tags":["a"],"activeFiles":["x.go"]}}`, "Explain retries", 0, "repo", true},
-		{"last user message among items", `{"input":[{"role":"user","content":"first"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]},{"role":"user","content":[{"type":"input_text","text":"second"},{"type":"input_image","image_url":"data:x"}]}],"top_p":0.5}`, "second", 2, "", false},
+		{"last user message among items", `{"input":[{"role":"user","content":"first"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]},{"role":"user","content":[{"type":"input_text","text":"second"},{"type":"input_image","image_url":"data:x"}]}],"top_p":0.5}`, "second", 2, "none", false},
 		{"function_call_output round", `{"input":[{"type":"function_call_output","call_id":"call_1","output":"42"}],"previous_response_id":"resp_1"}`, "Function call outputs: call_1", -1, "none", true},
-		{"image-only message", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:x"}]}]}`, "(see the attached input)", 0, "", true},
+		{"image-only message", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:x"}]}]}`, "(see the attached input)", 0, "none", true},
+		{"file_search names the workspace and filters", `{"input":"Where is the retry?","tools":[{"type":"file_search","vector_store_ids":["ws1"],"filters":{"type":"and","filters":[{"type":"eq","key":"repo","value":"aptix"},{"type":"in","key":"tags","value":["go","core"]}]}}]}`, "Where is the retry?", 0, "repo", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,5 +117,36 @@ func TestToExecute(t *testing.T) {
 				t.Errorf("target lost: %+v", req)
 			}
 		})
+	}
+}
+
+// TestFileSearch: RAG from stock SDKs (seed 004 + AGN-002): a file_search
+// tool makes the retriever run on the named workspace with its filters, and
+// never reaches the upstream; bad stores and filters are 400s.
+func TestFileSearch(t *testing.T) {
+	r, e := Parse([]byte(`{"input":"q","tools":[{"type":"function","name":"f","parameters":{}},{"type":"file_search","vector_store_ids":["ws1"],"filters":{"type":"eq","key":"language","value":"Go"}}],"include":["file_search_call.results"]}`))
+	if e != nil {
+		t.Fatal(e)
+	}
+	req, e := ToExecute(r, Target{ConversationID: "c", TurnID: "t"})
+	if e != nil {
+		t.Fatal(e)
+	}
+	if req.WorkspaceId != "ws1" || req.Language != "Go" || req.RagScope != "workspace" || strings.Contains(req.ToolsJson, "file_search") || !strings.Contains(req.ToolsJson, `"f"`) {
+		t.Errorf("request %+v", req)
+	}
+	meta, e := MetaFor(r)
+	if e != nil || !meta.FileSearch || !meta.FileSearchResults || !strings.Contains(string(meta.Echo), "file_search") {
+		t.Errorf("meta %+v %v", meta, e)
+	}
+	for _, bad := range []string{
+		`{"type":"file_search","vector_store_ids":[]}`,
+		`{"type":"file_search","vector_store_ids":["a b"]}`,
+		`{"type":"file_search","vector_store_ids":["ws"],"filters":{"type":"gt","key":"repo","value":"x"}}`,
+		`{"type":"file_search","vector_store_ids":["ws"],"filters":{"type":"eq","key":"owner","value":"x"}}`,
+	} {
+		if _, e := Parse([]byte(`{"input":"q","tools":[` + bad + `]}`)); e == nil || e.Status != 400 {
+			t.Errorf("%s accepted", bad)
+		}
 	}
 }

@@ -97,6 +97,26 @@ type Meta struct {
 	// ContinuedFrom is the upstream response id this turn continued (so a
 	// continuation of a failed response can skip it).
 	ContinuedFrom string `json:"continuedFrom,omitempty"`
+	// FileSearch: the output starts with a file_search_call item; with
+	// FileSearchResults it lists the chunks used.
+	FileSearch        bool `json:"fileSearch,omitempty"`
+	FileSearchResults bool `json:"fileSearchResults,omitempty"`
+}
+
+// MetaFor is the Meta of a new response to r (the adapter adds the ids,
+// time and conversation).
+func MetaFor(r *CreateRequest) (Meta, *Error) {
+	echo, e := Echo(r)
+	if e != nil {
+		return Meta{}, e
+	}
+	m := Meta{Model: r.Model, PreviousID: r.PreviousID, Echo: echo, FileSearch: r.FileSearch != nil}
+	for _, inc := range r.Include {
+		if inc == "file_search_call.results" {
+			m.FileSearchResults = true
+		}
+	}
+	return m, nil
 }
 
 // Echo returns the request parameters a response object repeats, keyed by
@@ -110,8 +130,8 @@ func Echo(r *CreateRequest) (json.RawMessage, *Error) {
 	if r.MaxOutputTokens > 0 {
 		m["max_output_tokens"] = r.MaxOutputTokens
 	}
-	if len(r.Tools) > 0 {
-		tools, err := request.ParseTools("tools", string(r.Tools))
+	if len(r.ToolsEcho) > 0 {
+		tools, err := request.ParseTools("tools", string(r.ToolsEcho))
 		if err != nil {
 			return nil, invalid("tools", CodeInvalidValue, "Invalid 'tools': %v.", err)
 		}
@@ -233,7 +253,11 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 	if r.Model == "" && t.LLM != nil {
 		r.Model = t.LLM.Model
 	}
-	if e := Failure(t); e != nil {
+	e := Failure(t)
+	if meta.FileSearch && e == nil {
+		r.Output = append([]json.RawMessage{fileSearchCall(meta, t)}, r.Output...)
+	}
+	if e != nil {
 		r.Status = StatusFailed
 		code := ""
 		if e.Code != nil {
@@ -341,4 +365,28 @@ func (r Response) OutputText() string {
 		}
 	}
 	return b.String()
+}
+
+// fileSearchCall is the file_search_call item of a turn that retrieved:
+// the query and, when the request included file_search_call.results, the
+// chunks the model was shown (path, lines, chunk id, score).
+func fileSearchCall(meta Meta, t *contracts.Turn) json.RawMessage {
+	query := t.Request.Instruction
+	if t.Retrieval != nil && t.Retrieval.Query != "" {
+		query = t.Retrieval.Query
+	}
+	item := map[string]any{"id": "fs_" + strings.TrimPrefix(meta.ID, "resp_"), "type": "file_search_call",
+		"status": "completed", "queries": []string{query}, "results": nil}
+	if meta.FileSearchResults {
+		results := []map[string]any{}
+		if t.Envelope != nil {
+			for _, s := range t.Envelope.Sources {
+				results = append(results, map[string]any{"file_id": s.Id, "filename": s.Path, "score": s.Score,
+					"attributes": map[string]any{"path": s.Path, "start_line": s.StartLine, "end_line": s.EndLine, "language": s.Language, "chunk_id": s.Id}})
+			}
+		}
+		item["results"] = results
+	}
+	b, _ := json.Marshal(item)
+	return b
 }

@@ -160,3 +160,36 @@ func TestResolve(t *testing.T) {
 		t.Errorf("models %+v", ms)
 	}
 }
+
+// TestFileSearchCall: the output gains a file_search_call item listing the
+// chunks used (path, lines, chunk id, score) when include asks for results.
+func TestFileSearchCall(t *testing.T) {
+	turn := contracts.Turn{Request: contracts.AgentExecuteRequest{Instruction: "Where is the retry?"},
+		Envelope: &contracts.Envelope{Sources: []contracts.SourceRef{{Id: "ck_1", Path: "retry.go", StartLine: 3, EndLine: 9, Score: 0.5}}},
+		LLM:      &contracts.LLMResult{Status: 200, Body: upstreamOK}}
+	for _, results := range []bool{false, true} {
+		r := FromTurn(Meta{ID: "resp_1", FileSearch: true, FileSearchResults: results}, &turn, 1)
+		if len(r.Output) != 3 {
+			t.Fatalf("output %d items", len(r.Output))
+		}
+		var item struct {
+			Type    string
+			Queries []string
+			Results []struct {
+				FileID   string `json:"file_id"`
+				Filename string
+				Score    float64
+			}
+		}
+		_ = json.Unmarshal(r.Output[0], &item)
+		if item.Type != "file_search_call" || item.Queries[0] != "Where is the retry?" {
+			t.Errorf("item %s", r.Output[0])
+		}
+		if results && (len(item.Results) != 1 || item.Results[0].FileID != "ck_1" || item.Results[0].Filename != "retry.go") {
+			t.Errorf("results %s", r.Output[0])
+		}
+		if !results && item.Results != nil {
+			t.Errorf("results without include: %s", r.Output[0])
+		}
+	}
+}

@@ -41,16 +41,41 @@ func ToExecute(r *CreateRequest, t Target) (contracts.AgentExecuteRequest, *Erro
 	}
 	idx, instruction := Instruction(r.Input)
 	req.Instruction = instruction
+	// Retrieval runs when the client asks for it: a file_search tool, or the
+	// aptix extension naming a workspace or scope. A stock request gets none.
+	req.RagScope = contracts.RagScopeNone
+	if fs := r.FileSearch; fs != nil {
+		req.WorkspaceId, req.Repo, req.Language, req.Tags = fs.Workspace, fs.Repo, fs.Language, fs.Tags
+		req.RagScope = contracts.RagScopeWorkspace
+		if fs.Repo != "" {
+			req.RagScope = contracts.RagScopeRepo
+		}
+	}
 	if x := r.Aptix; x != nil {
-		req.Mode, req.WorkspaceId, req.Repo, req.Language = x.Mode, x.WorkspaceId, x.Repo, x.Language
-		req.RagScope, req.Tags, req.ActiveFiles = x.RagScope, x.Tags, x.ActiveFiles
+		if x.WorkspaceId != "" || x.RagScope != "" {
+			req.RagScope = contracts.RagScopeWorkspace
+		}
+		req.Mode = x.Mode
+		set := func(dst *string, v string) {
+			if v != "" {
+				*dst = v
+			}
+		}
+		set(&req.WorkspaceId, x.WorkspaceId)
+		set(&req.Repo, x.Repo)
+		set(&req.Language, x.Language)
+		set(&req.RagScope, x.RagScope)
+		if len(x.Tags) > 0 {
+			req.Tags = x.Tags
+		}
+		req.ActiveFiles = x.ActiveFiles
 		req.ConversationContextId = x.ConversationContextId
 		req.AgentContext.Index = x.Index
 		if req.ConversationContextId != "" && req.ConversationContext == nil {
 			req.ConversationContext = nil // the server-side context supplies the boot prompt
 		}
 	}
-	if idx < 0 && req.RagScope == "" {
+	if idx < 0 && r.FileSearch == nil && (r.Aptix == nil || r.Aptix.RagScope == "") {
 		req.RagScope = contracts.RagScopeNone // a tool-output round has no question to retrieve for
 	}
 	input, err := json.Marshal(r.Input)

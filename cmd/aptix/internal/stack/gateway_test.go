@@ -19,6 +19,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
+	retrieverstage "github.com/aptix-dev/aptix/services/retriever/stage"
 )
 
 // gateway serves the HTTP gateway over e's pipeline and returns its URL and
@@ -345,5 +346,43 @@ func TestGatewayEndpoints(t *testing.T) {
 	}
 	if out.Kind != "ok" || !strings.Contains(out.Text, "DDR_CREATION") || out.ConversationId == "" {
 		t.Fatalf("execute: %+v", out)
+	}
+}
+
+// TestGatewayFileSearch: RAG from a stock SDK: a file_search tool naming an
+// Aptix workspace makes the retriever run (the AGN-002 block reaches the
+// model), and the output starts with a file_search_call item listing the
+// chunks used when include asks for them.
+func TestGatewayFileSearch(t *testing.T) {
+	var asked contracts.AgentExecuteRequest
+	e := newEnv(t, sandbox.Options{}, func(c *Config) {
+		c.Searcher = retrieverstage.SearchFunc(func(_ context.Context, req contracts.AgentExecuteRequest) (contracts.Retrieval, error) {
+			asked = req
+			return contracts.Retrieval{Index: req.WorkspaceId, Query: req.Instruction, Chunks: []contracts.RagChunk{
+				{Id: "ck_retry", Path: "retry.go", StartLine: 19, EndLine: 41, Language: "Go", Content: "func backoff() {}", Score: 0.7}}}, nil
+		})
+	})
+	_, client := e.gateway()
+	r, err := client.Responses.New(ctxT(t), responses.ResponseNewParams{
+		Model:   "sandbox-1",
+		Input:   responses.ResponseNewParamsInputUnion{OfString: openai.String("Where are retries scheduled?")},
+		Tools:   []responses.ToolUnionParam{{OfFileSearch: &responses.FileSearchToolParam{VectorStoreIDs: []string{"aptix"}}}},
+		Include: []responses.ResponseIncludable{responses.ResponseIncludableFileSearchCallResults},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked.WorkspaceId != "aptix" || asked.RagScope != contracts.RagScopeWorkspace {
+		t.Fatalf("retriever asked %+v", asked)
+	}
+	if !strings.Contains(r.OutputText(), "ck_retry") {
+		t.Fatalf("the model did not get the context block: %q", r.OutputText())
+	}
+	fs := r.Output[0].AsFileSearchCall()
+	if r.Output[0].Type != "file_search_call" || len(fs.Results) != 1 || fs.Results[0].FileID != "ck_retry" || fs.Results[0].Filename != "retry.go" {
+		t.Fatalf("file_search_call %s", r.Output[0].RawJSON())
+	}
+	if sent := string(e.sb.LastRequest()); strings.Contains(sent, "file_search") {
+		t.Fatalf("the file_search tool reached the upstream: %s", sent)
 	}
 }
