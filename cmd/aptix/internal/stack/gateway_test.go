@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	retrieverstage "github.com/aptix-dev/aptix/services/retriever/stage"
@@ -385,4 +386,155 @@ func TestGatewayFileSearch(t *testing.T) {
 	if sent := string(e.sb.LastRequest()); strings.Contains(sent, "file_search") {
 		t.Fatalf("the file_search tool reached the upstream: %s", sent)
 	}
+}
+
+// TestGatewayToolRound: seed 004's tools, client side: a forced function
+// tool comes back as a function_call item (call_id, arguments), streamed too
+// (the accumulator rebuilds the call); the client's function_call_output
+// continues the response without an AGN-003 user message.
+func TestGatewayToolRound(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "lookup", Strict: openai.Bool(true),
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}, "required": []string{"q"}, "additionalProperties": false}}}
+	params := responses.ResponseNewParams{Model: "sandbox-1", Tools: []responses.ToolUnionParam{tool},
+		Input:      responses.ResponseNewParamsInputUnion{OfString: openai.String("Look it up")},
+		ToolChoice: responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: "lookup"}}}
+	r, err := client.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := r.Output[0].AsFunctionCall()
+	if r.Output[0].Type != "function_call" || call.Name != "lookup" || !strings.HasPrefix(call.CallID, "call_") || !json.Valid([]byte(call.Arguments)) {
+		t.Fatalf("output %s", r.Output[0].RawJSON())
+	}
+	if len(r.Tools) != 1 || !r.Tools[0].AsFunction().Strict {
+		t.Fatalf("tools echo %+v", r.Tools)
+	}
+
+	stream := client.Responses.NewStreaming(ctx, params)
+	var acc responses.ResponseAccumulator
+	for stream.Next() {
+		var se responses.ResponsesServerEventUnion
+		if err := json.Unmarshal([]byte(stream.Current().RawJSON()), &se); err != nil {
+			t.Fatal(err)
+		}
+		if err := acc.AddEvent(se); err != nil {
+			t.Fatalf("accumulator: %v", err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	snap := acc.Snapshot()
+	if len(snap.Output) != 1 || snap.Output[0].Type != "function_call" || snap.Output[0].Name != "lookup" || !json.Valid([]byte(snap.Output[0].Arguments)) {
+		t.Fatalf("streamed call %+v", snap.Output)
+	}
+
+	r2, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", PreviousResponseID: openai.String(r.ID),
+		Tools: []responses.ToolUnionParam{tool},
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{functionOutput(call.CallID, `{"answer":42}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Status != responses.ResponseStatusCompleted || r2.PreviousResponseID != r.ID {
+		t.Fatalf("round 2: %s prev %s", r2.Status, r2.PreviousResponseID)
+	}
+	sent := sentBody(t, e.sb.LastRequest())
+	input := sent["input"].([]any)
+	if len(input) != 1 || input[0].(map[string]any)["type"] != "function_call_output" || input[0].(map[string]any)["call_id"] != call.CallID {
+		t.Fatalf("round 2 upstream input %v", input)
+	}
+}
+
+// TestGatewayReplicas: gateways are stateless (seed 004 behind a load
+// balancer): a response created on one replica is read, listed and
+// continued on another.
+func TestGatewayReplicas(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, a := e.gateway()
+	_, b := e.gateway()
+	ctx := ctxT(t)
+	r, err := a.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("on replica A")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+	if err != nil || got.OutputText() != r.OutputText() {
+		t.Fatalf("GET on B: %v %q", err, got.OutputText())
+	}
+	r2, err := b.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", PreviousResponseID: openai.String(r.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("on replica B")}})
+	if err != nil || r2.PreviousResponseID != r.ID {
+		t.Fatalf("continue on B: %v", err)
+	}
+}
+
+// TestGatewayClientDisconnect: a streaming client that goes away does not
+// cancel its turn: it completes and GET returns it.
+func TestGatewayClientDisconnect(t *testing.T) {
+	e := newEnv(t, sandbox.Options{Latency: 300 * time.Millisecond})
+	_, client := e.gateway()
+	ctx, cancel := context.WithCancel(context.Background())
+	stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("I will hang up")}})
+	if !stream.Next() || stream.Current().Type != "response.created" {
+		t.Fatalf("first event: %v", stream.Err())
+	}
+	id := stream.Current().Response.ID
+	cancel()
+	_ = stream.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := client.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == responses.ResponseStatusCompleted {
+			if !strings.Contains(got.OutputText(), "I will hang up") {
+				t.Fatalf("output %q", got.OutputText())
+			}
+			break
+		}
+		if got.Status != responses.ResponseStatusQueued && got.Status != responses.ResponseStatusInProgress {
+			t.Fatalf("status %s", got.Status)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %s after 10s", got.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestGatewayBusDown: with NATS gone the gateway answers 503 with
+// Retry-After (seed 004's clients retry), never a half-written 200.
+func TestGatewayBusDown(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	nc, _ := natstest.Connect(t, e.url)
+	url, _ := e.gateway(func(c *httpapi.Config) { c.NC = nc; c.SubmitTimeout = time.Second })
+	nc.Close()
+	for _, p := range []string{"/v1/responses", "/readyz"} {
+		var resp *http.Response
+		var err error
+		if p == "/readyz" {
+			resp, err = http.Get(url + p)
+		} else {
+			resp, err = http.Post(url+p, "application/json", strings.NewReader(`{"model":"sandbox-1","input":"x"}`))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), `"code":"service_unavailable"`) {
+			t.Fatalf("%s with NATS down: %d %q %s", p, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
+}
+
+func functionOutput(callID, output string) responses.ResponseInputItemUnionParam {
+	item := responses.ResponseInputItemParamOfFunctionCallOutput(output)
+	item.OfFunctionCallOutput.CallID = openai.String(callID)
+	return item
 }
