@@ -54,7 +54,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	// A client that goes away does not cancel its turn: everything from here
 	// runs on a context detached from the request.
 	ctx := context.WithoutCancel(r.Context())
-	meta, exec, e := s.prepare(ctx, req)
+	meta, exec, e := s.prepare(ctx, req, false)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -110,7 +110,11 @@ func ptr(s string) *string { return &s }
 // P's upstream response id, so its history is exactly the chain up to P and
 // never a later turn of C, on backends with previous_response_id and on
 // those whose history Aptix replays (kept per response id).
-func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest) (*responses.Meta, contracts.AgentExecuteRequest, *responses.Error) {
+//
+// A detached turn (a compaction's summary) always runs in a new conversation
+// seeded like a branch, moves no head and keeps no record: it is not part of
+// any chain a client continues.
+func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, detached bool) (*responses.Meta, contracts.AgentExecuteRequest, *responses.Error) {
 	var exec contracts.AgentExecuteRequest
 	backend, model, e := responses.Resolve(s.cfg.Profiles, req.Model)
 	if e != nil {
@@ -139,15 +143,17 @@ func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest) (*re
 		if pt.Response != nil && pt.Response.ResponseContinuationId != "" && responses.Failure(pt) == nil {
 			target.ContinueFrom = pt.Response.ResponseContinuationId
 		}
-		same, err := s.store.ClaimHead(ctx, prev.ConversationID, prev.ID, respID)
-		if err != nil {
-			return nil, exec, s.submitError(err)
+		same := false
+		if !detached {
+			if same, err = s.store.ClaimHead(ctx, prev.ConversationID, prev.ID, respID); err != nil {
+				return nil, exec, s.submitError(err)
+			}
 		}
 		target.ConversationID, newHead = prev.ConversationID, false
 		if !same {
 			target.ConversationID, newHead = newConversationID(), true
 		}
-	case req.Conversation != "":
+	case req.Conversation != "" && !detached:
 		if !contracts.IsToken(req.Conversation) {
 			return nil, exec, responses.BadRequest("conversation", responses.CodeInvalidValue,
 				"Invalid 'conversation': must match [A-Za-z0-9_-]{1,128}.")
@@ -156,7 +162,7 @@ func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest) (*re
 	default:
 		target.ConversationID = newConversationID()
 	}
-	if newHead {
+	if newHead && !detached {
 		if err := s.store.SetHead(ctx, target.ConversationID, respID); err != nil {
 			return nil, exec, s.submitError(err)
 		}
@@ -176,6 +182,9 @@ func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest) (*re
 		if p, err := s.cfg.Profiles.Get(backend); err == nil {
 			meta.Model = p.Model("")
 		}
+	}
+	if detached {
+		return meta, exec, nil
 	}
 	if err := s.store.Put(ctx, *meta); err != nil {
 		return nil, exec, s.submitError(err)

@@ -106,6 +106,7 @@ func (s *Server) Close() { s.comps.Stop() }
 func (s *Server) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("POST /v1/responses", s.create)
+	m.HandleFunc("POST /v1/responses/compact", s.compact)
 	m.HandleFunc("GET /v1/responses/{id}", s.get)
 	m.HandleFunc("DELETE /v1/responses/{id}", s.delete)
 	m.HandleFunc("GET /v1/responses/{id}/input_items", s.inputItems)

@@ -62,6 +62,9 @@ type CreateRequest struct {
 	Aptix           *Extension
 	// Fields are the known parameters the turn does not model, verbatim.
 	Fields map[string]json.RawMessage
+	// CompactedInput is, for a compaction, the client's input items (the
+	// summary instruction excluded).
+	CompactedInput []json.RawMessage
 }
 
 // Extension is the `aptix` object: full AgentExecuteRequest control for a
@@ -281,6 +284,12 @@ func (r *CreateRequest) parseInput(v json.RawMessage) *Error {
 			m["type"] = json.RawMessage(`"message"`)
 			it, _ = json.Marshal(m)
 			typ = "message"
+		}
+		if typ == "compaction" {
+			if msg, ok := expandCompaction(m); ok {
+				r.Input = append(r.Input, msg)
+				continue
+			}
 		}
 		if typ == "message" {
 			switch role {

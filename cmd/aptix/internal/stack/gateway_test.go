@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -537,4 +538,59 @@ func functionOutput(callID, output string) responses.ResponseInputItemUnionParam
 	item := responses.ResponseInputItemParamOfFunctionCallOutput(output)
 	item.OfFunctionCallOutput.CallID = openai.String(callID)
 	return item
+}
+
+// TestGatewayCompact: POST /v1/responses/compact (AGN-003's "context size
+// growth" risk): the model's summary of the chain comes back as a
+// compaction item; a new request that sends it as input starts a fresh
+// chain carrying the summary, and the compaction moved no head.
+func TestGatewayCompact(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	r1, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("The deploy key is K-77")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Responses.Compact(ctx, responses.ResponseCompactParams{PreviousResponseID: openai.String(r1.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := c.Output[len(c.Output)-1]
+	if c.Object != "response.compaction" || last.Type != "compaction" || last.AsCompaction().EncryptedContent == "" || c.Usage.TotalTokens == 0 {
+		t.Fatalf("compaction %s", c.RawJSON())
+	}
+	if sent := sentBody(t, e.sb.LastRequest()); sent["previous_response_id"] == nil {
+		t.Fatalf("the summary turn must continue r1's chain: %v", sent)
+	}
+	var input responses.ResponseInputParam
+	if err := json.Unmarshal([]byte(`[`+last.RawJSON()+`,{"type":"message","role":"user","content":"What is the key?"}]`), &input); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}}); err != nil {
+		t.Fatal(err)
+	}
+	if sent := string(e.sb.LastRequest()); !strings.Contains(sent, "[COMPACTED CONVERSATION]") || strings.Contains(sent, "previous_response_id") {
+		t.Fatalf("request after compaction: %s", sent)
+	}
+	// The compaction is no turn of r1's conversation: continuing r1 still
+	// continues its conversation (no branch).
+	if _, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", PreviousResponseID: openai.String(r1.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("go on")}}); err != nil {
+		t.Fatal(err)
+	}
+	_, conv := e.lastCompleted()
+	s, err := e.js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter("aptix.completed."+conv+".>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(info.State.Subjects); n != 2 {
+		t.Fatalf("r1's conversation has %d completed turns, want 2 (r1 and its continuation)", n)
+	}
 }
