@@ -74,7 +74,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	err := pipeline.Submit(sctx, s.js, exec)
 	cancel()
 	if err != nil {
-		_ = s.store.Delete(ctx, meta.ID)
+		if req.Store {
+			_ = s.store.Delete(ctx, meta.ID)
+		}
 		s.fail(w, s.submitError(err))
 		return
 	}
@@ -183,7 +185,9 @@ func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, deta
 			meta.Model = p.Model("")
 		}
 	}
-	if detached {
+	if detached || !req.Store {
+		// store: false (OpenAI's): the response is answered, not kept, so
+		// GET and previous_response_id do not find it.
 		return meta, exec, nil
 	}
 	if err := s.store.Put(ctx, *meta); err != nil {

@@ -594,3 +594,42 @@ func TestGatewayCompact(t *testing.T) {
 		t.Fatalf("r1's conversation has %d completed turns, want 2 (r1 and its continuation)", n)
 	}
 }
+
+// TestGatewayStreamFailure: seed 004's streaming with a model error: the
+// stream ends with response.failed carrying the upstream's error, and the
+// stored response is failed too.
+func TestGatewayStreamFailure(t *testing.T) {
+	e := newEnv(t, sandbox.Options{Faults: "429,retry-after-ms=1"})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}})
+	var last responses.ResponseStreamEventUnion
+	for stream.Next() {
+		last = stream.Current()
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if last.Type != "response.failed" || last.Response.Status != responses.ResponseStatusFailed || last.Response.Error.Code == "" {
+		t.Fatalf("last event %s", last.RawJSON())
+	}
+	got, err := client.Responses.Get(ctx, last.Response.ID, responses.ResponseGetParams{})
+	if err != nil || got.Status != responses.ResponseStatusFailed || got.Error.Message == "" {
+		t.Fatalf("stored response: %v %+v", err, got)
+	}
+}
+
+// TestGatewayStoreFalse: store: false answers without keeping the response.
+func TestGatewayStoreFalse(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	r, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", Store: openai.Bool(false),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("forget me")}})
+	if err != nil || !strings.Contains(r.RawJSON(), `"store":false`) || !strings.Contains(r.OutputText(), "forget me") {
+		t.Fatalf("create: %v %s", err, r.RawJSON())
+	}
+	_, err = client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+	apiError(t, err, 404, "not_found")
+}
