@@ -65,6 +65,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		deltas = make(chan *nats.Msg, 4096)
 		sub, err := s.cfg.NC.ChanSubscribe(contracts.DeltaSubject(meta.ConversationID, meta.TurnID), deltas)
 		if err != nil {
+			if req.Store {
+				_ = s.store.Delete(ctx, meta.ID)
+			}
 			s.fail(w, s.submitError(err))
 			return
 		}

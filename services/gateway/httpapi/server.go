@@ -172,6 +172,10 @@ func (s *Server) submitError(err error) *responses.Error {
 	var apiErr *jetstream.APIError
 	msg := strings.ToLower(err.Error())
 	switch {
+	case errors.Is(err, nats.ErrMaxPayload) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		// The turn event (the request plus what the stages add) is over what
+		// NATS carries: the body was too large after all.
+		return responses.TooLarge(s.cfg.MaxBodyBytes)
 	case errors.As(err, &apiErr) && (apiErr.ErrorCode == 10077 || strings.Contains(strings.ToLower(apiErr.Description), "maximum")),
 		strings.Contains(msg, "maximum bytes exceeded"), strings.Contains(msg, "maximum messages exceeded"):
 		return responses.Unavailable("Aptix is at capacity (the turn queue is full); retry later.")

@@ -71,6 +71,11 @@ func ToExecute(r *CreateRequest, t Target) (contracts.AgentExecuteRequest, *Erro
 		req.ActiveFiles = x.ActiveFiles
 		req.ConversationContextId = x.ConversationContextId
 		req.AgentContext.Index = x.Index
+		if x.Backend != "" {
+			// An explicit profile wins over the one serving the model; the
+			// envelope rejects an unknown one (unknown_backend, a 400).
+			req.AgentContext.Backend = x.Backend
+		}
 		if req.ConversationContextId != "" && req.ConversationContext == nil {
 			req.ConversationContext = nil // the server-side context supplies the boot prompt
 		}
