@@ -633,3 +633,40 @@ func TestGatewayStoreFalse(t *testing.T) {
 	_, err = client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
 	apiError(t, err, 404, "not_found")
 }
+
+// TestGatewayInputItems: Open Responses' multi-turn, system prompt, image
+// input and assistant phase cases: a client-kept history (system, user,
+// assistant with a phase, user with an image) reaches the model item for
+// item, the last user message becoming AGN-003's with its image kept.
+func TestGatewayInputItems(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	url, _ := e.gateway()
+	body := `{"model":"sandbox-1","input":[
+	{"role":"system","content":"You are a pirate."},
+	{"role":"user","content":"My name is Ada."},
+	{"type":"message","role":"assistant","phase":"final_answer","content":[{"type":"output_text","text":"Ahoy Ada."}]},
+	{"role":"user","content":[{"type":"input_text","text":"What is in this picture, and what is my name?"},{"type":"input_image","image_url":"https://example.com/cat.png","detail":"low"}]}]}`
+	resp, err := http.Post(url+"/v1/responses", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "What is in this picture") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	input := sentBody(t, e.sb.LastRequest())["input"].([]any)
+	if len(input) != 4 {
+		t.Fatalf("upstream input %v", input)
+	}
+	roles := ""
+	for _, it := range input {
+		roles += it.(map[string]any)["role"].(string) + " "
+	}
+	last, _ := json.Marshal(input[3])
+	asst, _ := json.Marshal(input[2])
+	if roles != "system user assistant user " || !strings.Contains(string(last), `[INSTRUCTION]\nWhat is in this picture`) ||
+		!strings.Contains(string(last), `"input_image"`) || !strings.Contains(string(asst), `"phase":"final_answer"`) {
+		t.Fatalf("upstream input: %s / %s / %s", roles, asst, last)
+	}
+}
