@@ -126,12 +126,11 @@ func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, deta
 		return nil, exec, e
 	}
 	turnID, respID := newIDs()
-	target := responses.Target{TurnID: turnID, Backend: backend, Model: model}
-	newHead := true
-	switch {
-	case req.PreviousID != "":
-		prev, err := s.store.Get(ctx, req.PreviousID)
-		if err != nil {
+	target := responses.Target{TurnID: turnID, Backend: backend, Model: model, ConversationID: newConversationID()}
+	var prev *responses.Meta
+	if req.PreviousID != "" {
+		var err error
+		if prev, err = s.store.Get(ctx, req.PreviousID); err != nil {
 			return nil, exec, s.submitError(err)
 		}
 		if prev == nil {
@@ -141,44 +140,45 @@ func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, deta
 		if err != nil {
 			return nil, exec, s.submitError(err)
 		}
-		if stage != contracts.StageCompleted || pt == nil {
+		switch {
+		case stage == "":
+			return nil, exec, responses.PreviousNotFound(req.PreviousID) // its events are past retention
+		case stage != contracts.StageCompleted:
 			return nil, exec, responses.PreviousInProgress(req.PreviousID)
 		}
 		target.ContinueFrom = prev.ContinuedFrom // a failed response has no upstream id: continue what it continued
 		if pt.Response != nil && pt.Response.ResponseContinuationId != "" && responses.Failure(pt) == nil {
 			target.ContinueFrom = pt.Response.ResponseContinuationId
 		}
-		same := false
-		if !detached {
-			if same, err = s.store.ClaimHead(ctx, prev.ConversationID, prev.ID, respID); err != nil {
-				return nil, exec, s.submitError(err)
-			}
-		}
-		target.ConversationID, newHead = prev.ConversationID, false
-		if !same {
-			target.ConversationID, newHead = newConversationID(), true
-		}
-	case req.Conversation != "" && !detached:
+	} else if req.Conversation != "" && !detached {
 		if !contracts.IsToken(req.Conversation) {
 			return nil, exec, responses.BadRequest("conversation", responses.CodeInvalidValue,
 				"Invalid 'conversation': must match [A-Za-z0-9_-]{1,128}.")
 		}
 		target.ConversationID = req.Conversation // the envelope continues its newest response
-	default:
-		target.ConversationID = newConversationID()
 	}
-	if newHead && !detached {
-		if err := s.store.SetHead(ctx, target.ConversationID, respID); err != nil {
-			return nil, exec, s.submitError(err)
-		}
-	}
-	exec, e = responses.ToExecute(req, target)
-	if e != nil {
+	// Everything the client can get wrong is checked before a head moves.
+	if exec, e = responses.ToExecute(req, target); e != nil {
 		return nil, exec, e
 	}
 	m, e := responses.MetaFor(req)
 	if e != nil {
 		return nil, exec, e
+	}
+	if !detached {
+		same := false
+		if prev != nil {
+			var err error
+			if same, err = s.store.ClaimHead(ctx, prev.ConversationID, prev.ID, respID); err != nil {
+				return nil, exec, s.submitError(err)
+			}
+		}
+		if same {
+			target.ConversationID = prev.ConversationID
+			exec.ConversationId = prev.ConversationID
+		} else if err := s.store.SetHead(ctx, target.ConversationID, respID); err != nil {
+			return nil, exec, s.submitError(err)
+		}
 	}
 	meta := &m
 	meta.ID, meta.ConversationID, meta.TurnID = respID, target.ConversationID, turnID
