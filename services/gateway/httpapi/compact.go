@@ -33,16 +33,18 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
+	g := s.comps.acquire(ctx)
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
 	err := pipeline.Submit(sctx, s.js, exec)
 	cancel()
 	if err != nil {
+		s.comps.release(g)
 		s.fail(w, s.submitError(err))
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
-	t, err := s.comps.Wait(wctx, meta.TurnID)
+	t, err := s.comps.wait(wctx, g, meta.TurnID)
 	if err != nil {
 		s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"),
 			Message: fmt.Sprintf("the compaction did not complete within %s", s.cfg.SyncTimeout)})

@@ -73,10 +73,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 	}
+	g := s.comps.acquire(ctx) // before the submit: the watch must predate the completion
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
 	err := pipeline.Submit(sctx, s.js, exec)
 	cancel()
 	if err != nil {
+		s.comps.release(g)
 		if req.Store {
 			_ = s.store.Delete(ctx, meta.ID)
 		}
@@ -84,12 +86,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Stream {
-		s.serveEvents(w, r, meta, deltas)
+		s.serveEvents(w, r, meta, deltas, g)
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
-	t, err := s.comps.Wait(wctx, meta.TurnID)
+	t, err := s.comps.wait(wctx, g, meta.TurnID)
 	if err != nil {
 		s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"),
 			Message: fmt.Sprintf("Response %s is still running after %s; GET /v1/responses/%s returns it once it completes.", meta.ID, s.cfg.SyncTimeout, meta.ID)})
@@ -204,14 +206,14 @@ func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, deta
 // and the terminal event built from the completion. A client that goes away
 // stops the writing, not the turn; the completion is still claimed so the
 // shared watch does not keep it.
-func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, meta *responses.Meta, deltas chan *nats.Msg) {
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, meta *responses.Meta, deltas chan *nats.Msg, g *watchGen) {
 	ctx := context.WithoutCancel(r.Context())
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	done := make(chan contracts.Turn, 1)
 	waitErr := make(chan error, 1)
 	go func() {
 		defer cancel()
-		t, err := s.comps.Wait(wctx, meta.TurnID)
+		t, err := s.comps.wait(wctx, g, meta.TurnID)
 		if err != nil {
 			waitErr <- err
 			return

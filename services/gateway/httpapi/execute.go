@@ -56,17 +56,19 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 	}
+	g := s.comps.acquire(ctx)
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
 	err := pipeline.Submit(sctx, s.js, req)
 	cancel()
 	if err != nil {
+		s.comps.release(g)
 		s.fail(w, s.submitError(err))
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
 	if !stream {
-		t, err := s.comps.Wait(wctx, req.TurnId)
+		t, err := s.comps.wait(wctx, g, req.TurnId)
 		if err != nil {
 			s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"), Message: err.Error()})
 			return
@@ -76,7 +78,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	done := make(chan contracts.Turn, 1)
 	go func() {
-		if t, err := s.comps.Wait(wctx, req.TurnId); err == nil {
+		if t, err := s.comps.wait(wctx, g, req.TurnId); err == nil {
 			done <- t
 		} else {
 			close(done)

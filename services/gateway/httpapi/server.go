@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
@@ -40,7 +39,10 @@ type Config struct {
 	Replicas int
 	// RetryAfter is the Retry-After of a 503, in seconds. Default 1.
 	RetryAfter int
-	Logger     *slog.Logger
+	// RotateCompletions is how often the shared completion watch is
+	// replaced, which bounds what it keeps (completions.go). Default 5m.
+	RotateCompletions time.Duration
+	Logger            *slog.Logger
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -50,7 +52,7 @@ type Server struct {
 	cfg    Config
 	js     jetstream.JetStream
 	store  *Store
-	comps  *pipeline.Completions
+	comps  *completions
 	stream jetstream.Stream
 	mux    *http.ServeMux
 	log    *slog.Logger
@@ -75,6 +77,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = 1
 	}
+	if cfg.RotateCompletions <= 0 {
+		cfg.RotateCompletions = 5 * time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -93,7 +98,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	// One ordered consumer for the whole process, not one per request.
-	if s.comps, err = pipeline.WatchCompletions(context.WithoutCancel(ctx), js, "*"); err != nil {
+	if s.comps, err = newCompletions(ctx, js, cfg.RotateCompletions); err != nil {
 		return nil, err
 	}
 	s.routes()
@@ -101,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 // Close stops the completion watch.
-func (s *Server) Close() { s.comps.Stop() }
+func (s *Server) Close() { s.comps.stop() }
 
 func (s *Server) routes() {
 	m := http.NewServeMux()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -668,5 +669,30 @@ func TestGatewayInputItems(t *testing.T) {
 	if roles != "system user assistant user " || !strings.Contains(string(last), `[INSTRUCTION]\nWhat is in this picture`) ||
 		!strings.Contains(string(last), `"input_image"`) || !strings.Contains(string(asst), `"phase":"final_answer"`) {
 		t.Fatalf("upstream input: %s / %s / %s", roles, asst, last)
+	}
+}
+
+// TestGatewayWatchRotation: the shared completion watch is replaced (here
+// on every request) without a waiting request missing its completion, so a
+// long-running replica does not keep every completion of the bus.
+func TestGatewayWatchRotation(t *testing.T) {
+	e := newEnv(t, sandbox.Options{Latency: 20 * time.Millisecond})
+	_, client := e.gateway(func(c *httpapi.Config) { c.RotateCompletions = time.Nanosecond })
+	ctx := ctxT(t)
+	errs := make(chan error, 12)
+	for i := range 12 {
+		go func() {
+			r, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("turn %d", i))}})
+			if err == nil && !strings.Contains(r.OutputText(), fmt.Sprintf("turn %d", i)) {
+				err = fmt.Errorf("turn %d got %q", i, r.OutputText())
+			}
+			errs <- err
+		}()
+	}
+	for range 12 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
