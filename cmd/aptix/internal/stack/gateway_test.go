@@ -696,3 +696,29 @@ func TestGatewayWatchRotation(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayExecuteStream: POST /v1/aptix/execute?stream=true, the seed's
+// own shapes over HTTP: the LLM caller's text deltas, then the
+// AgentExecuteResponse.
+func TestGatewayExecuteStream(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	url, _ := e.gateway()
+	resp, err := http.Post(url+"/v1/aptix/execute?stream=true", "application/json",
+		strings.NewReader(`{"conversationId":"exec-1","mode":"DDR","instruction":"Stream the seed shapes","ragScope":"none"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	events := strings.Split(strings.TrimSpace(string(b)), "\n\n")
+	if resp.StatusCode != 200 || len(events) < 2 || !strings.HasPrefix(events[0], "event: delta\n") || !strings.HasPrefix(events[len(events)-1], "event: response\n") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	var out struct{ Kind, Text, ConversationId string }
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(events[len(events)-1], "event: response\ndata: ")), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Kind != "ok" || out.ConversationId != "exec-1" || !strings.Contains(out.Text, "Stream the seed shapes") {
+		t.Fatalf("response %+v", out)
+	}
+}
