@@ -124,7 +124,7 @@ func TestStreamer(t *testing.T) {
 	evs = append(evs, s.Finish(final)...)
 	var types []string
 	for i, e := range evs {
-		if e.Seq != i+1 {
+		if e.Seq != i {
 			t.Errorf("event %d has sequence_number %d", i, e.Seq)
 		}
 		types = append(types, e.Type)
@@ -136,7 +136,7 @@ func TestStreamer(t *testing.T) {
 		t.Errorf("events\n got %s\nwant %s", got, want)
 	}
 	b, _ := json.Marshal(evs[len(evs)-1])
-	if !strings.Contains(string(b), `"type":"response.completed"`) || !strings.Contains(string(b), `"sequence_number":13`) {
+	if !strings.Contains(string(b), `"type":"response.completed"`) || !strings.Contains(string(b), `"sequence_number":12`) {
 		t.Errorf("terminal event %s", b)
 	}
 }

@@ -60,9 +60,11 @@ type liveItem struct {
 // NewStreamer starts a stream.
 func NewStreamer() *Streamer { return &Streamer{byID: map[string]*liveItem{}} }
 
+// ev numbers events from 0, as OpenAI does.
 func (s *Streamer) ev(typ string, data map[string]any) Event {
+	e := Event{Type: typ, Seq: s.seq, Data: data}
 	s.seq++
-	return Event{Type: typ, Seq: s.seq, Data: data}
+	return e
 }
 
 // Start returns response.created and response.in_progress for the response

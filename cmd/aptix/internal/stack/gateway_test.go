@@ -160,7 +160,7 @@ func TestGatewayStream(t *testing.T) {
 	})
 	var acc responses.ResponseAccumulator
 	var types []string
-	last := int64(0)
+	last := int64(-1)
 	text := ""
 	for stream.Next() {
 		ev := stream.Current()
