@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
@@ -110,13 +111,19 @@ func (s *Server) Close() { s.comps.stop() }
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("POST /v1/responses", s.create)
-	m.HandleFunc("POST /v1/responses/compact", s.compact)
-	m.HandleFunc("GET /v1/responses/{id}", s.get)
-	m.HandleFunc("DELETE /v1/responses/{id}", s.delete)
-	m.HandleFunc("GET /v1/responses/{id}/input_items", s.inputItems)
-	m.HandleFunc("GET /v1/models", s.models)
-	m.HandleFunc("POST /v1/aptix/execute", s.execute)
+	// Each route is a server span named by its pattern; the client's
+	// traceparent is honoured, so one trace runs from the HTTP request
+	// through the publish and every stage.
+	handle := func(pattern string, h http.HandlerFunc) {
+		m.Handle(pattern, otelhttp.NewHandler(h, pattern))
+	}
+	handle("POST /v1/responses", s.create)
+	handle("POST /v1/responses/compact", s.compact)
+	handle("GET /v1/responses/{id}", s.get)
+	handle("DELETE /v1/responses/{id}", s.delete)
+	handle("GET /v1/responses/{id}/input_items", s.inputItems)
+	handle("GET /v1/models", s.models)
+	handle("POST /v1/aptix/execute", s.execute)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
