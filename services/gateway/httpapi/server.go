@@ -201,7 +201,12 @@ func (s *Server) submitError(err error) *responses.Error {
 // turnAt reads the most advanced stored event of a turn: the completed one
 // when there is one, else the latest stage reached (for the status of a
 // response still running, and for its input items).
+//
+// A stage whose read fails for another reason than "no message" is skipped
+// (the requested events may live in an admission stream of their own); the
+// error is returned only when no event could be read at all.
 func (s *Server) turnAt(ctx context.Context, conv, turn string) (stage string, t *contracts.Turn, at time.Time, err error) {
+	var firstErr error
 	for i := len(contracts.Stages) - 1; i >= 0; i-- {
 		st := contracts.Stages[i]
 		m, err := s.stream.GetLastMsgForSubject(ctx, contracts.Subject(st, conv, turn))
@@ -209,7 +214,10 @@ func (s *Server) turnAt(ctx context.Context, conv, turn string) (stage string, t
 			continue
 		}
 		if err != nil {
-			return "", nil, at, fmt.Errorf("read %s event of %s: %w", st, turn, err)
+			if firstErr == nil {
+				firstErr = fmt.Errorf("read %s event of %s: %w", st, turn, err)
+			}
+			continue
 		}
 		var doc contracts.Turn
 		if err := json.Unmarshal(m.Data, &doc); err != nil {
@@ -217,5 +225,5 @@ func (s *Server) turnAt(ctx context.Context, conv, turn string) (stage string, t
 		}
 		return st, &doc, m.Time, nil
 	}
-	return "", nil, at, nil
+	return "", nil, at, firstErr
 }

@@ -55,6 +55,13 @@ type Response struct {
 	Usage              *Usage            `json:"usage"`
 	User               json.RawMessage   `json:"user"`
 	Metadata           map[string]string `json:"metadata"`
+	// Conversation is set when the request named one (OpenAI's shape).
+	Conversation *ConversationRef `json:"conversation,omitempty"`
+}
+
+// ConversationRef is the response's conversation: {"id": …}.
+type ConversationRef struct {
+	ID string `json:"id"`
 }
 
 // ResponseError is a failed response's error.
@@ -101,6 +108,8 @@ type Meta struct {
 	// FileSearchResults it lists the chunks used.
 	FileSearch        bool `json:"fileSearch,omitempty"`
 	FileSearchResults bool `json:"fileSearchResults,omitempty"`
+	// NamedConversation is the conversation parameter, echoed as conversation.id.
+	NamedConversation string `json:"namedConversation,omitempty"`
 }
 
 // MetaFor is the Meta of a new response to r (the adapter adds the ids,
@@ -110,7 +119,7 @@ func MetaFor(r *CreateRequest) (Meta, *Error) {
 	if e != nil {
 		return Meta{}, e
 	}
-	m := Meta{Model: r.Model, PreviousID: r.PreviousID, Echo: echo, FileSearch: r.FileSearch != nil}
+	m := Meta{Model: r.Model, PreviousID: r.PreviousID, Echo: echo, FileSearch: r.FileSearch != nil, NamedConversation: r.Conversation}
 	for _, inc := range r.Include {
 		if inc == "file_search_call.results" {
 			m.FileSearchResults = true
@@ -172,6 +181,9 @@ func base(meta Meta) Response {
 	if meta.PreviousID != "" {
 		prev := meta.PreviousID
 		r.PreviousResponseID = &prev
+	}
+	if meta.NamedConversation != "" {
+		r.Conversation = &ConversationRef{ID: meta.NamedConversation}
 	}
 	if len(meta.Echo) > 0 {
 		_ = json.Unmarshal(meta.Echo, &r) // produced by Echo: valid

@@ -722,3 +722,30 @@ func TestGatewayExecuteStream(t *testing.T) {
 		t.Fatalf("response %+v", out)
 	}
 }
+
+// TestGatewayConversation: OpenAI's conversation parameter names the Aptix
+// conversation: the second request continues the first's response and the
+// response echoes conversation.id.
+func TestGatewayConversation(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	ask := func(text string) *responses.Response {
+		r, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+			Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String(text)},
+			Conversation: responses.ResponseNewParamsConversationUnion{OfString: openai.String("ide-thread-7")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	ask("first")
+	up1, conv := e.lastCompleted()
+	r2 := ask("second")
+	if sent := sentBody(t, e.sb.LastRequest()); sent["previous_response_id"] != up1 || conv != "ide-thread-7" {
+		t.Fatalf("conversation %s; second turn continued %v, want %s", conv, sent["previous_response_id"], up1)
+	}
+	if r2.Conversation.ID != "ide-thread-7" {
+		t.Fatalf("conversation echo %+v", r2.Conversation)
+	}
+}
