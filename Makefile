@@ -92,8 +92,10 @@ compose-up: images ## three NATS nodes, two replicas of every stage and the sand
 	$(MAKE) compose-smoke
 
 .PHONY: compose-smoke
-compose-smoke: build ## send one turn to the compose deployment and print it
+compose-smoke: build ## send one turn to the compose deployment over NATS and one over HTTP (gateway-2), and print them
 	$(BIN)/aptix exec --timeout 60s --nats nats://client:aptix-dev-client@127.0.0.1:4222,nats://client:aptix-dev-client@127.0.0.1:4223 "Smoke test: explain the retry policy"
+	@for i in $$(seq 30); do curl -sf http://127.0.0.1:8081/v1/responses -H 'Content-Type: application/json' \
+	  -d '{"model":"sandbox-1","input":"Smoke test over HTTP"}' && echo && exit 0; sleep 2; done; echo "gateway did not answer"; exit 1
 
 .PHONY: compose-down
 compose-down: ## stop and remove the compose deployment and its volumes
