@@ -21,6 +21,7 @@ var known = map[string]bool{
 	"prompt_cache_retention": true, "stream": true, "stream_options": true, "background": true,
 	"max_tool_calls": true, "service_tier": true, "top_logprobs": true, "safety_identifier": true,
 	"prompt": true, "frequency_penalty": true, "presence_penalty": true,
+	"prompt_cache_options": true, "context_management": true, "moderation": true, "access_programs": true,
 	// seed 004's names
 	"system_prompt": true, "max_tokens": true,
 	// Aptix's extension (SDKs send it as an extra body field)

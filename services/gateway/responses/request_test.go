@@ -150,3 +150,17 @@ func TestFileSearch(t *testing.T) {
 		}
 	}
 }
+
+// TestKnownCoversTheSDK: every parameter openai-go v3 can send is accepted
+// (and passed through), so no SDK field is an "unknown parameter".
+func TestKnownCoversTheSDK(t *testing.T) {
+	sdk := strings.Fields(`access_programs background context_management conversation include input instructions
+max_output_tokens max_tool_calls metadata model moderation parallel_tool_calls previous_response_id prompt
+prompt_cache_key prompt_cache_options prompt_cache_retention reasoning safety_identifier service_tier store
+stream stream_options temperature text tool_choice tools top_logprobs top_p truncation user`)
+	for _, p := range sdk {
+		if !known[p] {
+			t.Errorf("%s is not accepted", p)
+		}
+	}
+}
