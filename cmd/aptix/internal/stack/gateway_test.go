@@ -749,3 +749,69 @@ func TestGatewayConversation(t *testing.T) {
 		t.Fatalf("conversation echo %+v", r2.Conversation)
 	}
 }
+
+// TestGatewaySSEWire: Open Responses' streaming rules on the raw wire: the
+// `event:` line equals the JSON type, sequence numbers run 0, 1, 2, …, and
+// each item is added before its deltas and done after them, every item of
+// the final response done exactly once.
+func TestGatewaySSEWire(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	url, _ := e.gateway()
+	body := `{"model":"sandbox-1","input":"Wire check","stream":true,"tools":[{"type":"function","name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"],"additionalProperties":false},"strict":true}],"tool_choice":"required"}`
+	for _, b := range []string{`{"model":"sandbox-1","input":"Wire check","stream":true}`, body} {
+		resp, err := http.Post(url+"/v1/responses", "application/json", strings.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+			t.Fatalf("%d %s", resp.StatusCode, ct)
+		}
+		added, done := map[string]int{}, map[string]int{}
+		var final struct {
+			Output []struct{ ID string }
+		}
+		for i, block := range strings.Split(strings.TrimSpace(string(raw)), "\n\n") {
+			lines := strings.SplitN(block, "\n", 2)
+			name, _ := strings.CutPrefix(lines[0], "event: ")
+			data, _ := strings.CutPrefix(lines[1], "data: ")
+			var ev struct {
+				Type           string
+				SequenceNumber int    `json:"sequence_number"`
+				ItemID         string `json:"item_id"`
+				Item           struct{ ID string }
+				Response       json.RawMessage
+			}
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatalf("event %d: %v: %s", i, err, data)
+			}
+			if ev.Type != name || ev.SequenceNumber != i {
+				t.Fatalf("event %d: event: %q, type %q, sequence_number %d", i, name, ev.Type, ev.SequenceNumber)
+			}
+			switch {
+			case ev.Type == "response.output_item.added":
+				added[ev.Item.ID] = i
+			case ev.Type == "response.output_item.done":
+				if _, ok := added[ev.Item.ID]; !ok || done[ev.Item.ID] != 0 {
+					t.Fatalf("item %s done before added or twice", ev.Item.ID)
+				}
+				done[ev.Item.ID] = i
+			case ev.ItemID != "":
+				if a, ok := added[ev.ItemID]; !ok || a > i || done[ev.ItemID] != 0 {
+					t.Fatalf("%s for item %s outside its lifecycle", ev.Type, ev.ItemID)
+				}
+			case ev.Type == "response.completed":
+				_ = json.Unmarshal(ev.Response, &final)
+			}
+		}
+		if len(final.Output) == 0 || len(done) != len(final.Output) {
+			t.Fatalf("%d items done, final output %d", len(done), len(final.Output))
+		}
+		for _, it := range final.Output {
+			if _, ok := done[it.ID]; !ok {
+				t.Fatalf("final item %s never done", it.ID)
+			}
+		}
+	}
+}
