@@ -69,15 +69,14 @@ func ToExecute(r *CreateRequest, t Target) (contracts.AgentExecuteRequest, *Erro
 			req.Tags = x.Tags
 		}
 		req.ActiveFiles = x.ActiveFiles
+		// A server-side context supplies the boot prompt, unless the request
+		// has instructions of its own (the inline context wins in the envelope).
 		req.ConversationContextId = x.ConversationContextId
 		req.AgentContext.Index = x.Index
 		if x.Backend != "" {
 			// An explicit profile wins over the one serving the model; the
 			// envelope rejects an unknown one (unknown_backend, a 400).
 			req.AgentContext.Backend = x.Backend
-		}
-		if req.ConversationContextId != "" && req.ConversationContext == nil {
-			req.ConversationContext = nil // the server-side context supplies the boot prompt
 		}
 	}
 	if idx < 0 && r.FileSearch == nil && (r.Aptix == nil || r.Aptix.RagScope == "") {
