@@ -136,7 +136,7 @@ func TestStreamer(t *testing.T) {
 		t.Errorf("events\n got %s\nwant %s", got, want)
 	}
 	b, _ := json.Marshal(evs[len(evs)-1])
-	if !strings.Contains(string(b), `"type":"response.completed"`) || !strings.Contains(string(b), `"sequence_number":12`) {
+	if !strings.HasPrefix(string(b), `{"type":"response.completed","sequence_number":12,"response":{`) || !json.Valid(b) {
 		t.Errorf("terminal event %s", b)
 	}
 }

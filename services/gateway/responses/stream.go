@@ -24,15 +24,22 @@ type Event struct {
 	Data map[string]any
 }
 
-// MarshalJSON writes the event's JSON: type, sequence_number, then the rest.
+// MarshalJSON writes the event's JSON with type and sequence_number first,
+// as OpenAI does, so a reader of the raw stream sees what each line is.
 func (e Event) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(e.Data)+2)
-	for k, v := range e.Data {
-		m[k] = v
+	head, err := json.Marshal(struct {
+		Type string `json:"type"`
+		Seq  int    `json:"sequence_number"`
+	}{e.Type, e.Seq})
+	if err != nil || len(e.Data) == 0 {
+		return head, err
 	}
-	m["type"] = e.Type
-	m["sequence_number"] = e.Seq
-	return json.Marshal(m)
+	rest, err := json.Marshal(e.Data)
+	if err != nil {
+		return nil, err
+	}
+	// head is {…} and rest is {…}: join them into one object.
+	return append(append(head[:len(head)-1], ','), rest[1:]...), nil
 }
 
 // Streamer turns live deltas and the final response into OpenAI's event
