@@ -14,10 +14,10 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build the aptix CLI and every stage binary into ./bin
+build: ## build the aptix CLI, every stage binary and the HTTP gateway into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/aptix ./cmd/aptix
-	$(GO) build -o $(BIN)/ ./services/retriever/cmd/retriever ./services/envelope/cmd/envelope ./services/llmcaller/cmd/llmcaller ./services/mapper/cmd/mapper
+	$(GO) build -o $(BIN)/ ./services/retriever/cmd/retriever ./services/envelope/cmd/envelope ./services/llmcaller/cmd/llmcaller ./services/mapper/cmd/mapper ./services/gateway/cmd/gateway
 
 # The main job: the whole pipeline in one process on an embedded NATS at
 # nats://127.0.0.1:4222, with the sandbox model unless OPENAI_API_KEY or
@@ -61,21 +61,23 @@ generate: ## regenerate the committed JSON Schemas from the Go types
 LINUX_BIN := bin/linux
 IMAGE_TAG ?= dev
 STAGES := retriever envelope llmcaller mapper
+# SERVICES are the binaries under services/<name>/cmd/<name>, each its own image.
+SERVICES := $(STAGES) gateway
 GOBUILD_STATIC := CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '-s -w'
 
 .PHONY: binaries
 binaries: ## static linux binaries of every service into bin/linux
 	@mkdir -p $(LINUX_BIN)
 	$(GOBUILD_STATIC) -o $(LINUX_BIN)/aptix ./cmd/aptix
-	$(foreach s,$(STAGES),$(GOBUILD_STATIC) -o $(LINUX_BIN)/$(s) ./services/$(s)/cmd/$(s) &&) true
+	$(foreach s,$(SERVICES),$(GOBUILD_STATIC) -o $(LINUX_BIN)/$(s) ./services/$(s)/cmd/$(s) &&) true
 	cd deploy/nats/tools && GOWORK=off $(GOBUILD_STATIC) -o $(CURDIR)/$(LINUX_BIN)/nats-server github.com/nats-io/nats-server/v2
 	cp /etc/ssl/certs/ca-certificates.crt $(LINUX_BIN)/ca-certificates.crt
 
 .PHONY: images
-images: binaries ## FROM scratch images: aptix/{nats-server,retriever,envelope,llmcaller,mapper,aptix}:$(IMAGE_TAG)
+images: binaries ## FROM scratch images: aptix/{nats-server,retriever,envelope,llmcaller,mapper,gateway,aptix}:$(IMAGE_TAG)
 	docker build -q -f deploy/nats/Dockerfile -t aptix/nats-server:$(IMAGE_TAG) .
 	docker build -q -f deploy/Dockerfile --build-arg BIN=aptix -t aptix/aptix:$(IMAGE_TAG) .
-	$(foreach s,$(STAGES),docker build -q -f deploy/Dockerfile --build-arg BIN=$(s) -t aptix/$(s):$(IMAGE_TAG) . &&) true
+	$(foreach s,$(SERVICES),docker build -q -f deploy/Dockerfile --build-arg BIN=$(s) -t aptix/$(s):$(IMAGE_TAG) . &&) true
 
 .PHONY: definitions
 definitions: build ## regenerate deploy/nats/jetstream (stream and consumer definitions) from the code
@@ -90,8 +92,10 @@ compose-up: images ## three NATS nodes, two replicas of every stage and the sand
 	$(MAKE) compose-smoke
 
 .PHONY: compose-smoke
-compose-smoke: build ## send one turn to the compose deployment and print it
+compose-smoke: build ## send one turn to the compose deployment over NATS and one over HTTP (gateway-2), and print them
 	$(BIN)/aptix exec --timeout 60s --nats nats://client:aptix-dev-client@127.0.0.1:4222,nats://client:aptix-dev-client@127.0.0.1:4223 "Smoke test: explain the retry policy"
+	@for i in $$(seq 30); do curl -sf http://127.0.0.1:8081/v1/responses -H 'Content-Type: application/json' \
+	  -d '{"model":"sandbox-1","input":"Smoke test over HTTP"}' && echo && exit 0; sleep 2; done; echo "gateway did not answer"; exit 1
 
 .PHONY: compose-down
 compose-down: ## stop and remove the compose deployment and its volumes

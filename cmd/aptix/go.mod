@@ -3,6 +3,7 @@ module github.com/aptix-dev/aptix/cmd/aptix
 go 1.26.0
 
 require (
+	github.com/aptix-dev/aptix/services/gateway v0.0.0
 	github.com/google/uuid v1.6.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
@@ -42,6 +43,7 @@ require (
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coder/websocket v1.8.15 // indirect
+	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-enry/go-enry/v2 v2.9.6 // indirect
 	github.com/go-enry/go-oniguruma v1.2.1 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect
@@ -78,6 +80,7 @@ require (
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/bridges/prometheus v0.72.0 // indirect
 	go.opentelemetry.io/contrib/exporters/autoexport v0.72.0 // indirect
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc v0.23.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp v0.23.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc v1.47.0 // indirect
@@ -107,6 +110,7 @@ require (
 )
 
 require (
+	github.com/aptix-dev/aptix/pkg/conformance v0.0.0
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0
 	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
@@ -122,6 +126,7 @@ require (
 replace (
 	github.com/aptix-dev/aptix/pkg/contracts => ../../pkg/contracts
 	github.com/aptix-dev/aptix/services/envelope => ../../services/envelope
+	github.com/aptix-dev/aptix/services/gateway => ../../services/gateway
 	github.com/aptix-dev/aptix/services/llmcaller => ../../services/llmcaller
 	github.com/aptix-dev/aptix/services/mapper => ../../services/mapper
 	github.com/aptix-dev/aptix/services/retriever => ../../services/retriever
@@ -132,3 +137,5 @@ replace github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles
 replace github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
 
 replace github.com/aptix-dev/aptix/pkg/toolemu => ../../pkg/toolemu
+
+replace github.com/aptix-dev/aptix/pkg/conformance => ../../pkg/conformance

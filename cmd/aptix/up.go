@@ -23,6 +23,7 @@ import (
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/stack"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	"github.com/aptix-dev/aptix/services/retriever/retrieval"
 )
@@ -40,8 +41,12 @@ func init() {
 		RunE: func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), listen, cmd.OutOrStdout()) },
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4222", "address the embedded NATS listens on")
+	cmd.Flags().StringVar(&upHTTP, "http", "127.0.0.1:8080", "address the OpenAI Responses API gateway listens on (empty: no gateway)")
 	root.AddCommand(cmd)
 }
+
+// upHTTP is the --http address of `aptix up` (a variable so tests can use a free port).
+var upHTTP string
 
 func runUp(ctx context.Context, listen string, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -74,6 +79,13 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		return fmt.Errorf("cannot listen on %s (is another `aptix up` running?): %w", listen, err)
 	} else {
 		ln.Close()
+	}
+	var httpLn net.Listener
+	if upHTTP != "" {
+		if httpLn, err = net.Listen("tcp", upHTTP); err != nil {
+			return fmt.Errorf("cannot listen on %s for the HTTP gateway (--http \"\" disables it): %w", upHTTP, err)
+		}
+		defer httpLn.Close()
 	}
 	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), port, host)
 	if err != nil {
@@ -119,11 +131,22 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	case err := <-errc:
 		return err
 	}
-	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (JetStream data in %s)\n  Model:  %s\n  Stages: retriever, envelope, llmcaller, mapper (nats micro ls)\n\n"+
-		"Send a first turn from another terminal:\n  aptix exec \"Explain what this service does\"\n"+
+	httpLine, curlLine := "", ""
+	stopGateway := func() {}
+	if httpLn != nil {
+		if stopGateway, err = serveGateway(ctx, httpLn, nc, set, log); err != nil {
+			return err
+		}
+		base := "http://" + httpLn.Addr().String()
+		httpLine = fmt.Sprintf("  HTTP:   %s (OpenAI Responses API: POST /v1/responses, GET /v1/models)\n", base)
+		curlLine = fmt.Sprintf("Or over HTTP, with any OpenAI SDK or curl:\n  curl -s %s/v1/responses -H 'Content-Type: application/json' -d '{\"model\":\"%s\",\"input\":\"Explain what this service does\"}'\n", base, def.Model(""))
+	}
+	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (JetStream data in %s)\n  Model:  %s\n%s  Stages: retriever, envelope, llmcaller, mapper (nats micro ls)\n\n"+
+		"Send a first turn from another terminal:\n  aptix exec \"Explain what this service does\"\n%s"+
 		"Give it your code to retrieve from:\n  aptix index . && aptix exec \"Where are retries scheduled?\"\n\nCtrl-C stops it; in-flight turns finish first.\n",
-		natsAddr, dataDir, model)
+		natsAddr, dataDir, model, httpLine, curlLine)
 	err = <-errc
+	stopGateway()
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
@@ -132,6 +155,23 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	}
 	fmt.Fprintln(out, "Aptix stopped.")
 	return err
+}
+
+// serveGateway serves the HTTP gateway (services/gateway) on ln over the
+// in-process pipeline; the returned func stops it, letting requests finish.
+func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *profiles.Set, log *slog.Logger) (func(), error) {
+	gw, err := httpapi.New(ctx, httpapi.Config{NC: nc, Profiles: set, Logger: log.With("component", "gateway")})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	return func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(c)
+		gw.Close()
+	}, nil
 }
 
 // serveSandbox serves the sandbox model on baseURL's host:port. When that

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -47,8 +49,8 @@ func startUp(t *testing.T) *syncBuffer {
 	t.Setenv("APTIX_PROFILES", "")
 	t.Setenv("APTIX_SANDBOX_URL", "http://"+freeAddr(t)+"/v1")
 	listen := freeAddr(t)
-	oldURL, oldData := natsURL, dataDir
-	natsURL, dataDir = "nats://"+listen, t.TempDir()
+	oldURL, oldData, oldHTTP := natsURL, dataDir, upHTTP
+	natsURL, dataDir, upHTTP = "nats://"+listen, t.TempDir(), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
@@ -66,7 +68,7 @@ func startUp(t *testing.T) *syncBuffer {
 		if !strings.Contains(out.String(), "Aptix stopped.") {
 			t.Errorf("up output lacks the stop line:\n%s", out)
 		}
-		natsURL, dataDir = oldURL, oldData
+		natsURL, dataDir, upHTTP = oldURL, oldData, oldHTTP
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), "Aptix is up.") {
@@ -95,10 +97,21 @@ func execTurn(t *testing.T, f execFlags, instruction string) (stdout, stderr str
 
 func TestUpExecEvents(t *testing.T) {
 	up := startUp(t)
-	for _, want := range []string{"NATS:   " + natsURL, "SANDBOX", "NOT a model", `aptix exec "`} {
+	for _, want := range []string{"NATS:   " + natsURL, "SANDBOX", "NOT a model", `aptix exec "`, "HTTP:   http://" + upHTTP, "curl -s http://" + upHTTP + "/v1/responses"} {
 		if !strings.Contains(up.String(), want) {
 			t.Errorf("up banner lacks %q:\n%s", want, up)
 		}
+	}
+	// The banner's curl one-liner works: `aptix up` serves the gateway (seed 004).
+	resp, err := http.Post("http://"+upHTTP+"/v1/responses", "application/json",
+		strings.NewReader(`{"model":"sandbox-1","input":"Explain what this service does"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"object":"response"`) || !strings.Contains(string(body), "Explain what this service does") {
+		t.Fatalf("gateway of aptix up: %d %s", resp.StatusCode, body)
 	}
 
 	out, _, err := execTurn(t, execFlags{conversation: "cli-1", mode: "DDR", system: "You write design docs."}, "Document the retry policy")

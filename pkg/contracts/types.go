@@ -80,6 +80,33 @@ type AgentExecuteRequest struct {
 	Stream bool `json:"stream,omitempty"`
 	// MaxOutputTokens caps the model's output; 0 leaves it to the backend.
 	MaxOutputTokens int `json:"maxOutputTokens,omitempty"`
+
+	// OpenAI is what a client of the HTTP gateway said in its OpenAI
+	// Responses request beyond the fields above, so nothing it sent is lost
+	// on the way upstream (seed 004). Nil for clients of the bus.
+	OpenAI *OpenAIPassthrough `json:"openai,omitempty"`
+}
+
+// OpenAIPassthrough carries the parts of a client's OpenAI Responses request
+// that an AgentExecuteRequest does not model. The envelope merges them into
+// the /responses body it builds; AGN-003 still decides what it governs (the
+// system prompt, the [MODE]/[INSTRUCTION] and [CONTEXT] parts, tools,
+// tool_choice, previous_response_id, max_output_tokens).
+type OpenAIPassthrough struct {
+	// Fields are top-level request fields (temperature, top_p, text,
+	// reasoning, include, …) as a JSON object, copied into the body where the
+	// envelope set nothing of that name.
+	Fields json.RawMessage `json:"fields,omitempty"`
+	// Input is the client's input item list (a string input is one user
+	// message): earlier messages, function_call and function_call_output
+	// items, images and files travel upstream as the client wrote them.
+	Input json.RawMessage `json:"input,omitempty"`
+	// InstructionItem is the index in Input of the user message whose text is
+	// the turn's Instruction: the envelope puts its AGN-003 user message there,
+	// followed by that message's non-text parts (images, files). -1 means the
+	// input ends with no user message (a round of function_call_output items):
+	// Input is sent as it is and the Instruction only names the round.
+	InstructionItem int `json:"instructionItem"`
 }
 
 // RagChunk is one retrieved piece of source, ready for the AGN-002 formatter.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -23,12 +24,27 @@ type Completions struct {
 	seen map[string]int
 	dups int
 	errs int
+	// arrived orders unclaimed completions and seen turns by arrival, so
+	// both maps forget them after keep: a watcher of every conversation (a
+	// gateway replica) sees completions of turns it never waits for.
+	arrived []arrival
+	keep    time.Duration
+	turns   int
 }
+
+type arrival struct {
+	turn string
+	at   time.Time
+}
+
+// DefaultKeepUnclaimed is how long Completions keeps a completion nobody
+// waits for yet (and remembers a turn for duplicate counting).
+const DefaultKeepUnclaimed = 10 * time.Minute
 
 // WatchCompletions starts following aptix.completed.<conversationFilter>.>
 // (conversationFilter "*" for all) from now on: start it before submitting.
 func WatchCompletions(ctx context.Context, js jetstream.JetStream, conversationFilter string) (*Completions, error) {
-	c := &Completions{js: js, got: map[string]contracts.Turn{}, wait: map[string]chan contracts.Turn{}, seen: map[string]int{}}
+	c := &Completions{js: js, got: map[string]contracts.Turn{}, wait: map[string]chan contracts.Turn{}, seen: map[string]int{}, keep: DefaultKeepUnclaimed}
 	cons, err := js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{contracts.SubjectPrefix + "." + contracts.StageCompleted + "." + conversationFilter + ".>"},
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
@@ -52,7 +68,13 @@ func (c *Completions) deliver(m jetstream.Msg) {
 		c.errs++
 		return
 	}
+	now := time.Now()
+	c.forget(now)
 	c.seen[t.TurnId]++
+	if c.seen[t.TurnId] == 1 {
+		c.turns++
+		c.arrived = append(c.arrived, arrival{t.TurnId, now})
+	}
 	if c.seen[t.TurnId] > 1 {
 		c.dups++
 		return
@@ -63,6 +85,33 @@ func (c *Completions) deliver(m jetstream.Msg) {
 		return
 	}
 	c.got[t.TurnId] = t
+}
+
+// forget drops what arrived more than keep ago (c.mu held).
+func (c *Completions) forget(now time.Time) {
+	n := 0
+	for n < len(c.arrived) && now.Sub(c.arrived[n].at) > c.keep {
+		delete(c.got, c.arrived[n].turn)
+		delete(c.seen, c.arrived[n].turn)
+		n++
+	}
+	if n > 0 {
+		c.arrived = append(c.arrived[:0], c.arrived[n:]...)
+	}
+}
+
+// SetKeep changes how long unclaimed completions are kept (tests).
+func (c *Completions) SetKeep(d time.Duration) {
+	c.mu.Lock()
+	c.keep = d
+	c.mu.Unlock()
+}
+
+// Pending is how many completions arrived that nobody has claimed yet.
+func (c *Completions) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.got)
 }
 
 // Wait returns the completion of turnID, waiting until ctx ends.
@@ -92,7 +141,7 @@ func (c *Completions) Wait(ctx context.Context, turnID string) (contracts.Turn, 
 func (c *Completions) Counts() (turns, duplicates, undecodable int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.seen), c.dups, c.errs
+	return c.turns, c.dups, c.errs
 }
 
 // Stop ends the watch.

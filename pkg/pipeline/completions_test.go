@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -91,5 +92,45 @@ func TestEnsureStreamUpdatesOnlyOnChange(t *testing.T) {
 		if info.Config.MaxBytes != work+1<<20 {
 			t.Fatalf("max bytes %v, want %v", info.Config.MaxBytes, work+1<<20)
 		}
+	}
+}
+
+// TestCompletionsForgetUnclaimed: a watcher of every conversation keeps a
+// completion nobody waits for only for a while, so its memory stays bounded.
+func TestCompletionsForgetUnclaimed(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx := context.Background()
+	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	comp, err := pipeline.WatchCompletions(ctx, js, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comp.Stop()
+	comp.SetKeep(200 * time.Millisecond)
+	publish := func(turn string) {
+		data, _ := json.Marshal(contracts.Turn{Version: 1, ConversationId: "c", TurnId: turn, Response: &contracts.AgentExecuteResponse{Kind: contracts.KindOK}})
+		if _, err := js.Publish(ctx, contracts.Subject(contracts.StageCompleted, "c", turn), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		publish(fmt.Sprintf("old%d", i))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for comp.Pending() != 50 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	publish("new")
+	for comp.Pending() != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := comp.Pending(); n != 1 {
+		t.Fatalf("%d unclaimed completions kept, want only the new one", n)
+	}
+	if got, err := comp.Wait(ctx, "new"); err != nil || got.TurnId != "new" {
+		t.Fatalf("%+v %v", got, err)
 	}
 }

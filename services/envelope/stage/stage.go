@@ -84,6 +84,11 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 		Request: req, Conversation: conv, ContextBlock: block.Text,
 		Capabilities: profile.Capabilities, PriorTools: prior, DefaultModel: profile.DefaultModel,
 	})
+	if err == nil {
+		// An HTTP gateway client's fields and input items beyond the turn's
+		// own (seed 004) go upstream too.
+		res.Body, err = request.ApplyPassthrough(res.Body, req.OpenAI)
+	}
 	var coded interface{ Code() string }
 	if errors.As(err, &coded) {
 		return pipeline.Reject(coded.Code(), "%v", err)

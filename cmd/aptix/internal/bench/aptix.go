@@ -79,6 +79,7 @@ func goroot() string {
 // pipelineRun is one all-in-one Aptix (all four stages on one connection)
 // plus a client on its own connection.
 type pipelineRun struct {
+	set    *profiles.Set
 	stop   context.CancelFunc
 	done   chan error
 	client *nats.Conn
@@ -103,7 +104,7 @@ func startPipeline(ctx context.Context, url string, sb *sandboxServer, chunks []
 	cfg := stack.Config{Profiles: set, Searcher: search, Logger: quiet,
 		Subscriber: pipeline.SubscriberConfig{MaxAckPending: inFlight}}
 	rctx, cancel := context.WithCancel(ctx)
-	p := &pipelineRun{stop: cancel, done: make(chan error, 1), nc: nc}
+	p := &pipelineRun{set: set, stop: cancel, done: make(chan error, 1), nc: nc}
 	ready := make(chan struct{})
 	go func() { p.done <- stack.Run(rctx, nc, cfg, ready) }()
 	select {

@@ -55,9 +55,12 @@ type Report struct {
 	Storage    string    `json:"storage"`
 	EventBytes [5]int    `json:"eventBytes"`
 
-	Direct     Load            `json:"direct"`
-	Chain      map[int]Load    `json:"chain"`
-	Aptix      map[int]Load    `json:"aptix"`
+	Direct Load         `json:"direct"`
+	Chain  map[int]Load `json:"chain"`
+	Aptix  map[int]Load `json:"aptix"`
+	// Gateway is the same turn through the HTTP gateway: openai-go → POST
+	// /v1/responses → pipeline → sandbox, on the same pipeline as Aptix.
+	Gateway    map[int]Load    `json:"gateway"`
 	PeakRSSMiB float64         `json:"peakRssMiB"`
 	Soak       SoakResult      `json:"soak"`
 	Ratios     Ratios          `json:"ratios"`
@@ -70,6 +73,10 @@ type Ratios struct {
 	AddedLatencyP99Ms float64         `json:"addedLatencyP99Ms"`
 	LatencyVsChainP50 float64         `json:"latencyVsChainP50"`
 	ThroughputVsChain map[int]float64 `json:"throughputVsChain"`
+	// GatewayAddedP50Ms is gateway − bus at concurrency 1; GatewayVsBus the
+	// gateway's throughput over the bus path's.
+	GatewayAddedP50Ms float64         `json:"gatewayAddedP50Ms"`
+	GatewayVsBus      map[int]float64 `json:"gatewayVsBus"`
 }
 
 // SoakResult is the many-turns-in-flight run against a slow model.
@@ -93,7 +100,7 @@ var Concurrencies = []int{64, 256}
 func Run(ctx context.Context, o Options) (Report, error) {
 	o = o.withDefaults()
 	r := Report{When: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
-		Storage: "file (embedded nats-server, default sync)", Chain: map[int]Load{}, Aptix: map[int]Load{}}
+		Storage: "file (embedded nats-server, default sync)", Chain: map[int]Load{}, Aptix: map[int]Load{}, Gateway: map[int]Load{}}
 	dir, err := os.MkdirTemp("", "aptix-bench-")
 	if err != nil {
 		return r, err
@@ -164,7 +171,30 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			return err
 		})
 	}
+	gw, err := startGateway(ctx, p, p.set, maxC)
+	if err != nil {
+		return r, fmt.Errorf("gateway: %w", err)
+	}
+	for i := range 200 {
+		if err := gw.turn(ctx); err != nil {
+			return r, fmt.Errorf("gateway warm-up turn %d: %w", i, err)
+		}
+	}
+	for _, c := range append([]int{1}, Concurrencies...) {
+		n := o.ThroughputTurns
+		if c == 1 {
+			n = o.LatencyTurns
+		}
+		o.Progress("gateway: openai-go → POST /v1/responses → pipeline, concurrency %d, %d turns", c, n)
+		r.Gateway[c] = closedLoop(ctx, n, c, func(ctx context.Context, _ int) error { return gw.turn(ctx) })
+	}
+	gw.close()
 	r.PeakRSSMiB = peakRSSMiB()
+	for c, l := range r.Gateway {
+		if err := l.err(fmt.Sprintf("gateway at concurrency %d", c)); err != nil {
+			return r, err
+		}
+	}
 	for c, l := range r.Aptix {
 		if err := l.err(fmt.Sprintf("aptix at concurrency %d", c)); err != nil {
 			return r, err
@@ -207,14 +237,20 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		AddedLatencyP99Ms: round3(r.Aptix[1].Latency.P99 - r.Direct.Latency.P99),
 		LatencyVsChainP50: ratio(r.Aptix[1].Latency.P50, r.Chain[1].Latency.P50),
 		ThroughputVsChain: map[int]float64{},
+		GatewayAddedP50Ms: round3(r.Gateway[1].Latency.P50 - r.Aptix[1].Latency.P50),
+		GatewayVsBus:      map[int]float64{},
 	}
 	for _, c := range Concurrencies {
 		r.Ratios.ThroughputVsChain[c] = ratio(r.Aptix[c].PerSecond, r.Chain[c].PerSecond)
+		r.Ratios.GatewayVsBus[c] = ratio(r.Gateway[c].PerSecond, r.Aptix[c].PerSecond)
 	}
 	r.Goals = map[string]bool{
 		"addedLatencyP50<=0.5ms":    r.Ratios.AddedLatencyP50Ms <= 0.5,
 		"throughput>=70%ofChain64":  r.Ratios.ThroughputVsChain[64] >= 0.7,
 		"throughput>=70%ofChain256": r.Ratios.ThroughputVsChain[256] >= 0.7,
+		"gatewayAddedP50<=0.3ms":    r.Ratios.GatewayAddedP50Ms <= 0.3,
+		"gateway>=90%ofBus64":       r.Ratios.GatewayVsBus[64] >= 0.9,
+		"gateway>=90%ofBus256":      r.Ratios.GatewayVsBus[256] >= 0.9,
 		"soakNoTurnLost":            r.Soak.Completed == r.Soak.Turns && r.Soak.Duplicates == 0 && r.Soak.UpstreamCalls == r.Soak.Turns,
 	}
 	return r, nil

@@ -25,6 +25,9 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("concurrency %d: aptix %+v chain %+v", c, r.Aptix[c], r.Chain[c])
 		}
 	}
+	if r.Gateway[1].Latency.N != 20 || r.Gateway[64].Latency.N != 64 || r.Gateway[256].Latency.N != 64 {
+		t.Errorf("gateway samples: %+v", r.Gateway)
+	}
 	if s := r.Soak; s.Completed != 50 || s.Duplicates != 0 || s.UpstreamCalls != 50 || s.Latency.P50 < 100 {
 		t.Errorf("soak: %+v", s)
 	}
@@ -37,7 +40,7 @@ func TestRunSmall(t *testing.T) {
 	if err := Table(&out, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"direct openai-go", "raw JetStream 5-hop chain", "aptix turn", "soak: 50 turns", "goals:"} {
+	for _, want := range []string{"direct openai-go", "raw JetStream 5-hop chain", "aptix turn", "gateway: openai-go → HTTP → aptix", "throughput gateway / bus", "soak: 50 turns", "goals:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

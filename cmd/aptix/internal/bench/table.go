@@ -24,6 +24,9 @@ func Table(w io.Writer, r Report) error {
 	for _, c := range sortedKeys(r.Aptix) {
 		row("aptix turn", r.Aptix[c])
 	}
+	for _, c := range sortedKeys(r.Gateway) {
+		row("gateway: openai-go → HTTP → aptix", r.Gateway[c])
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -35,6 +38,10 @@ func Table(w io.Writer, r Report) error {
 		r.Ratios.AddedLatencyP50Ms, r.Ratios.AddedLatencyP99Ms, r.Ratios.LatencyVsChainP50)
 	for _, c := range sortedKeys(r.Ratios.ThroughputVsChain) {
 		fmt.Fprintf(w, "throughput aptix / chain at concurrency %d: %.2f\n", c, r.Ratios.ThroughputVsChain[c])
+	}
+	fmt.Fprintf(w, "gateway added latency (gateway − bus) at concurrency 1: p50 %.3f ms\n", r.Ratios.GatewayAddedP50Ms)
+	for _, c := range sortedKeys(r.Ratios.GatewayVsBus) {
+		fmt.Fprintf(w, "throughput gateway / bus at concurrency %d: %.2f\n", c, r.Ratios.GatewayVsBus[c])
 	}
 	fmt.Fprintf(w, "peak RSS of the process (NATS server, sandbox and stages included): %.1f MiB\n", r.PeakRSSMiB)
 	s := r.Soak

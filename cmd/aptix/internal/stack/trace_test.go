@@ -2,6 +2,8 @@ package stack
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,4 +121,42 @@ func hasAttr(s tracetest.SpanStub, key, value string) bool {
 		}
 	}
 	return false
+}
+
+// TestGatewayTrace: a request to the gateway is a server span that is the
+// parent of the turn's publish, so one trace runs from the HTTP client
+// through the pipeline, and a client's traceparent is honoured.
+func TestGatewayTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTracerProvider(prevTP); otel.SetTextMapPropagator(prevProp) })
+
+	e := newEnv(t, sandbox.Options{})
+	url, _ := e.gateway()
+	req, _ := http.NewRequest("POST", url+"/v1/responses", strings.NewReader(`{"model":"sandbox-1","input":"trace me"}`))
+	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	resp.Body.Close()
+	_ = tp.ForceFlush(context.Background())
+	var server, send tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		switch s.Name {
+		case "POST /v1/responses":
+			server = s
+		case "send aptix.requested":
+			send = s
+		}
+	}
+	if server.SpanKind != trace.SpanKindServer || server.SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("server span %+v", server)
+	}
+	if send.Parent.SpanID() != server.SpanContext.SpanID() || send.SpanContext.TraceID() != server.SpanContext.TraceID() {
+		t.Fatalf("publish span not under the request's: %+v", send.Parent)
+	}
 }

@@ -1,0 +1,113 @@
+// Command gateway serves OpenAI's Responses API over the Aptix pipeline
+// (seed 004). It is stateless: run any number of replicas behind a load
+// balancer; every response record is in JetStream.
+//
+// Environment: APTIX_HTTP_ADDR (default :8080), APTIX_NATS_URL,
+// APTIX_NATS_CREDS, APTIX_PROFILES (the backend profiles, as the envelope and
+// LLM caller read them: `model` picks one), APTIX_STREAM_REPLICAS (of the KV
+// bucket), APTIX_HTTP_MAX_BODY (bytes), APTIX_SYNC_TIMEOUT (a Go duration),
+// APTIX_LOG_LEVEL and the standard OTEL_* variables.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/httpapi"
+)
+
+func main() {
+	log := pipeline.NewLogger(os.Stderr).With("service", "gateway")
+	if err := run(log); err != nil {
+		log.Error("gateway failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	stopTelemetry, err := pipeline.StartTelemetry(ctx, "aptix-gateway")
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
+	set, err := profiles.FromEnv()
+	if err != nil {
+		return err
+	}
+	addr := envOr("APTIX_HTTP_ADDR", ":8080")
+	url := envOr(pipeline.EnvNATSURL, nats.DefaultURL)
+	opts := []nats.Option{nats.Name("aptix-gateway"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
+	if creds := os.Getenv(pipeline.EnvNATSCreds); creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", url, err)
+	}
+	defer nc.Close()
+
+	cfg := httpapi.Config{NC: nc, Profiles: set, Logger: log}
+	cfg.Replicas, _ = strconv.Atoi(os.Getenv(pipeline.EnvReplicas))
+	if v := os.Getenv("APTIX_HTTP_MAX_BODY"); v != "" {
+		if cfg.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return fmt.Errorf("APTIX_HTTP_MAX_BODY %q: %w", v, err)
+		}
+	}
+	if v := os.Getenv("APTIX_SYNC_TIMEOUT"); v != "" {
+		if cfg.SyncTimeout, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("APTIX_SYNC_TIMEOUT %q: %w", v, err)
+		}
+	}
+	// The stages create the stream; a gateway started first waits for it.
+	var srv *httpapi.Server
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {
+		if srv, err = httpapi.New(ctx, cfg); err == nil {
+			break
+		}
+		log.Warn("gateway not ready, retrying", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+	defer srv.Close()
+
+	hs := &http.Server{Addr: addr, Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.ListenAndServe() }()
+	log.Info("serving the Responses API", "addr", addr, "nats", url)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// In-flight requests finish (their turns complete regardless).
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nc.Drain()
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

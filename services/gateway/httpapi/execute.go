@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/services/gateway/responses"
+)
+
+// execute is POST /v1/aptix/execute: the seed's own shapes without NATS. An
+// AgentExecuteRequest in (conversationId and turnId generated when absent),
+// the AgentExecuteResponse out; with ?stream=true, SSE `delta` events (the
+// LLM caller's deltas as they are) then one `response` event.
+func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
+	data, e := s.readBody(w, r)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	var req contracts.AgentExecuteRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		_, pe := responses.Parse(data) // the same position-naming message as /v1/responses
+		if pe == nil {
+			pe = responses.BadRequest("", responses.CodeInvalidJSON, err.Error())
+		}
+		s.fail(w, pe)
+		return
+	}
+	turnID, _ := newIDs()
+	if req.TurnId == "" {
+		req.TurnId = turnID
+	}
+	if req.ConversationId == "" {
+		req.ConversationId = newConversationID()
+	}
+	stream := r.URL.Query().Get("stream") == "true"
+	req.Stream = req.Stream || stream
+	if err := req.Validate(); err != nil {
+		s.fail(w, responses.BadRequest("", responses.CodeInvalidValue, err.Error()))
+		return
+	}
+	ctx := context.WithoutCancel(r.Context())
+	var deltas chan *nats.Msg
+	if stream {
+		deltas = make(chan *nats.Msg, 4096)
+		sub, err := s.cfg.NC.ChanSubscribe(contracts.DeltaSubject(req.ConversationId, req.TurnId), deltas)
+		if err != nil {
+			s.fail(w, s.submitError(err))
+			return
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	g := s.comps.acquire(ctx)
+	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
+	err := pipeline.Submit(sctx, s.js, req)
+	cancel()
+	if err != nil {
+		s.comps.release(g)
+		s.fail(w, s.submitError(err))
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
+	defer cancel()
+	if !stream {
+		t, err := s.comps.wait(wctx, g, req.TurnId)
+		if err != nil {
+			s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"), Message: err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, t.Response)
+		return
+	}
+	done := make(chan contracts.Turn, 1)
+	go func() {
+		if t, err := s.comps.wait(wctx, g, req.TurnId); err == nil {
+			done <- t
+		} else {
+			close(done)
+		}
+	}()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	send := func(event string, data []byte) {
+		_, _ = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	for {
+		select {
+		case m := <-deltas:
+			send("delta", m.Data)
+		case t, ok := <-done:
+			for drained := false; !drained; {
+				select {
+				case m := <-deltas:
+					send("delta", m.Data)
+				default:
+					drained = true
+				}
+			}
+			if !ok {
+				send("error", []byte(`{"error":{"message":"no completion in time","type":"server_error","param":null,"code":"timeout"}}`))
+				return
+			}
+			b, _ := json.Marshal(t.Response)
+			send("response", b)
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}

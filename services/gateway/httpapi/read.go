@@ -1,0 +1,91 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/services/gateway/responses"
+)
+
+// get is GET /v1/responses/{id}: the record from KV, the status and result
+// from the turn's stored events, so any replica answers for any response.
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if r.URL.Query().Get("stream") == "true" {
+		s.fail(w, responses.BadRequest("stream", responses.CodeInvalidValue, "Streaming a stored response (background mode) is not supported by this gateway yet."))
+		return
+	}
+	meta, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		s.fail(w, s.submitError(err))
+		return
+	}
+	if meta == nil {
+		s.fail(w, responses.NotFound(id))
+		return
+	}
+	stage, t, at, err := s.turnAt(r.Context(), meta.ConversationID, meta.TurnID)
+	if err != nil {
+		s.fail(w, s.submitError(err))
+		return
+	}
+	if stage == contracts.StageCompleted {
+		writeJSON(w, http.StatusOK, responses.FromTurn(*meta, t, at.Unix()))
+		return
+	}
+	writeJSON(w, http.StatusOK, responses.Pending(*meta, responses.StatusOf(stage)))
+}
+
+// delete is DELETE /v1/responses/{id}: the record goes, so GET and
+// previous_response_id answer 404/400 after it; the turn's events stay in
+// the stream's history until its retention removes them.
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	meta, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		s.fail(w, s.submitError(err))
+		return
+	}
+	if meta == nil {
+		s.fail(w, responses.NotFound(id))
+		return
+	}
+	if err := s.store.Delete(r.Context(), id); err != nil {
+		s.fail(w, s.submitError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
+}
+
+// inputItems is GET /v1/responses/{id}/input_items: the items the client
+// sent, read from the turn's stored event (every stage's event carries the
+// request), paged with limit/order/after.
+func (s *Server) inputItems(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	meta, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		s.fail(w, s.submitError(err))
+		return
+	}
+	if meta == nil {
+		s.fail(w, responses.NotFound(id))
+		return
+	}
+	_, t, _, err := s.turnAt(r.Context(), meta.ConversationID, meta.TurnID)
+	if err != nil {
+		s.fail(w, s.submitError(err))
+		return
+	}
+	var items []json.RawMessage
+	if t != nil && t.Request.OpenAI != nil {
+		_ = json.Unmarshal(t.Request.OpenAI.Input, &items)
+	}
+	q := r.URL.Query()
+	list, e := responses.Page(responses.InputItems(id, items), q.Get("limit"), q.Get("order"), q.Get("after"))
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}

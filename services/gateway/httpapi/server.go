@@ -1,0 +1,231 @@
+// Package httpapi is the gateway's HTTP adapter: OpenAI's Responses API on
+// net/http, over the Aptix pipeline. It is a client of the bus like `aptix
+// exec` (pipeline.Submit, one shared completion watch per process) and keeps
+// nothing in memory another replica would need: response records and
+// conversation heads are in JetStream KV, the turns themselves in the stream.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/responses"
+)
+
+// Config configures a gateway. Zero values take the defaults.
+type Config struct {
+	NC       *nats.Conn
+	Profiles *profiles.Set
+	// MaxBodyBytes bounds a request body (413 beyond it); default: half the
+	// server's max payload, since the turn event carries the request.
+	MaxBodyBytes int64
+	// SyncTimeout bounds how long a synchronous create waits for its turn
+	// (504 beyond it; the turn still completes and GET returns it). Default 10m.
+	SyncTimeout time.Duration
+	// SubmitTimeout bounds the publish of a turn (503 beyond it). Default 5s.
+	SubmitTimeout time.Duration
+	// Replicas of the KV bucket (1, or 3 in a cluster).
+	Replicas int
+	// RetryAfter is the Retry-After of a 503, in seconds. Default 1.
+	RetryAfter int
+	// RotateCompletions is how often the shared completion watch is
+	// replaced, which bounds what it keeps (completions.go). Default 5m.
+	RotateCompletions time.Duration
+	Logger            *slog.Logger
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
+}
+
+// Server is the gateway's http.Handler.
+type Server struct {
+	cfg    Config
+	js     jetstream.JetStream
+	store  *Store
+	comps  *completions
+	stream jetstream.Stream
+	mux    *http.ServeMux
+	log    *slog.Logger
+}
+
+// New connects the gateway to the bus: the KV bucket, the stream and one
+// completion watch shared by every request of this process. The stream
+// must exist (the stages create it).
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.NC == nil || cfg.Profiles == nil {
+		return nil, errors.New("gateway: NC and Profiles are required")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = max(cfg.NC.MaxPayload()/2, 64<<10)
+	}
+	if cfg.SyncTimeout <= 0 {
+		cfg.SyncTimeout = 10 * time.Minute
+	}
+	if cfg.SubmitTimeout <= 0 {
+		cfg.SubmitTimeout = 5 * time.Second
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = 1
+	}
+	if cfg.RotateCompletions <= 0 {
+		cfg.RotateCompletions = 5 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	js, err := jetstream.New(cfg.NC)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	s := &Server{cfg: cfg, js: js, log: cfg.Logger}
+	if s.stream, err = js.Stream(ctx, contracts.StreamName); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	}
+	if s.store, err = OpenStore(ctx, js, cfg.Replicas); err != nil {
+		return nil, err
+	}
+	// One ordered consumer for the whole process, not one per request.
+	if s.comps, err = newCompletions(ctx, js, cfg.RotateCompletions); err != nil {
+		return nil, err
+	}
+	s.routes()
+	return s, nil
+}
+
+// Close stops the completion watch.
+func (s *Server) Close() { s.comps.stop() }
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	// Each route is a server span named by its pattern; the client's
+	// traceparent is honoured, so one trace runs from the HTTP request
+	// through the publish and every stage.
+	handle := func(pattern string, h http.HandlerFunc) {
+		m.Handle(pattern, otelhttp.NewHandler(h, pattern))
+	}
+	handle("POST /v1/responses", s.create)
+	handle("POST /v1/responses/compact", s.compact)
+	handle("GET /v1/responses/{id}", s.get)
+	handle("DELETE /v1/responses/{id}", s.delete)
+	handle("GET /v1/responses/{id}/input_items", s.inputItems)
+	handle("GET /v1/models", s.models)
+	handle("POST /v1/aptix/execute", s.execute)
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	m.HandleFunc("GET /readyz", s.ready)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, &responses.Error{Status: 404, Type: responses.TypeInvalidRequest,
+			Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
+	})
+	s.mux = m
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":{"message":"encoding the response failed","type":"server_error","param":null,"code":"encode_failed"}}`, 500)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// fail writes an API error in OpenAI's shape; a 503 carries Retry-After.
+func (s *Server) fail(w http.ResponseWriter, e *responses.Error) {
+	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", fmt.Sprint(s.cfg.RetryAfter))
+	}
+	if e.Status >= 500 {
+		s.log.Warn("request failed", "status", e.Status, "err", e.Error())
+	}
+	writeJSON(w, e.Status, e.Body())
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	if st := s.cfg.NC.Status(); st != nats.CONNECTED {
+		s.fail(w, responses.Unavailable("NATS is "+st.String()))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.stream.Info(ctx); err != nil {
+		s.fail(w, responses.Unavailable("stream "+contracts.StreamName+" unreachable: "+err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": responses.Models(s.cfg.Profiles)})
+}
+
+// submitError classifies a failed publish: a full admission queue or a bus
+// that is down is a 503 the client may retry; anything else a 500.
+func (s *Server) submitError(err error) *responses.Error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		// The turn event (the request plus what the stages add) is over what
+		// NATS carries: the body was too large after all.
+		return responses.TooLarge(s.cfg.MaxBodyBytes)
+	case pipeline.IsAtCapacity(err):
+		return responses.Unavailable("Aptix is at capacity (the turn queue is full); retry later.")
+	case s.cfg.NC.Status() != nats.CONNECTED, errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrConnectionClosed):
+		return responses.Unavailable("The Aptix bus is unavailable; retry later.")
+	}
+	return responses.Internal("submit_failed", err.Error())
+}
+
+// turnAt reads the most advanced stored event of a turn: the completed one
+// when there is one, else the latest stage reached (for the status of a
+// response still running, and for its input items).
+//
+// A stage whose read fails for another reason than "no message" is skipped
+// (the requested events may live in an admission stream of their own); the
+// error is returned only when no event could be read at all.
+func (s *Server) turnAt(ctx context.Context, conv, turn string) (stage string, t *contracts.Turn, at time.Time, err error) {
+	var firstErr error
+	for i := len(contracts.Stages) - 1; i >= 0; i-- {
+		st := contracts.Stages[i]
+		m, err := s.stream.GetLastMsgForSubject(ctx, contracts.Subject(st, conv, turn))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("read %s event of %s: %w", st, turn, err)
+			}
+			continue
+		}
+		data, err := pipeline.EventData(ctx, s.js, m.Header, m.Data)
+		if err != nil {
+			return "", nil, at, err
+		}
+		var doc contracts.Turn
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return "", nil, at, fmt.Errorf("decode %s event of %s: %w", st, turn, err)
+		}
+		return st, &doc, m.Time, nil
+	}
+	return "", nil, at, firstErr
+}

@@ -1,0 +1,111 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/services/gateway/responses"
+)
+
+// Bucket is the JetStream KV bucket where gateways keep what the stream
+// cannot answer quickly: a response id's conversation and turn, the echoed
+// request parameters, and each conversation's head. Every replica reads it,
+// so any replica answers for a response another created.
+const Bucket = "aptix_responses"
+
+// Store holds response records ("resp.<id>") and conversation heads
+// ("head.<conversation>": the id of the newest response of the conversation).
+type Store struct{ kv jetstream.KeyValue }
+
+// OpenStore creates the bucket if needed.
+func OpenStore(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      Bucket,
+		Description: "Aptix gateway: response id → conversation/turn, and each conversation's head",
+		History:     1,
+		Replicas:    max(replicas, 1),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kv %s: %w", Bucket, err)
+	}
+	return &Store{kv: kv}, nil
+}
+
+func respKey(id string) string   { return "resp." + id }
+func headKey(conv string) string { return "head." + conv }
+
+// Put records a new response.
+func (s *Store) Put(ctx context.Context, m responses.Meta) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode response record: %w", err)
+	}
+	if _, err := s.kv.Create(ctx, respKey(m.ID), b); err != nil {
+		return fmt.Errorf("record response %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// Get returns the record of id, or nil when there is none (never created,
+// or deleted).
+func (s *Store) Get(ctx context.Context, id string) (*responses.Meta, error) {
+	e, err := s.kv.Get(ctx, respKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read response %s: %w", id, err)
+	}
+	var m responses.Meta
+	if err := json.Unmarshal(e.Value(), &m); err != nil {
+		return nil, fmt.Errorf("decode response %s: %w", id, err)
+	}
+	return &m, nil
+}
+
+// Delete removes the record: the response is gone for GET and continuation.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := s.kv.Delete(ctx, respKey(id)); err != nil {
+		return fmt.Errorf("delete response %s: %w", id, err)
+	}
+	return nil
+}
+
+// ClaimHead moves the conversation's head from prev to next, atomically: it
+// reports false when prev is no longer the head (a later turn exists, or a
+// concurrent continuation of prev won), and the caller then branches into a
+// new conversation so the branch never sees turns after prev.
+func (s *Store) ClaimHead(ctx context.Context, conv, prev, next string) (bool, error) {
+	e, err := s.kv.Get(ctx, headKey(conv))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read head of %s: %w", conv, err)
+	}
+	if string(e.Value()) != prev {
+		return false, nil
+	}
+	if _, err := s.kv.Update(ctx, headKey(conv), []byte(next), e.Revision()); err != nil {
+		var apiErr *jetstream.APIError
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) &&
+			(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return false, nil // lost the race: branch
+		}
+		return false, fmt.Errorf("move head of %s: %w", conv, err)
+	}
+	return true, nil
+}
+
+// SetHead makes id the conversation's head (a new conversation, or one the
+// client named with the conversation parameter).
+func (s *Store) SetHead(ctx context.Context, conv, id string) error {
+	if _, err := s.kv.Put(ctx, headKey(conv), []byte(id)); err != nil {
+		return fmt.Errorf("set head of %s: %w", conv, err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package responses
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"slices"
+	"strings"
+)
+
+// compactionPrefix marks the encrypted_content of a compaction item Aptix
+// made: the summary, base64-encoded. Items without it came from a backend
+// and travel upstream untouched.
+const compactionPrefix = "aptix1:"
+
+// CompactInstruction asks the model for the summary a compaction item
+// carries (AGN-003's "context size growth" risk): whatever a later turn
+// needs, nothing else.
+const CompactInstruction = "Summarize the conversation so far so that it can continue from your summary alone. " +
+	"Keep every fact, decision, open question, file path, identifier and tool result a later turn needs; drop pleasantries. " +
+	"Answer with the summary only."
+
+var compactKnown = []string{"model", "input", "instructions", "previous_response_id", "prompt_cache_key",
+	"prompt_cache_retention", "prompt_cache_options", "aptix"}
+
+// ParseCompact reads a POST /v1/responses/compact body and returns the
+// create request of the turn that asks the model for the summary: the
+// client's input items (if any) then the summary instruction, continuing
+// previous_response_id (if any).
+func ParseCompact(data []byte) (*CreateRequest, *Error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, jsonError(data, err)
+	}
+	if raw == nil {
+		return nil, invalid("", CodeInvalidJSON, "The request body must be a JSON object.")
+	}
+	names := make([]string, 0, len(raw))
+	for k := range raw {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if !slices.Contains(compactKnown, k) {
+			return nil, invalid(k, CodeUnknownParameter, "Unknown parameter: '%s'.", k)
+		}
+	}
+	ask, _ := json.Marshal(map[string]any{"type": "message", "role": "user",
+		"content": []map[string]string{{"type": "input_text", "text": CompactInstruction}}})
+	var items []json.RawMessage
+	if v, ok := raw["input"]; ok && !isNull(v) {
+		probe := &CreateRequest{}
+		if e := probe.parseInput(v); e != nil {
+			return nil, e
+		}
+		items = probe.Input
+	}
+	if len(items) == 0 && isNull(raw["previous_response_id"]) {
+		return nil, invalid("input", CodeMissingParameter, "Missing required parameter: 'input' (or 'previous_response_id').")
+	}
+	body := map[string]json.RawMessage{"input": mustJSON(append(items, ask))}
+	for _, k := range []string{"model", "instructions", "previous_response_id", "prompt_cache_key", "aptix"} {
+		if v, ok := raw[k]; ok {
+			body[k] = v
+		}
+	}
+	r, e := Parse(mustJSON(body))
+	if e != nil {
+		return nil, e
+	}
+	r.CompactedInput = items
+	return r, nil
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// Compacted is the response.compaction object: the client's user messages
+// (as it sent them) followed by one compaction item holding the summary.
+// The next request sends that output as its input.
+type Compacted struct {
+	ID        string            `json:"id"`
+	Object    string            `json:"object"`
+	CreatedAt int64             `json:"created_at"`
+	Output    []json.RawMessage `json:"output"`
+	Usage     Usage             `json:"usage"`
+}
+
+// Compaction builds the response.compaction object from the summary turn.
+func Compaction(id string, createdAt int64, input []json.RawMessage, summary Response) Compacted {
+	c := Compacted{ID: id, Object: "response.compaction", CreatedAt: createdAt, Output: []json.RawMessage{}}
+	for _, it := range input {
+		var m struct{ Type, Role string }
+		if json.Unmarshal(it, &m) == nil && m.Type == "message" && m.Role == "user" {
+			c.Output = append(c.Output, it)
+		}
+	}
+	item := map[string]string{"id": "cmp_" + strings.TrimPrefix(id, "resp_"), "type": "compaction", "created_by": "aptix",
+		"encrypted_content": compactionPrefix + base64.StdEncoding.EncodeToString([]byte(summary.OutputText()))}
+	c.Output = append(c.Output, mustJSON(item))
+	if summary.Usage != nil {
+		c.Usage = *summary.Usage
+	}
+	return c
+}
+
+// expandCompaction turns an Aptix compaction item back into what it
+// stands for, a message carrying the summary, so any backend understands
+// it; a backend's own compaction item is left as it is.
+func expandCompaction(item map[string]json.RawMessage) (json.RawMessage, bool) {
+	var content string
+	if json.Unmarshal(item["encrypted_content"], &content) != nil || !strings.HasPrefix(content, compactionPrefix) {
+		return nil, false
+	}
+	summary, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(content, compactionPrefix))
+	if err != nil {
+		return nil, false
+	}
+	return mustJSON(map[string]any{"type": "message", "role": "user", "content": []map[string]string{
+		{"type": "input_text", "text": "[COMPACTED CONVERSATION]\n" + string(summary)}}}), true
+}

@@ -1,0 +1,404 @@
+package responses
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/services/envelope/request"
+)
+
+// Response statuses (OpenAI's, and Open Responses').
+const (
+	StatusQueued     = "queued"
+	StatusInProgress = "in_progress"
+	StatusCompleted  = "completed"
+	StatusIncomplete = "incomplete"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
+)
+
+// Response is the Responses API `response` object, every field the Open
+// Responses schema requires present (null where it has no value), in the
+// order OpenAI documents them. Echoed request parameters are raw JSON so a
+// value the client sent comes back exactly.
+type Response struct {
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"`
+	CreatedAt          int64             `json:"created_at"`
+	CompletedAt        *int64            `json:"completed_at"`
+	Status             string            `json:"status"`
+	Background         bool              `json:"background"`
+	Error              *ResponseError    `json:"error"`
+	IncompleteDetails  json.RawMessage   `json:"incomplete_details"`
+	Instructions       json.RawMessage   `json:"instructions"`
+	MaxOutputTokens    json.RawMessage   `json:"max_output_tokens"`
+	MaxToolCalls       json.RawMessage   `json:"max_tool_calls"`
+	Model              string            `json:"model"`
+	Output             []json.RawMessage `json:"output"`
+	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	PromptCacheKey     json.RawMessage   `json:"prompt_cache_key"`
+	Reasoning          json.RawMessage   `json:"reasoning"`
+	SafetyIdentifier   json.RawMessage   `json:"safety_identifier"`
+	ServiceTier        json.RawMessage   `json:"service_tier"`
+	Store              bool              `json:"store"`
+	Temperature        json.RawMessage   `json:"temperature"`
+	Text               json.RawMessage   `json:"text"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	Tools              json.RawMessage   `json:"tools"`
+	TopLogprobs        json.RawMessage   `json:"top_logprobs"`
+	TopP               json.RawMessage   `json:"top_p"`
+	PresencePenalty    json.RawMessage   `json:"presence_penalty"`
+	FrequencyPenalty   json.RawMessage   `json:"frequency_penalty"`
+	Truncation         json.RawMessage   `json:"truncation"`
+	Usage              *Usage            `json:"usage"`
+	User               json.RawMessage   `json:"user"`
+	Metadata           map[string]string `json:"metadata"`
+	// Conversation is set when the request named one (OpenAI's shape).
+	Conversation *ConversationRef `json:"conversation,omitempty"`
+}
+
+// ConversationRef is the response's conversation: {"id": …}.
+type ConversationRef struct {
+	ID string `json:"id"`
+}
+
+// ResponseError is a failed response's error.
+type ResponseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Usage is the response's token usage.
+type Usage struct {
+	InputTokens         int          `json:"input_tokens"`
+	InputTokensDetails  InputDetail  `json:"input_tokens_details"`
+	OutputTokens        int          `json:"output_tokens"`
+	OutputTokensDetails OutputDetail `json:"output_tokens_details"`
+	TotalTokens         int          `json:"total_tokens"`
+}
+
+// InputDetail is usage.input_tokens_details.
+type InputDetail struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// OutputDetail is usage.output_tokens_details.
+type OutputDetail struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// Meta is what the gateway records about a response when it is created (in
+// KV, so any replica can answer for it): its Aptix id, when, the model the
+// client named, the response it continues, and the request parameters a
+// response echoes.
+type Meta struct {
+	ID             string          `json:"id"`
+	ConversationID string          `json:"conversationId"`
+	TurnID         string          `json:"turnId"`
+	CreatedAt      int64           `json:"createdAt"`
+	Model          string          `json:"model"`
+	PreviousID     string          `json:"previousId,omitempty"`
+	Echo           json.RawMessage `json:"echo,omitempty"`
+	// ContinuedFrom is the upstream response id this turn continued (so a
+	// continuation of a failed response can skip it).
+	ContinuedFrom string `json:"continuedFrom,omitempty"`
+	// FileSearch: the output starts with a file_search_call item; with
+	// FileSearchResults it lists the chunks used.
+	FileSearch        bool `json:"fileSearch,omitempty"`
+	FileSearchResults bool `json:"fileSearchResults,omitempty"`
+	// NamedConversation is the conversation parameter, echoed as conversation.id.
+	NamedConversation string `json:"namedConversation,omitempty"`
+}
+
+// MetaFor is the Meta of a new response to r (the adapter adds the ids,
+// time and conversation).
+func MetaFor(r *CreateRequest) (Meta, *Error) {
+	echo, e := Echo(r)
+	if e != nil {
+		return Meta{}, e
+	}
+	m := Meta{Model: r.Model, PreviousID: r.PreviousID, Echo: echo, FileSearch: r.FileSearch != nil, NamedConversation: r.Conversation}
+	for _, inc := range r.Include {
+		if inc == "file_search_call.results" {
+			m.FileSearchResults = true
+		}
+	}
+	return m, nil
+}
+
+// Echo returns the request parameters a response object repeats, keyed by
+// their response field names: tools normalized to the flat Responses shape
+// with strict explicit, tool_choice as sent, and the sampling parameters.
+func Echo(r *CreateRequest) (json.RawMessage, *Error) {
+	m := map[string]any{"store": r.Store, "background": r.Background}
+	if r.Instructions != "" {
+		m["instructions"] = r.Instructions
+	}
+	if r.MaxOutputTokens > 0 {
+		m["max_output_tokens"] = r.MaxOutputTokens
+	}
+	if len(r.ToolsEcho) > 0 {
+		tools, err := request.ParseTools("tools", string(r.ToolsEcho))
+		if err != nil {
+			return nil, invalid("tools", CodeInvalidValue, "Invalid 'tools': %v.", err)
+		}
+		m["tools"] = tools
+	}
+	if len(r.ToolChoiceRaw) > 0 {
+		m["tool_choice"] = r.ToolChoiceRaw
+	}
+	if r.Metadata != nil {
+		m["metadata"] = r.Metadata
+	}
+	for _, k := range []string{"temperature", "top_p", "text", "reasoning", "parallel_tool_calls", "truncation",
+		"user", "prompt_cache_key", "service_tier", "top_logprobs", "safety_identifier", "max_tool_calls",
+		"presence_penalty", "frequency_penalty"} {
+		if v, ok := r.Fields[k]; ok {
+			m[k] = v
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, Internal("encode_echo", err.Error())
+	}
+	return b, nil
+}
+
+// base is the response with OpenAI's defaults, then the echoed parameters.
+func base(meta Meta) Response {
+	r := Response{
+		ID: meta.ID, Object: "response", CreatedAt: meta.CreatedAt, Model: meta.Model,
+		Output: []json.RawMessage{}, ParallelToolCalls: true, Store: true,
+		Reasoning:   json.RawMessage(`{"effort":null,"summary":null}`),
+		ServiceTier: json.RawMessage(`"default"`), Temperature: json.RawMessage(`1`),
+		Text: json.RawMessage(`{"format":{"type":"text"}}`), ToolChoice: json.RawMessage(`"auto"`),
+		Tools: json.RawMessage(`[]`), TopLogprobs: json.RawMessage(`0`), TopP: json.RawMessage(`1`),
+		PresencePenalty: json.RawMessage(`0`), FrequencyPenalty: json.RawMessage(`0`),
+		Truncation: json.RawMessage(`"disabled"`), Metadata: map[string]string{},
+	}
+	if meta.PreviousID != "" {
+		prev := meta.PreviousID
+		r.PreviousResponseID = &prev
+	}
+	if meta.NamedConversation != "" {
+		r.Conversation = &ConversationRef{ID: meta.NamedConversation}
+	}
+	if len(meta.Echo) > 0 {
+		_ = json.Unmarshal(meta.Echo, &r) // produced by Echo: valid
+	}
+	if r.Metadata == nil {
+		r.Metadata = map[string]string{}
+	}
+	return r
+}
+
+// Pending is the response of a turn that has not completed: queued until
+// the LLM caller has its request, in_progress after.
+func Pending(meta Meta, status string) Response {
+	r := base(meta)
+	r.Status = status
+	return r
+}
+
+// upstream is what the gateway reads from the upstream's response body.
+type upstream struct {
+	Status            string            `json:"status"`
+	Model             string            `json:"model"`
+	Output            []json.RawMessage `json:"output"`
+	IncompleteDetails json.RawMessage   `json:"incomplete_details"`
+	Error             *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Usage *struct {
+		InputTokens        int `json:"input_tokens"`
+		OutputTokens       int `json:"output_tokens"`
+		TotalTokens        int `json:"total_tokens"`
+		PromptTokens       int `json:"prompt_tokens"`
+		CompletionTokens   int `json:"completion_tokens"`
+		InputTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+		OutputTokensDetails struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"output_tokens_details"`
+	} `json:"usage"`
+}
+
+// FromTurn builds the response of a completed turn. The id is Aptix's, never
+// the upstream's; output items, status and usage come from the upstream body
+// (turn.LLM.Body, with tool emulation already rewritten into function_call
+// items); a stage rejection or an upstream error makes it failed with error.
+func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
+	r := base(meta)
+	r.Status = StatusCompleted
+	r.CompletedAt = &completedAt
+	var up upstream
+	if t.LLM != nil && t.LLM.Error == nil && t.LLM.Body != "" && json.Unmarshal([]byte(t.LLM.Body), &up) == nil {
+		if up.Status != "" {
+			r.Status = up.Status
+		}
+		if up.Model != "" {
+			r.Model = up.Model
+		}
+		if up.Output != nil {
+			r.Output = up.Output
+		}
+		if len(up.IncompleteDetails) > 0 && string(up.IncompleteDetails) != "null" {
+			r.IncompleteDetails = up.IncompleteDetails
+		}
+		if u := up.Usage; u != nil {
+			in, out := max(u.InputTokens, u.PromptTokens), max(u.OutputTokens, u.CompletionTokens)
+			r.Usage = &Usage{InputTokens: in, OutputTokens: out, TotalTokens: max(u.TotalTokens, in+out),
+				InputTokensDetails:  InputDetail{CachedTokens: u.InputTokensDetails.CachedTokens},
+				OutputTokensDetails: OutputDetail{ReasoningTokens: u.OutputTokensDetails.ReasoningTokens}}
+		}
+		if up.Error != nil && up.Status == StatusFailed {
+			r.Error = &ResponseError{Code: up.Error.Code, Message: up.Error.Message}
+		}
+	} else if t.Response != nil && t.Response.Kind != contracts.KindError {
+		u := t.Response.Usage
+		r.Usage = &Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	}
+	if r.Model == "" && t.LLM != nil {
+		r.Model = t.LLM.Model
+	}
+	e := Failure(t)
+	if meta.FileSearch && e == nil {
+		r.Output = append([]json.RawMessage{fileSearchCall(meta, t)}, r.Output...)
+	}
+	if e != nil {
+		r.Status = StatusFailed
+		code := ""
+		if e.Code != nil {
+			code = *e.Code
+		}
+		r.Error = &ResponseError{Code: code, Message: e.Message}
+		r.Output = []json.RawMessage{}
+	}
+	if r.Status == StatusFailed && r.Usage == nil {
+		r.Usage = &Usage{}
+	}
+	return r
+}
+
+// clientCodes are the stage rejections a client caused: 400, not 500.
+var clientCodes = map[string]bool{
+	request.CodeInvalidTools: true, request.CodeUnknownToolChoice: true, request.CodeInvalidRequest: true,
+	"unknown_backend": true, "unknown_conversation_context": true, "invalid_event": true,
+}
+
+// Failure is the HTTP error a sync create answers for a failed turn, or nil
+// when the turn succeeded. A model error keeps the upstream's status and its
+// error body (a 429 stays a 429, with the upstream's own message); an Aptix
+// failure is a 500 with its code (400 when the client's input caused it).
+func Failure(t *contracts.Turn) *Error {
+	if f := t.Failure; f != nil {
+		status := 500
+		if clientCodes[f.Code] {
+			status = 400
+		}
+		typ := TypeServer
+		if status == 400 {
+			typ = TypeInvalidRequest
+		}
+		return &Error{Status: status, Type: typ, Code: ptr(f.Code), Message: f.Message}
+	}
+	if t.LLM == nil || t.LLM.Error == nil {
+		if t.Response != nil && t.Response.Kind == contracts.KindError {
+			return Internal(firstNonEmpty(t.Response.ErrorCode, "aptix_error"), t.Response.ErrorMessage)
+		}
+		return nil
+	}
+	ue := t.LLM.Error
+	status := ue.Status
+	if status < 400 {
+		status = 502 // the upstream gave no usable answer (transport failure, timeout)
+		if strings.Contains(strings.ToLower(ue.Type+ue.Code), "timeout") {
+			status = 504
+		}
+	}
+	e := &Error{Status: status, Type: firstNonEmpty(ue.Type, TypeServer), Code: ptr(firstNonEmpty(ue.Code, ue.Type, "upstream_error")), Message: ue.Message}
+	var body struct {
+		Error *struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}
+	if t.LLM.Body != "" && json.Unmarshal([]byte(t.LLM.Body), &body) == nil && body.Error != nil && body.Error.Message != "" {
+		e.Message, e.Type, e.Param, e.Code = body.Error.Message, firstNonEmpty(body.Error.Type, e.Type), body.Error.Param, body.Error.Code
+	}
+	return e
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// StatusOf derives a response's status from the latest stage event stored
+// for its turn (DESIGN.md §11.2): none yet or requested/retrieved → queued;
+// enveloped (the LLM caller has it) or responded → in_progress. A completed
+// event is read in full instead (FromTurn).
+func StatusOf(latestStage string) string {
+	switch latestStage {
+	case contracts.StageEnveloped, contracts.StageResponded:
+		return StatusInProgress
+	}
+	return StatusQueued
+}
+
+// OutputText is the concatenated output_text of the response's messages,
+// like the SDKs' convenience property.
+func (r Response) OutputText() string {
+	var b strings.Builder
+	for _, it := range r.Output {
+		var m struct {
+			Type    string `json:"type"`
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(it, &m) == nil && m.Type == "message" {
+			for _, c := range m.Content {
+				if c.Type == "output_text" {
+					b.WriteString(c.Text)
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// fileSearchCall is the file_search_call item of a turn that retrieved:
+// the query and, when the request included file_search_call.results, the
+// chunks the model was shown (path, lines, chunk id, score).
+func fileSearchCall(meta Meta, t *contracts.Turn) json.RawMessage {
+	query := t.Request.Instruction
+	if t.Retrieval != nil && t.Retrieval.Query != "" {
+		query = t.Retrieval.Query
+	}
+	item := map[string]any{"id": "fs_" + strings.TrimPrefix(meta.ID, "resp_"), "type": "file_search_call",
+		"status": "completed", "queries": []string{query}, "results": nil}
+	if meta.FileSearchResults {
+		results := []map[string]any{}
+		if t.Envelope != nil {
+			for _, s := range t.Envelope.Sources {
+				results = append(results, map[string]any{"file_id": s.Id, "filename": s.Path, "score": s.Score,
+					"attributes": map[string]any{"path": s.Path, "start_line": s.StartLine, "end_line": s.EndLine, "language": s.Language, "chunk_id": s.Id}})
+			}
+		}
+		item["results"] = results
+	}
+	b, _ := json.Marshal(item)
+	return b
+}
