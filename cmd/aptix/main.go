@@ -4,7 +4,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -12,8 +11,12 @@ import (
 )
 
 var root = &cobra.Command{
-	Use:           "aptix",
-	Short:         "Run LLM agent turns as an event-driven pipeline on NATS JetStream",
+	Use:   "aptix",
+	Short: "Run LLM agent turns as an event-driven pipeline on NATS JetStream",
+	Long: "Run LLM agent turns as an event-driven pipeline on NATS JetStream.\n\n" +
+		"Exit status: 0 on success; 1 when a turn fails (its error result is printed) or on a\n" +
+		"runtime error (no NATS, a stream or store that cannot be read); 2 for a usage or input\n" +
+		"error (an unknown command or flag, a missing argument, an invalid id, file or request).",
 	SilenceUsage:  true,
 	SilenceErrors: true,
 }
@@ -27,14 +30,4 @@ func (e usageError) Unwrap() error { return e.err }
 // usagef returns a usageError with a formatted message.
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
-func main() {
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "aptix:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(execute(os.Args[1:], os.Stderr)) }

@@ -23,7 +23,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 
 func init() {
 	f := root.PersistentFlags()
-	f.StringVar(&natsURL, "nats", natsURL, "NATS URL (env APTIX_NATS_URL); default: a running `aptix up` at "+DefaultNATSURL+", else an embedded server")
+	f.StringVar(&natsURL, "nats", natsURL, "NATS `URL` (env APTIX_NATS_URL); default: a running aptix up at "+DefaultNATSURL+", else an embedded server")
 	f.StringVar(&natsCreds, "creds", natsCreds, "NATS credentials file (env APTIX_NATS_CREDS)")
 	f.StringVar(&dataDir, "data", dataDir, "data directory for embedded NATS and local indexes (env APTIX_DATA)")
 }

@@ -124,6 +124,9 @@ func TestUpExecEvents(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unknown_tool_choice") || !strings.Contains(out, "error unknown_tool_choice") {
 		t.Fatalf("unknown tool choice: err %v, out %q", err, out)
 	}
+	if code := exitCode(err, true); code != exitFailure {
+		t.Errorf("a failed turn exits %d, want %d", code, exitFailure)
+	}
 
 	var list bytes.Buffer
 	if err := runEvents(context.Background(), "cli-1", 0, false, &list); err != nil {
