@@ -64,20 +64,27 @@ func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 	if nc, err = nats.Connect(DefaultNATSURL, append(opts, nats.Timeout(500*time.Millisecond))...); err == nil {
 		return nc, func() { drainAndWait(nc) }, nil
 	}
+	unlock, err := lockDataDir(dataDir, "aptix "+name+" (embedded NATS)")
+	if err != nil {
+		return nil, nil, fmt.Errorf("no NATS at %s, and no embedded one possible: %w", DefaultNATSURL, err)
+	}
 	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), -1, "")
 	if err != nil {
+		unlock()
 		return nil, nil, err
 	}
 	fmt.Fprintf(os.Stderr, "aptix: no NATS at %s; using an embedded server with data in %s\n", DefaultNATSURL, dataDir)
 	nc, err = nats.Connect("", append(opts, nats.InProcessServer(srv))...)
 	if err != nil {
 		srv.Shutdown()
+		unlock()
 		return nil, nil, fmt.Errorf("connect to embedded NATS: %w", err)
 	}
 	return nc, func() {
 		drainAndWait(nc)
 		srv.Shutdown()
 		srv.WaitForShutdown()
+		unlock()
 	}, nil
 }
 

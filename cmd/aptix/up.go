@@ -10,10 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,7 +42,14 @@ func init() {
 }
 
 func runUp(ctx context.Context, listen string, out io.Writer) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	// The data dir first: a second `aptix up` on it must fail before it
+	// starts anything.
+	unlock, err := lockDataDir(dataDir, "aptix up on "+listen)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	ctx, stop := interruptible(ctx, os.Stderr, os.Exit)
 	defer stop()
 	log := pipeline.NewLogger(os.Stderr).With("service", "aptix-up")
 
