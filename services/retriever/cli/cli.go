@@ -129,6 +129,9 @@ func searchCommand(connect Connect, dataDir func() string) *cobra.Command {
 				return err
 			}
 			defer ix.Close()
+			if why := ix.Rebuilt(); why != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "aptix: %s: rebuilding it from this server's chunk store\n", why)
+			}
 			if err := ix.WaitSynced(ctx); err != nil {
 				return err
 			}
