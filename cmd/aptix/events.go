@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -73,7 +74,7 @@ func runEvents(ctx context.Context, conversation string, seq uint64, raw bool, o
 		if len(events) == 0 {
 			return fmt.Errorf("no stored events for conversation %s", conversation)
 		}
-		return listEvents(out, events)
+		return listEvents(out, conversation, events)
 	}
 	for _, e := range events {
 		if e.Seq == seq {
@@ -153,7 +154,7 @@ func conversationEvents(ctx context.Context, js jetstream.JetStream, conversatio
 	return events, nil
 }
 
-func listEvents(w io.Writer, events []storedEvent) error {
+func listEvents(w io.Writer, conversation string, events []storedEvent) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tSTAGE\tTURN\tSIZE\tTRACE")
 	for _, e := range events {
@@ -162,7 +163,8 @@ func listEvents(w io.Writer, events []storedEvent) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nPrint one in full with --seq N (add --raw for the stored bytes).")
+	fmt.Fprintf(w, "\nPrint one in full (add --raw for the stored bytes): %s\n",
+		hint(clientServer(), "events", "--conversation", conversation, "--seq", strconv.FormatUint(events[len(events)-1].Seq, 10)))
 	return nil
 }
 

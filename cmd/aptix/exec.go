@@ -151,7 +151,7 @@ func runExec(ctx context.Context, f execFlags, instruction string, stdout, stder
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	if _, err := js.Stream(ctx, contracts.StreamName); err != nil {
-		return fmt.Errorf("stream %s not found at %s (%w): is the pipeline running? start it with `make run` or `aptix up`", contracts.StreamName, nc.ConnectedUrl(), err)
+		return fmt.Errorf("stream %s not found at %s (%w): is the pipeline running? start it with `make run` or `%s`", contracts.StreamName, nc.ConnectedUrl(), err, hint("", "up"))
 	}
 	warnIfNoStages(nc, stderr)
 
@@ -174,7 +174,7 @@ func runExec(ctx context.Context, f execFlags, instruction string, stdout, stder
 	turn, err := pipeline.Await(ctx, js, req.ConversationId, req.TurnId)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%w; the turn stays in the stream: see `aptix events --conversation %s`", err, req.ConversationId)
+			return fmt.Errorf("%w; the turn stays in the stream: see `%s`", err, hint(clientServer(), "events", "--conversation", req.ConversationId))
 		}
 		return err
 	}
@@ -288,6 +288,6 @@ func summarize(w io.Writer, t contracts.Turn) {
 		fmt.Fprintf(w, "aptix: warning: %s\n", warn)
 	}
 	if r.Kind != contracts.KindError {
-		fmt.Fprintf(w, "aptix: continue with: aptix exec --conversation %s \"...\"\n", r.ConversationId)
+		fmt.Fprintf(w, "aptix: continue with: %s\n", hint(clientServer(), "exec", "--conversation", r.ConversationId, `"..."`))
 	}
 }

@@ -116,7 +116,7 @@ func connectRunning(name string) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(u, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("no Aptix at %s (%w): start it with `make run` or `aptix up` in another terminal, or pass --nats URL", u, err)
+		return nil, fmt.Errorf("no Aptix at %s (%w): start it with `make run` or `%s` in another terminal, or pass --nats URL", u, err, hint("", "up"))
 	}
 	return nc, nil
 }

@@ -88,7 +88,7 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
-	natsAddr := "nats://" + net.JoinHostPort(host, portStr)
+	natsAddr := "nats://" + net.JoinHostPort(clientHost(host), portStr)
 
 	model := fmt.Sprintf("%s (%s, model %s)", def.Name, def.BaseURL, def.Model(""))
 	if def.Sandbox {
@@ -124,10 +124,11 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	case err := <-errc:
 		return err
 	}
-	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (JetStream data in %s)\n  Model:  %s\n  Stages: retriever, envelope, llmcaller, mapper (nats micro ls)\n\n"+
-		"Send a first turn from another terminal:\n  aptix exec \"Explain what this service does\"\n"+
-		"Give it your code to retrieve from:\n  aptix index . && aptix exec \"Where are retries scheduled?\"\n\nCtrl-C stops it; in-flight turns finish first.\n",
-		natsAddr, dataDir, model)
+	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (listening on %s; JetStream data in %s)\n  Model:  %s\n  Stages: retriever, envelope, llmcaller, mapper (nats micro ls)\n\n"+
+		"Send a first turn from another terminal:\n  %s\n"+
+		"Give it your code to retrieve from:\n  %s && %s\n\nCtrl-C stops it; in-flight turns finish first.\n",
+		natsAddr, listen, dataDir, model, hint(natsAddr, "exec", `"Explain what this service does"`),
+		hint(natsAddr, "index", "."), hint(natsAddr, "exec", `"Where are retries scheduled?"`))
 	err = <-errc
 	if errors.Is(err, context.Canceled) {
 		err = nil

@@ -47,8 +47,8 @@ func startUp(t *testing.T) *syncBuffer {
 	t.Setenv("APTIX_PROFILES", "")
 	t.Setenv("APTIX_SANDBOX_URL", "http://"+freeAddr(t)+"/v1")
 	listen := freeAddr(t)
-	oldURL, oldData := natsURL, dataDir
-	natsURL, dataDir = "nats://"+listen, t.TempDir()
+	oldURL, oldData, oldInvoked := natsURL, dataDir, invokedAs
+	natsURL, dataDir, invokedAs = "nats://"+listen, t.TempDir(), "bin/aptix"
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
@@ -66,7 +66,7 @@ func startUp(t *testing.T) *syncBuffer {
 		if !strings.Contains(out.String(), "Aptix stopped.") {
 			t.Errorf("up output lacks the stop line:\n%s", out)
 		}
-		natsURL, dataDir = oldURL, oldData
+		natsURL, dataDir, invokedAs = oldURL, oldData, oldInvoked
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), "Aptix is up.") {
@@ -95,7 +95,9 @@ func execTurn(t *testing.T, f execFlags, instruction string) (stdout, stderr str
 
 func TestUpExecEvents(t *testing.T) {
 	up := startUp(t)
-	for _, want := range []string{"NATS:   " + natsURL, "SANDBOX", "NOT a model", `aptix exec "`} {
+	// The hints are the binary as invoked, with --nats since the server is not the default.
+	for _, want := range []string{"NATS:   " + natsURL, "SANDBOX", "NOT a model", "bin/aptix --nats " + natsURL + ` exec "Explain`,
+		"bin/aptix --nats " + natsURL + " index . && bin/aptix --nats " + natsURL + ` exec "Where`} {
 		if !strings.Contains(up.String(), want) {
 			t.Errorf("up banner lacks %q:\n%s", want, up)
 		}
@@ -115,6 +117,9 @@ func TestUpExecEvents(t *testing.T) {
 	if !strings.Contains(errOut, "kind ok") {
 		t.Errorf("summary line missing: %q", errOut)
 	}
+	if want := "continue with: bin/aptix --nats " + natsURL + ` exec --conversation cli-1 "..."`; !strings.Contains(errOut, want) {
+		t.Errorf("continuation hint: want %q in %q", want, errOut)
+	}
 
 	out, _, err = execTurn(t, execFlags{conversation: "cli-2", toolsFile: "../../examples/ddr-tools.json", toolChoice: "ddr_document"}, "Document it")
 	if err != nil || !strings.Contains(out, "tool call ddr_document (call_") {
@@ -131,6 +136,9 @@ func TestUpExecEvents(t *testing.T) {
 	var list bytes.Buffer
 	if err := runEvents(context.Background(), "cli-1", 0, false, &list); err != nil {
 		t.Fatal(err)
+	}
+	if want := "bin/aptix --nats " + natsURL + " events --conversation cli-1 --seq "; !strings.Contains(list.String(), want) {
+		t.Errorf("events hint: want %q in\n%s", want, list.String())
 	}
 	lines := strings.Split(strings.TrimSpace(list.String()), "\n")
 	var stages []string
@@ -170,7 +178,7 @@ func TestExecWithoutUpFailsFast(t *testing.T) {
 	defer func() { natsURL = old }()
 	start := time.Now()
 	_, _, err := execTurn(t, execFlags{}, "hello")
-	if err == nil || !strings.Contains(err.Error(), "aptix up") {
+	if err == nil || !strings.Contains(err.Error(), "`"+invokedAs+" up`") {
 		t.Fatalf("want a hint to start aptix up, got %v", err)
 	}
 	if time.Since(start) > 5*time.Second {
