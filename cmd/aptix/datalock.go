@@ -39,8 +39,8 @@ func lockDataDir(dir, what string) (release func(), err error) {
 		holder := readHolder(f)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is used by %s; stop it, or give this one its own --data DIR (or connect to it with --nats URL): %w",
-				errDataDirInUse, dir, holder, err)
+			return nil, fmt.Errorf("%w: %s is held by %s; stop that one first, or give this one its own --data DIR",
+				errDataDirInUse, dir, holder)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -81,7 +81,11 @@ func runEvents(ctx context.Context, conversation string, seq uint64, raw bool, o
 			return printEvent(out, e, raw)
 		}
 	}
-	return fmt.Errorf("conversation %s has no event at stream sequence %d", conversation, seq)
+	if len(events) == 0 {
+		return fmt.Errorf("no stored events for conversation %s", conversation)
+	}
+	return fmt.Errorf("conversation %s has no event at stream sequence %d (its events are %d to %d; list them with `%s`)",
+		conversation, seq, events[0].Seq, events[len(events)-1].Seq, hint(clientServer(), "events", "--conversation", conversation))
 }
 
 // storedEvent is one message of the stream, as the events command shows it.

@@ -78,6 +78,7 @@ func TestExitStatus(t *testing.T) {
 		{"events wildcard", []string{"events", "--nats", nowhere, "--conversation", "a>b"}, 2, "ids are"},
 		{"no server: runtime error", execArgs("c1", "t1", "", "hi"), 1, "no Aptix at " + nowhere},
 		{"events without a server", []string{"events", "--nats", nowhere, "--conversation", "c1"}, 1, "no Aptix at"},
+		{"up: bad --listen", []string{"up", "--data", dir, "--listen", "nohostport"}, 2, "--listen"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, stderr := cli(t, c.args...)
@@ -85,6 +86,18 @@ func TestExitStatus(t *testing.T) {
 				t.Errorf("aptix %s: exit %d, stderr %q; want exit %d and %q", strings.Join(c.args, " "), code, stderr, c.code, c.want)
 			}
 		})
+	}
+}
+
+// TestUnknownBackendProfileIsAnInputError: APTIX_BACKEND naming no
+// profile is bad input (2), reported before anything starts.
+func TestUnknownBackendProfileIsAnInputError(t *testing.T) {
+	t.Setenv("APTIX_PROFILES", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("APTIX_BACKEND", "nope")
+	code, stderr := cli(t, "up", "--data", t.TempDir(), "--listen", freeAddr(t))
+	if code != exitUsage || !strings.Contains(stderr, `unknown backend profile "nope"`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
 

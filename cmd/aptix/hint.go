@@ -38,3 +38,12 @@ func clientHost(host string) string {
 	}
 	return host
 }
+
+// listening tells, for the banner, where the server listens when that is
+// not the address clients are given (--listen 0.0.0.0:4222).
+func listening(clientURL, listen string) string {
+	if clientURL == "nats://"+listen {
+		return ""
+	}
+	return "listening on " + listen + "; "
+}

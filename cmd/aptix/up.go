@@ -55,11 +55,11 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 
 	set, err := profiles.FromEnv()
 	if err != nil {
-		return err
+		return usagef("%w", err) // APTIX_PROFILES, APTIX_BACKEND…: input
 	}
 	def, err := set.Get("")
 	if err != nil {
-		return err
+		return usagef("%w", err)
 	}
 	stopTelemetry, err := pipeline.StartTelemetry(ctx, "aptix")
 	if err != nil {
@@ -124,10 +124,10 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	case err := <-errc:
 		return err
 	}
-	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (listening on %s; JetStream data in %s)\n  Model:  %s\n  Stages: retriever, envelope, llmcaller, mapper (nats micro ls)\n\n"+
+	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (%sJetStream data in %s)\n  Model:  %s\n  Stages: retriever, envelope, llmcaller, mapper (nats micro ls)\n\n"+
 		"Send a first turn from another terminal:\n  %s\n"+
 		"Give it your code to retrieve from:\n  %s && %s\n\nCtrl-C stops it; in-flight turns finish first.\n",
-		natsAddr, listen, dataDir, model, hint(natsAddr, "exec", `"Explain what this service does"`),
+		natsAddr, listening(natsAddr, listen), dataDir, model, hint(natsAddr, "exec", `"Explain what this service does"`),
 		hint(natsAddr, "index", "."), hint(natsAddr, "exec", `"Where are retries scheduled?"`))
 	err = <-errc
 	if errors.Is(err, context.Canceled) {
