@@ -61,10 +61,11 @@ func execute(args []string, stderr io.Writer) int {
 func exitCode(err error, ran bool) int {
 	var ue usageError
 	var ve *contracts.ValidationError
+	var ie interface{ IsInputError() bool } // marks input errors of commands from other modules
 	switch {
 	case err == nil:
 		return exitOK
-	case !ran, errors.As(err, &ue), errors.As(err, &ve):
+	case !ran, errors.As(err, &ue), errors.As(err, &ve), errors.As(err, &ie) && ie.IsInputError():
 		return exitUsage
 	}
 	return exitFailure

@@ -78,6 +78,11 @@ func TestExitStatus(t *testing.T) {
 		{"events wildcard", []string{"events", "--nats", nowhere, "--conversation", "a>b"}, 2, "ids are"},
 		{"no server: runtime error", execArgs("c1", "t1", "", "hi"), 1, "no Aptix at " + nowhere},
 		{"events without a server", []string{"events", "--nats", nowhere, "--conversation", "c1"}, 1, "no Aptix at"},
+		{"index: no such dir", []string{"index", filepath.Join(dir, "none"), "--nats", nowhere}, 2, "no such file"},
+		{"index: not a dir", []string{"index", empty, "--nats", nowhere}, 2, "not a directory"},
+		{"index: bad workspace", []string{"index", dir, "--workspace", "a.b", "--nats", nowhere}, 2, "--workspace"},
+		{"search: bad scope", []string{"search", "x", "--scope", "everything", "--workspace", "w", "--nats", nowhere}, 2, "ragScope"},
+		{"search: no server", []string{"search", "x", "--scope", "", "--nats", nowhere}, 1, "connect to NATS"},
 		{"up: bad --listen", []string{"up", "--data", dir, "--listen", "nohostport"}, 2, "--listen"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
