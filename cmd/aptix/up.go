@@ -153,12 +153,16 @@ func serveSandbox(baseURL string, log *slog.Logger) (func(), error) {
 		log.Warn("sandbox address in use; using the server already listening there", "addr", u.Host)
 		return func() {}, nil
 	}
-	hs := &http.Server{Handler: sandbox.New(sandbox.Options{Logger: log.With("component", "sandbox")}), ReadHeaderTimeout: 10 * time.Second}
+	// Its responses live in the data dir, so a conversation continued after
+	// a restart still finds its previous_response_id.
+	sb := sandbox.New(sandbox.Options{Logger: log.With("component", "sandbox"), StateFile: filepath.Join(dataDir, "sandbox", "responses.jsonl")})
+	hs := &http.Server{Handler: sb, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	log.Warn("serving the SANDBOX model (deterministic stand-in, not a model)", "url", baseURL)
 	return func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(c)
+		_ = sb.Close()
 	}, nil
 }

@@ -43,31 +43,43 @@ func freeAddr(t *testing.T) string {
 // default backend, and points the client flags at it.
 func startUp(t *testing.T) *syncBuffer {
 	t.Helper()
+	out, _ := startUpIn(t, t.TempDir())
+	return out
+}
+
+// startUpIn is startUp on data dir dir; stop stops it (and runs at cleanup
+// when not called before).
+func startUpIn(t *testing.T, dir string) (out *syncBuffer, stop func()) {
+	t.Helper()
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("APTIX_PROFILES", "")
 	t.Setenv("APTIX_SANDBOX_URL", "http://"+freeAddr(t)+"/v1")
 	listen := freeAddr(t)
 	oldURL, oldData, oldInvoked := natsURL, dataDir, invokedAs
-	natsURL, dataDir, invokedAs = "nats://"+listen, t.TempDir(), "bin/aptix"
+	natsURL, dataDir, invokedAs = "nats://"+listen, dir, "bin/aptix"
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out = &syncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- runUp(ctx, listen, out) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("aptix up returned %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("aptix up returned %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("aptix up did not stop within 30s")
 			}
-		case <-time.After(30 * time.Second):
-			t.Error("aptix up did not stop within 30s")
-		}
-		if !strings.Contains(out.String(), "Aptix stopped.") {
-			t.Errorf("up output lacks the stop line:\n%s", out)
-		}
-		natsURL, dataDir, invokedAs = oldURL, oldData, oldInvoked
-	})
+			if !strings.Contains(out.String(), "Aptix stopped.") {
+				t.Errorf("up output lacks the stop line:\n%s", out)
+			}
+			natsURL, dataDir, invokedAs = oldURL, oldData, oldInvoked
+		})
+	}
+	t.Cleanup(stop)
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), "Aptix is up.") {
 		select {
@@ -80,7 +92,7 @@ func startUp(t *testing.T) *syncBuffer {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return out
+	return out, stop
 }
 
 func execTurn(t *testing.T, f execFlags, instruction string) (stdout, stderr string, err error) {
@@ -169,6 +181,24 @@ func TestUpExecEvents(t *testing.T) {
 	}
 	if err := runEvents(context.Background(), "nobody", 0, false, &one); err == nil {
 		t.Error("events of an unknown conversation: want an error")
+	}
+}
+
+// TestConversationContinuesAfterRestart: the sandbox `aptix up` serves
+// keeps its responses in the data dir, so a conversation continued after a
+// restart still finds its previous_response_id (it failed with
+// previous_response_not_found before).
+func TestConversationContinuesAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	_, stop := startUpIn(t, dir)
+	if out, _, err := execTurn(t, execFlags{conversation: "restart-1"}, "First turn"); err != nil {
+		t.Fatalf("turn 1: %v %s", err, out)
+	}
+	stop()
+	startUpIn(t, dir)
+	out, _, err := execTurn(t, execFlags{conversation: "restart-1"}, "Second turn")
+	if err != nil || !strings.Contains(out, "Continuing from resp_") {
+		t.Fatalf("turn 2 after a restart: err %v, out %q", err, out)
 	}
 }
 
