@@ -106,7 +106,7 @@ func Open(ctx context.Context, js jetstream.JetStream, o Options) (*Index, error
 // chunk store than source (see bucketSource). rebuilt says why an existing
 // index was discarded.
 func openLocal(path, source string, log *slog.Logger) (idx bleve.Index, rebuilt string, err error) {
-	idx, err = bleve.Open(path)
+	idx, err = bleve.OpenUsing(path, map[string]any{"bolt_timeout": openTimeout.String()})
 	if err == nil {
 		v, verr := idx.GetInternal(schemaKey)
 		from, ferr := idx.GetInternal(sourceKey)
@@ -143,6 +143,10 @@ func openLocal(path, source string, log *slog.Logger) (idx bleve.Index, rebuilt 
 	}
 	return idx, rebuilt, nil
 }
+
+// openTimeout bounds the wait for the local index's file lock: a second
+// process on the same data dir gets an error instead of blocking for ever.
+const openTimeout = 2 * time.Second
 
 // schemaVersion is kept in the local index; an index built with another
 // mapping or document shape is discarded and rebuilt from the bucket.
