@@ -66,7 +66,7 @@ func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 	}
 	unlock, err := lockDataDir(dataDir, "aptix "+name+" (embedded NATS)")
 	if err != nil {
-		return nil, nil, fmt.Errorf("no NATS at %s, and no embedded one possible: %w", DefaultNATSURL, err)
+		return nil, nil, fmt.Errorf("no NATS at %s, and no embedded one possible: %w (to use that one, pass its URL with --nats)", DefaultNATSURL, err)
 	}
 	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), -1, "")
 	if err != nil {
