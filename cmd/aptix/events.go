@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 func init() {
@@ -136,7 +137,11 @@ func conversationEvents(ctx context.Context, js jetstream.JetStream, conversatio
 			if err != nil {
 				return nil, err
 			}
-			e := storedEvent{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+			data, err := pipeline.EventData(ctx, js, m.Headers(), m.Data())
+			if err != nil {
+				data = m.Data() // the stub still says what it was
+			}
+			e := storedEvent{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: data}
 			if stage, conv, turn, ok := contracts.ParseSubject(m.Subject()); ok && conv == conversation {
 				e.Stage, e.Turn = stage, turn
 			} else if orig := m.Headers().Get(contracts.HeaderDeadSubject); orig != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 // Exit statuses, documented in `aptix help` and the README.
@@ -57,7 +58,8 @@ func execute(args []string, stderr io.Writer) int {
 }
 
 // exitCode classifies err: usage errors, invalid requests or ids, and any
-// error cobra raised before the command ran are exit status 2; the rest 1.
+// error cobra raised before the command ran are exit status 2; a turn
+// refused at capacity 75 (retry later); the rest 1.
 func exitCode(err error, ran bool) int {
 	var ue usageError
 	var ve *contracts.ValidationError
@@ -67,6 +69,8 @@ func exitCode(err error, ran bool) int {
 		return exitOK
 	case !ran, errors.As(err, &ue), errors.As(err, &ve), errors.As(err, &ie) && ie.IsInputError():
 		return exitUsage
+	case errors.Is(err, pipeline.ErrAtCapacity):
+		return exitTempFail
 	}
 	return exitFailure
 }

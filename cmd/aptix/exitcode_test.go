@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 // cli runs the CLI in-process as main does and returns the exit status and
@@ -133,4 +136,10 @@ func isTypeName(s string) bool {
 		return true
 	}
 	return false
+}
+
+func TestExitCodeAtCapacity(t *testing.T) {
+	if code := exitCode(fmt.Errorf("submit: %w", pipeline.ErrAtCapacity), true); code != exitTempFail {
+		t.Errorf("a turn refused at capacity exits %d, want %d", code, exitTempFail)
+	}
 }

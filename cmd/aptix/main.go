@@ -16,7 +16,8 @@ var root = &cobra.Command{
 	Long: "Run LLM agent turns as an event-driven pipeline on NATS JetStream.\n\n" +
 		"Exit status: 0 on success; 1 when a turn fails (its error result is printed) or on a\n" +
 		"runtime error (no NATS, a stream or store that cannot be read); 2 for a usage or input\n" +
-		"error (an unknown command or flag, a missing argument, an invalid id, file or request).",
+		"error (an unknown command or flag, a missing argument, an invalid id, file or request);\n" +
+		"75 when Aptix is at capacity and refused the turn (nothing was accepted: retry later).",
 	SilenceUsage:  true,
 	SilenceErrors: true,
 }
@@ -26,6 +27,10 @@ type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
+
+// exitTempFail (EX_TEMPFAIL) says the turn was refused because Aptix is at
+// capacity: nothing was accepted, and the same command may be retried later.
+const exitTempFail = 75
 
 // usagef returns a usageError with a formatted message.
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }

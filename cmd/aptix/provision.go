@@ -30,17 +30,21 @@ func init() {
 	)
 	cmd := &cobra.Command{
 		Use:   "provision [--replicas N] [--dry-run]",
-		Short: "Create or update the APTIX stream, the stage consumers and the KV stores",
+		Short: "Create or update the APTIX_QUEUE and APTIX streams (migrating a single-stream deployment), the stage consumers and the KV stores",
 		Example: `  aptix provision --nats nats://nats-1:4222 --replicas 3
   aptix provision --dry-run --replicas 3 > aptix-jetstream.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			stream := pipeline.StreamConfig{Replicas: replicas}
+			stream, err := pipeline.StreamConfigFromEnv()
+			if err != nil {
+				return usagef("%w", err)
+			}
+			stream.Replicas = replicas
 			if dir != "" {
 				return writeDefinitions(dir, stream, sc)
 			}
 			if dryRun {
-				plan := map[string]any{"stream": stream.JetStreamConfig()}
+				plan := map[string]any{"stream": stream.JetStreamConfig(), "queue": stream.QueueJetStreamConfig()}
 				consumers := map[string]jetstream.ConsumerConfig{}
 				for _, st := range pipeline.Stages {
 					consumers[pipeline.Durable(st.Name)] = pipeline.ConsumerConfig(st.Name, st.In, sc)
@@ -71,7 +75,7 @@ func init() {
 			if _, err := caller.NewKVHistoryStore(ctx, js); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "provisioned on %s: stream APTIX (replicas %d), consumers %s, %s, %s, %s; KV stores\n",
+			fmt.Fprintf(cmd.OutOrStdout(), "provisioned on %s: streams APTIX_QUEUE and APTIX (replicas %d), consumers %s, %s, %s, %s; KV stores\n",
 				nc.ConnectedUrl(), max(replicas, 1), pipeline.Durable("retriever"), pipeline.Durable("envelope"), pipeline.Durable("llmcaller"), pipeline.Durable("mapper"))
 			return nil
 		},
@@ -86,15 +90,19 @@ func init() {
 	root.AddCommand(cmd)
 }
 
-// writeDefinitions writes APTIX.stream.json and one <durable>.consumer.json
-// per stage: what an operator applies with the nats CLI. They are generated
+// writeDefinitions writes APTIX_QUEUE.stream.json, APTIX.stream.json and one
+// <durable>.consumer.json per stage: what an operator applies with the nats
+// CLI (the queue first; the retriever's consumer is on the queue). They are generated
 // from the same code the stages run, and a test keeps deploy/nats's copies
 // in step.
 func writeDefinitions(dir string, stream pipeline.StreamConfig, sc pipeline.SubscriberConfig) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	files := map[string]any{contracts.StreamName + ".stream.json": stream.JetStreamConfig()}
+	files := map[string]any{
+		contracts.StreamName + ".stream.json":      stream.JetStreamConfig(),
+		contracts.QueueStreamName + ".stream.json": stream.QueueJetStreamConfig(),
+	}
 	for _, st := range pipeline.Stages {
 		files[pipeline.Durable(st.Name)+".consumer.json"] = pipeline.ConsumerConfig(st.Name, st.In, sc)
 	}

@@ -14,10 +14,16 @@ const (
 // Stages lists the event stages in order.
 var Stages = []string{StageRequested, StageRetrieved, StageEnveloped, StageResponded, StageCompleted}
 
-// Stream and subject layout (DESIGN.md §4).
+// Stream and subject layout (DESIGN.md §4, §13). Work is not history:
+// clients publish into QueueStreamName, a work queue with a hard cap that
+// refuses new turns when full; every later event lives in StreamName, whose
+// history is trimmed by age and size but never below what a stage has not
+// finished (pkg/pipeline's trimmer).
 const (
-	StreamName    = "APTIX"
-	SubjectPrefix = "aptix"
+	StreamName = "APTIX"
+	// QueueStreamName holds aptix.requested.> until the retriever takes it.
+	QueueStreamName = "APTIX_QUEUE"
+	SubjectPrefix   = "aptix"
 	// DeadPrefix + "." + stage receives events a stage gave up on.
 	DeadPrefix = "aptix.dead"
 	// DeltaPrefix + ".<conversationId>.<turnId>" carries streaming deltas (core NATS, not stored).
@@ -25,14 +31,30 @@ const (
 )
 
 // StreamSubjects are the subjects the APTIX stream stores: every stage's
-// events and the dead letters. Deltas (aptix.delta.>) are deliberately not
-// stored: they are a live view, and the final text is in the completed event.
+// events after the request, and the dead letters. Requests are in the queue
+// stream (QueueSubjects); the request itself is recorded in every later
+// event's Turn. Deltas (aptix.delta.>) are deliberately not stored: they are
+// a live view, and the final text is in the completed event.
 func StreamSubjects() []string {
-	subjects := make([]string, 0, len(Stages)+1)
-	for _, s := range Stages {
+	subjects := make([]string, 0, len(Stages))
+	for _, s := range Stages[1:] {
 		subjects = append(subjects, StageFilter(s))
 	}
 	return append(subjects, DeadPrefix+".>")
+}
+
+// ClaimBucket is the object store of events too big to publish (claim check).
+const ClaimBucket = "aptix_events"
+
+// QueueSubjects are the subjects of the queue stream: the client's requests.
+func QueueSubjects() []string { return []string{StageFilter(StageRequested)} }
+
+// StreamOf names the stream that stores a stage's events.
+func StreamOf(stage string) string {
+	if stage == StageRequested {
+		return QueueStreamName
+	}
+	return StreamName
 }
 
 // Subject returns aptix.<stage>.<conversationId>.<turnId>.
@@ -85,10 +107,13 @@ const (
 	HeaderDeadStage      = "aptix-dead-stage"
 	HeaderDeadSubject    = "aptix-dead-subject"
 	HeaderDeadDeliveries = "aptix-dead-deliveries"
-	CESpecVersion        = "1.0"
-	CEContentTypeJSON    = "application/json"
-	CETypePrefix         = "dev.aptix.turn."
-	CETypeVersionSuffix  = ".v1"
+	// HeaderClaim names the object (in ClaimBucket) that holds an event too
+	// big for a NATS message; the message's own payload is then a stub.
+	HeaderClaim         = "aptix-claim"
+	CESpecVersion       = "1.0"
+	CEContentTypeJSON   = "application/json"
+	CETypePrefix        = "dev.aptix.turn."
+	CETypeVersionSuffix = ".v1"
 )
 
 // CEType returns the CloudEvents type of a stage's event, e.g. dev.aptix.turn.requested.v1.

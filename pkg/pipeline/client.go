@@ -16,8 +16,13 @@ import (
 )
 
 // Submit publishes an execute event on aptix.requested.<conv>.<turn>, with
-// the trace context and Nats-Msg-Id, and returns once JetStream stored it.
+// the trace context and Nats-Msg-Id, and returns once JetStream stored it in
+// the queue. A full queue is an error wrapping ErrAtCapacity: nothing was
+// accepted, and the caller should retry later.
 func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExecuteRequest) error {
+	if !contracts.IsToken(req.ConversationId) || !contracts.IsToken(req.TurnId) {
+		return fmt.Errorf("conversation id %q and turn id %q must each be 1-%d characters of [A-Za-z0-9_-]", req.ConversationId, req.TurnId, contracts.MaxIDLen)
+	}
 	data, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
@@ -37,20 +42,45 @@ func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExec
 	h[contracts.HeaderCETime] = []string{time.Now().UTC().Format(time.RFC3339Nano)}
 	h[contracts.HeaderCEContentType] = []string{contracts.CEContentTypeJSON}
 	otel.GetTextMapPropagator().Inject(ctx, HeaderCarrier(h))
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: h}); err != nil {
-		return fmt.Errorf("publish %s: %w", subject, err)
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: h})
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", subject, capacityError(err))
+	}
+	if ack.Duplicate {
+		// Stored before under this turn id: fine if it is the same request
+		// (a retry), an error if not (the new one was dropped).
+		if prev, err := firstRequest(ctx, js, req.ConversationId, req.TurnId); err == nil && prev != nil && !sameRequest(*prev, req) {
+			return fmt.Errorf("%w: turn %s of conversation %s was already sent with a different request, whose answer stands: use a new turn id", ErrTurnIDReused, req.TurnId, req.ConversationId)
+		}
 	}
 	return nil
 }
 
+// firstRequest is the request a turn id was accepted with: still queued, or
+// recorded by its retrieved event.
+func firstRequest(ctx context.Context, js jetstream.JetStream, conv, turnID string) (*contracts.AgentExecuteRequest, error) {
+	if q, err := js.Stream(ctx, contracts.QueueStreamName); err == nil {
+		if m, err := q.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageRequested, conv, turnID)); err == nil {
+			var r contracts.AgentExecuteRequest
+			if err := json.Unmarshal(m.Data, &r); err != nil {
+				return nil, err
+			}
+			return &r, nil
+		}
+	}
+	return recordedRequest(ctx, js, conv, turnID)
+}
+
 // Await returns the turn's completed event. It reads the completed subject
-// from the stream with an ordered consumer that delivers all, so a result
-// published before Await started is found, never missed.
+// from the stream with an ordered consumer from the last stored message on,
+// so a result published before Await started is found, never missed.
 func Await(ctx context.Context, js jetstream.JetStream, conversationID, turnID string) (contracts.Turn, error) {
 	var t contracts.Turn
+	// The last completion of the turn: normally its only one; after a turn
+	// id was reused with another request, the turn_id_reused error.
 	cons, err := js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{contracts.Subject(contracts.StageCompleted, conversationID, turnID)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 	})
 	if err != nil {
 		return t, fmt.Errorf("watch completion: %w", err)
@@ -70,7 +100,11 @@ func Await(ctx context.Context, js jetstream.JetStream, conversationID, turnID s
 		if err != nil {
 			continue // nothing yet
 		}
-		if err := unmarshalTurn(m.Data(), &t); err != nil {
+		data, err := EventData(ctx, js, m.Headers(), m.Data())
+		if err != nil {
+			return t, err
+		}
+		if err := unmarshalTurn(data, &t); err != nil {
 			return t, fmt.Errorf("decode completion: %w", err)
 		}
 		return t, nil

@@ -15,6 +15,7 @@ import (
 // (a gateway, the benchmark) pays for one consumer, not one per turn as Await
 // does. Completions that arrive before anyone waits are kept until claimed.
 type Completions struct {
+	js   jetstream.JetStream
 	cc   jetstream.ConsumeContext
 	mu   sync.Mutex
 	got  map[string]contracts.Turn
@@ -27,7 +28,7 @@ type Completions struct {
 // WatchCompletions starts following aptix.completed.<conversationFilter>.>
 // (conversationFilter "*" for all) from now on: start it before submitting.
 func WatchCompletions(ctx context.Context, js jetstream.JetStream, conversationFilter string) (*Completions, error) {
-	c := &Completions{got: map[string]contracts.Turn{}, wait: map[string]chan contracts.Turn{}, seen: map[string]int{}}
+	c := &Completions{js: js, got: map[string]contracts.Turn{}, wait: map[string]chan contracts.Turn{}, seen: map[string]int{}}
 	cons, err := js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{contracts.SubjectPrefix + "." + contracts.StageCompleted + "." + conversationFilter + ".>"},
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
@@ -44,9 +45,10 @@ func WatchCompletions(ctx context.Context, js jetstream.JetStream, conversationF
 
 func (c *Completions) deliver(m jetstream.Msg) {
 	var t contracts.Turn
+	data, err := EventData(context.Background(), c.js, m.Headers(), m.Data())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := unmarshalTurn(m.Data(), &t); err != nil || t.TurnId == "" {
+	if err != nil || unmarshalTurn(data, &t) != nil || t.TurnId == "" {
 		c.errs++
 		return
 	}

@@ -79,8 +79,8 @@ func TestCompletionsDispatchByTurn(t *testing.T) {
 func TestEnsureStreamUpdatesOnlyOnChange(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx := context.Background()
-	for _, age := range []time.Duration{time.Hour, time.Hour, 2 * time.Hour} {
-		s, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{MaxAge: age})
+	for _, work := range []int64{1 << 20, 1 << 20, 2 << 20} {
+		s, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{WorkMaxBytes: work, HistoryMaxBytes: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,8 +88,8 @@ func TestEnsureStreamUpdatesOnlyOnChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Config.MaxAge != age {
-			t.Fatalf("max age %v, want %v", info.Config.MaxAge, age)
+		if info.Config.MaxBytes != work+1<<20 {
+			t.Fatalf("max bytes %v, want %v", info.Config.MaxBytes, work+1<<20)
 		}
 	}
 }

@@ -23,6 +23,12 @@ const (
 	EnvAckWait       = "APTIX_ACK_WAIT"
 	EnvReplicas      = "APTIX_STREAM_REPLICAS"
 	EnvLogLevel      = "APTIX_LOG_LEVEL"
+	// Stream limits (stream.go; README "Deployment").
+	EnvQueueMaxBytes   = "APTIX_QUEUE_MAX_BYTES"
+	EnvWorkMaxBytes    = "APTIX_WORK_MAX_BYTES"
+	EnvHistoryMaxBytes = "APTIX_HISTORY_MAX_BYTES"
+	EnvHistoryMaxAge   = "APTIX_HISTORY_MAX_AGE"
+	EnvCompletionGrace = "APTIX_COMPLETION_GRACE"
 )
 
 // Build makes a stage once the connection is up (stages open their KV
@@ -84,7 +90,13 @@ func runMain(service string, build Build, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	o := Options{Logger: log, Stream: StreamConfig{Replicas: envInt(EnvReplicas)}, Subscriber: SubscriberConfig{
+	streams, err := StreamConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	// The mapper, where turns end, keeps history within its limits (its NATS
+	// user is the one allowed to purge APTIX in deploy/nats/auth.conf).
+	o := Options{Logger: log, Stream: streams, Trim: st.Name == "mapper", Subscriber: SubscriberConfig{
 		MaxAckPending: envInt(EnvMaxAckPending), MaxDeliver: envInt(EnvMaxDeliver), AckWait: envDuration(EnvAckWait),
 	}}
 	log.Info("starting", "nats", url)

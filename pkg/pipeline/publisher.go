@@ -18,6 +18,10 @@ import (
 // Subscriber added for the handler.
 type Publisher struct {
 	js jetstream.JetStream
+	// claims, when set, stores payloads above maxInline and publishes a stub
+	// (claim.go).
+	claims    *claimStore
+	maxInline int
 	// createStream makes a stream per topic on first use (tests and
 	// watermill's universal suite; the pipeline provisions APTIX).
 	createStream bool
@@ -48,10 +52,32 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 				p.created.Store(topic, true)
 			}
 		}
-		if _, err := p.js.PublishMsg(ctx, toNATS(topic, msg)); err != nil {
+		out := toNATS(topic, msg)
+		if p.claims != nil && len(out.Data) > p.maxInline {
+			if err := p.claim(ctx, out); err != nil {
+				return err
+			}
+		}
+		if _, err := p.js.PublishMsg(ctx, out); err != nil {
 			return fmt.Errorf("publish %s: %w", topic, err)
 		}
 	}
+	return nil
+}
+
+// claim moves the payload to the claim store and leaves a stub.
+func (p *Publisher) claim(ctx context.Context, m *nats.Msg) error {
+	obs, err := p.claims.open(ctx)
+	if err != nil {
+		return err
+	}
+	key := claimKey(m.Subject, m.Header.Get(contracts.HeaderMsgID))
+	if _, err := obs.PutBytes(ctx, key, m.Data); err != nil {
+		return fmt.Errorf("claim check %s (%d bytes): %w", key, len(m.Data), capacityError(err))
+	}
+	_, conv, turnID, _ := contracts.ParseSubject(m.Subject)
+	m.Header.Set(contracts.HeaderClaim, key)
+	m.Data = stub(conv, turnID, key, len(m.Data))
 	return nil
 }
 

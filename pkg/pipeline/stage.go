@@ -69,15 +69,21 @@ type Options struct {
 	// BeforePublish runs after the handler and before the publish; tests use
 	// it to crash a stage at the worst moment.
 	BeforePublish func(turn *contracts.Turn) error
+	// Trim runs the history trimmer (trim.go) in this stage's process. The
+	// mapper's binary and `aptix up` set it; any number of trimmers is safe.
+	Trim bool
 }
 
 // runner is one running stage.
 type runner struct {
-	st    Stage
-	o     Options
-	sub   SubscriberConfig
-	pub   *Publisher
-	log   *slog.Logger
+	st  Stage
+	o   Options
+	sub SubscriberConfig
+	pub *Publisher
+	js  jetstream.JetStream
+	log *slog.Logger
+	// admit is set on the stage that brings new turns into APTIX.
+	admit *admission
 	stats struct{ processed, rejected, retried, dead atomic.Int64 }
 }
 
@@ -93,14 +99,23 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 		return err
 	}
 	sc := o.Subscriber.withDefaults()
-	sc.Stream, sc.Durable, sc.CreateStream = contracts.StreamName, Durable(st.Name), false
+	sc.Stream, sc.Durable, sc.CreateStream = contracts.StreamOf(st.In), Durable(st.Name), false
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	log = log.With("stage", st.Name)
 	sc.Logger = watermill.NewSlogLogger(log)
-	r := &runner{st: st, o: o, sub: sc, pub: NewPublisher(js), log: log}
+	pub := NewPublisher(js)
+	pub.claims = &claimStore{js: js, ttl: o.Stream.withDefaults().HistoryMaxAge}
+	pub.maxInline = claimThreshold(nc)
+	r := &runner{st: st, o: o, sub: sc, pub: pub, js: js, log: log}
+	if contracts.StreamOf(st.In) != contracts.StreamOf(st.Out) {
+		r.admit = newAdmission(js, o.Stream)
+	}
+	if o.Trim {
+		go NewTrimmer(js, o.Stream, log).Run(ctx)
+	}
 
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: sc.DrainTimeout + time.Second}, sc.Logger)
 	if err != nil {
@@ -163,9 +178,23 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		trace.WithAttributes(attribute.String("messaging.consumer.group.name", r.sub.Durable), attribute.Int("messaging.nats.delivered", delivered)))
 	defer span.End()
 
-	turn, err := decode(r.st.In, subject, msg.Payload)
+	payload := msg.Payload
+	if key := msg.Metadata.Get(contracts.HeaderClaim); key != "" {
+		full, err := EventData(ctx, r.js, nats.Header{contracts.HeaderClaim: []string{key}}, payload)
+		if err != nil {
+			r.log.Warn("claimed event unreadable, will retry", "subject", subject, "err", err)
+			if delivered < r.sub.MaxDeliver {
+				return err
+			}
+		} else {
+			payload = full
+		}
+	}
+	turn, err := decode(r.st.In, subject, payload)
 	if err != nil {
-		r.deadLetter(ctx, msg, delivered, err.Error())
+		if derr := r.deadLetter(ctx, msg, delivered, err.Error()); derr != nil {
+			return derr // not recorded: redeliver rather than lose it
+		}
 		if _, conv, turnID, ok := contracts.ParseSubject(subject); ok && contracts.IsToken(conv) && contracts.IsToken(turnID) {
 			t := contracts.Turn{Version: contracts.TurnVersion, ConversationId: conv, TurnId: turnID, Request: contracts.AgentExecuteRequest{ConversationId: conv, TurnId: turnID}}
 			return r.fail(ctx, &t, CodeInvalidEvent, err.Error())
@@ -175,6 +204,17 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	span.SetAttributes(attribute.String("aptix.conversation_id", turn.ConversationId), attribute.String("aptix.turn_id", turn.TurnId))
 	log := r.log.With("conversation", turn.ConversationId, "turn", turn.TurnId, "trace_id", span.SpanContext().TraceID().String())
 
+	if r.st.In == contracts.StageRequested {
+		prev, err := recordedRequest(ctx, r.js, turn.ConversationId, turn.TurnId)
+		if err != nil {
+			return err // cannot tell yet: retry rather than answer twice
+		}
+		if prev != nil && !sameRequest(*prev, turn.Request) {
+			r.stats.rejected.Add(1)
+			log.Warn("turn id reused with a different request", "code", CodeTurnIDReused)
+			return r.failReused(ctx, &turn)
+		}
+	}
 	herr := r.safeHandle(ctx, &turn)
 	var rej *Rejection
 	switch {
@@ -187,7 +227,9 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		reason := fmt.Sprintf("gave up after %d deliveries: %v", delivered, herr)
 		log.Error("turn dead-lettered", "reason", reason)
 		span.SetStatus(codes.Error, reason)
-		r.deadLetter(ctx, msg, delivered, reason)
+		if derr := r.deadLetter(ctx, msg, delivered, reason); derr != nil {
+			return derr
+		}
 		return r.fail(ctx, &turn, CodeStageFailed, r.st.Name+" "+reason)
 	case herr != nil:
 		r.stats.retried.Add(1)
@@ -201,9 +243,25 @@ func (r *runner) handle(msg *message.Message) (err error) {
 			return err
 		}
 	}
+	if r.admit != nil {
+		if err := r.admit.wait(ctx, log); err != nil {
+			return err
+		}
+	}
 	if err := r.publish(ctx, r.st.Out, &turn); err != nil {
 		span.RecordError(err)
-		return err
+		if delivered < r.sub.MaxDeliver || IsAtCapacity(err) {
+			return err
+		}
+		// A publish that keeps failing for another reason than a full
+		// stream (the claim store broken, a permission) ends the turn
+		// loudly instead of leaving it undelivered.
+		reason := fmt.Sprintf("publishing aptix.%s failed on all %d deliveries: %v", r.st.Out, delivered, err)
+		log.Error("turn dead-lettered", "reason", reason)
+		if derr := r.deadLetter(ctx, msg, delivered, reason); derr != nil {
+			return derr
+		}
+		return r.fail(ctx, &turn, CodeStageFailed, r.st.Name+" "+reason)
 	}
 	r.stats.processed.Add(1)
 	return nil
@@ -227,6 +285,11 @@ func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
 	_, conv, turnID, ok := contracts.ParseSubject(subject)
 	if !ok {
 		return contracts.Turn{}, fmt.Errorf("subject %q is not aptix.<stage>.<conversationId>.<turnId>", subject)
+	}
+	if !contracts.IsToken(conv) || !contracts.IsToken(turnID) {
+		// A wildcard or odd token would put every later event, and the
+		// answer, on a subject other clients' filters match or none can.
+		return contracts.Turn{}, fmt.Errorf("subject %q: conversation and turn ids must be 1-%d characters of [A-Za-z0-9_-]", subject, contracts.MaxIDLen)
 	}
 	var t contracts.Turn
 	if stage == contracts.StageRequested {
@@ -252,18 +315,27 @@ func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
 
 // publish sends the turn on to the next stage: CloudEvents headers, the
 // trace context, and Nats-Msg-Id <turnId>.<stage> so a redelivered event
-// that is handled twice is stored once.
+// that is handled twice is stored once. A full stream is waited out (the
+// input stays unacknowledged meanwhile), never dropped.
 func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) error {
 	data, err := marshalTurn(t)
 	if err != nil {
 		return fmt.Errorf("encode turn: %w", err)
 	}
-	return publishEvent(ctx, r.pub, "aptix/"+r.st.Name, stage, t.ConversationId, t.TurnId, data)
+	return untilStored(ctx, r.log, "aptix."+stage, func() error {
+		return publishEvent(ctx, r.pub, "aptix/"+r.st.Name, stage, t.ConversationId, t.TurnId, data)
+	})
 }
 
 func publishEvent(ctx context.Context, pub *Publisher, source, stage, conv, turnID string, data []byte) error {
+	return publishEventID(ctx, pub, source, stage, conv, turnID, contracts.MsgID(turnID, stage), data)
+}
+
+func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, turnID, id string, data []byte) error {
+	if !contracts.IsToken(conv) || !contracts.IsToken(turnID) {
+		return &Rejection{Code: CodeInvalidEvent, Message: fmt.Sprintf("refusing to publish on a subject built from invalid ids %q/%q", conv, turnID)}
+	}
 	subject := contracts.Subject(stage, conv, turnID)
-	id := contracts.MsgID(turnID, stage)
 	ctx, span := tracer().Start(ctx, "send aptix."+stage, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(messagingAttrs("send", subject, id)...),
 		trace.WithAttributes(attribute.Int("messaging.message.body.size", len(data))))
@@ -293,11 +365,40 @@ func (r *runner) fail(ctx context.Context, t *contracts.Turn, code, message stri
 	}
 	resp := contracts.FailedResponse(t.Request, *t.Failure, sources, t.Warnings)
 	t.Response = &resp
-	return r.publish(ctx, contracts.StageCompleted, t)
+	err := r.publish(ctx, contracts.StageCompleted, t)
+	if err == nil || IsAtCapacity(err) {
+		return err
+	}
+	// The whole turn could not be published: the client still gets a
+	// small error completion with the ids, the failure and the response.
+	small := contracts.Turn{Version: t.Version, ConversationId: t.ConversationId, TurnId: t.TurnId,
+		Request:  contracts.AgentExecuteRequest{ConversationId: t.ConversationId, TurnId: t.TurnId, Mode: t.Request.Mode},
+		Response: t.Response, Failure: t.Failure, Warnings: t.Warnings}
+	if serr := r.publish(ctx, contracts.StageCompleted, &small); serr != nil {
+		return fmt.Errorf("error completion: %w (and its small form: %w)", err, serr)
+	}
+	return nil
+}
+
+// failReused answers a turn id sent again with a different request: an
+// error completion under its own Nats-Msg-Id, so it is stored after the first
+// request's answer instead of being de-duplicated away.
+func (r *runner) failReused(ctx context.Context, t *contracts.Turn) error {
+	t.Failure = &contracts.Failure{Stage: r.st.Name, Code: CodeTurnIDReused, Message: fmt.Sprintf(
+		"turn id %q was already used in conversation %q by a different request; its answer stands: send this request with a new turn id", t.TurnId, t.ConversationId)}
+	resp := contracts.FailedResponse(t.Request, *t.Failure, nil, t.Warnings)
+	t.Response = &resp
+	data, err := marshalTurn(t)
+	if err != nil {
+		return err
+	}
+	return untilStored(ctx, r.log, "aptix."+contracts.StageCompleted, func() error {
+		return publishEventID(ctx, r.pub, "aptix/"+r.st.Name, contracts.StageCompleted, t.ConversationId, t.TurnId, reuseMsgID(t.TurnId, t.Request), data)
+	})
 }
 
 // deadLetter keeps an event the stage gave up on, with the reason in headers.
-func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered int, reason string) {
+func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered int, reason string) error {
 	r.stats.dead.Add(1)
 	subject := msg.Metadata.Get(MetaSubject)
 	_, _, turnID, ok := contracts.ParseSubject(subject)
@@ -314,7 +415,11 @@ func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered
 	dead.Metadata.Set(contracts.HeaderDeadSubject, subject)
 	dead.Metadata.Set(contracts.HeaderDeadDeliveries, strconv.Itoa(delivered))
 	dead.SetContext(ctx)
-	if err := r.pub.Publish(contracts.DeadSubject(r.st.Name), dead); err != nil {
+	if err := untilStored(ctx, r.log, contracts.DeadSubject(r.st.Name), func() error {
+		return r.pub.Publish(contracts.DeadSubject(r.st.Name), dead)
+	}); err != nil {
 		r.log.Error("dead letter not stored", "subject", subject, "reason", reason, "err", err)
+		return fmt.Errorf("dead letter %s: %w", subject, err)
 	}
+	return nil
 }

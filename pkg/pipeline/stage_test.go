@@ -180,7 +180,7 @@ func TestDrainFinishesInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "t1"))
-	c, _ := js.Consumer(context.Background(), contracts.StreamName, Durable("retriever"))
+	c, _ := js.Consumer(context.Background(), contracts.QueueStreamName, Durable("retriever"))
 	info, _ := c.Info(context.Background())
 	if info.NumAckPending != 0 || info.NumPending != 0 {
 		t.Fatalf("after drain: %d unacked, %d pending", info.NumAckPending, info.NumPending)
@@ -215,7 +215,7 @@ func TestProvisionIsIdempotent(t *testing.T) {
 		}
 	}
 	for _, st := range Stages {
-		c, err := js.Consumer(context.Background(), contracts.StreamName, Durable(st.Name))
+		c, err := js.Consumer(context.Background(), contracts.StreamOf(st.In), Durable(st.Name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +224,11 @@ func TestProvisionIsIdempotent(t *testing.T) {
 		}
 	}
 	s, _ := js.Stream(context.Background(), contracts.StreamName)
-	if subs := s.CachedInfo().Config.Subjects; len(subs) != 6 || subs[0] != "aptix.requested.>" {
+	if subs := s.CachedInfo().Config.Subjects; len(subs) != 5 || subs[0] != "aptix.retrieved.>" {
 		t.Fatalf("stream subjects %v", subs)
+	}
+	q, _ := js.Stream(context.Background(), contracts.QueueStreamName)
+	if cfg := q.CachedInfo().Config; len(cfg.Subjects) != 1 || cfg.Subjects[0] != "aptix.requested.>" || cfg.Retention != jetstream.WorkQueuePolicy || cfg.Discard != jetstream.DiscardNew {
+		t.Fatalf("queue %+v", cfg)
 	}
 }

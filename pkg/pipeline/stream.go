@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -17,18 +18,63 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// StreamConfig sizes the APTIX stream. Zero values take the defaults.
+// Retention design (DESIGN.md §13): work is not history.
+//
+// A limits stream with discard "old" deletes its oldest events when full
+// whether or not a stage has processed them: an accepted turn vanishes
+// without an error, a dead letter or a completion. So:
+//
+//   - Requests (aptix.requested.>) go to APTIX_QUEUE, a work-queue stream
+//     with discard "new" and a hard cap (QueueMaxBytes): a request leaves it
+//     only when the retriever acknowledges it, and when it is full a client's
+//     publish is refused (ErrAtCapacity), loudly, never dropped.
+//   - Every later event goes to APTIX: limits retention, discard "new", no
+//     server-side age limit, and a hard cap of WorkMaxBytes+HistoryMaxBytes.
+//     History is bounded by the trimmer (trim.go), which purges by age
+//     (HistoryMaxAge) and size (HistoryMaxBytes) but never an event at or
+//     after the first one a stage has not acknowledged, and never a
+//     completion or dead letter younger than CompletionGrace.
+//   - Only the first stage brings new turns into APTIX, and it does so only
+//     while APTIX has headroom (admit.go); every other stage's publish moves
+//     a turn already inside. A stage whose publish is refused retries with
+//     backoff and never acknowledges its input first, so nothing is lost and
+//     a full stream is backpressure, up to the client's refused publish.
+//
+// Options weighed: an interest-retention work stream with history sourced
+// from it does not work on nats-server 2.15 (a source consumer is not
+// interest: an event no stage consumes, a completion, is deleted before it is
+// sourced); one discard-new stream for everything deadlocks when clients fill
+// it (no stage can publish its output); a work-queue stream cannot be read by
+// the ordered consumers clients use to await completions. The queue keeps
+// that deadlock out of APTIX: clients can fill only the queue.
+
+// StreamConfig sizes the APTIX_QUEUE and APTIX streams. Zero values take the
+// defaults; the Env* variables in main.go set them for every process.
 type StreamConfig struct {
 	// Replicas is 1 for a single node, 3 for a cluster.
 	Replicas int
-	// MaxAge is how long events stay replayable.
-	MaxAge time.Duration
-	// MaxBytes bounds the stream on disk.
-	MaxBytes int64
+	// QueueMaxBytes caps requests not yet taken by the retriever: past it a
+	// client's publish is refused (APTIX_QUEUE_MAX_BYTES, default 256 MiB).
+	QueueMaxBytes int64
+	// WorkMaxBytes is APTIX's room for turns inside the pipeline, beyond
+	// history (APTIX_WORK_MAX_BYTES, default 1 GiB).
+	WorkMaxBytes int64
+	// HistoryMaxBytes bounds finished events kept for replay and inspection
+	// (APTIX_HISTORY_MAX_BYTES, default 2 GiB).
+	HistoryMaxBytes int64
+	// HistoryMaxAge is how long finished events stay replayable
+	// (APTIX_HISTORY_MAX_AGE, default 7 days).
+	HistoryMaxAge time.Duration
+	// CompletionGrace keeps completions and dead letters at least this long
+	// whatever the size limit says, so a client can read its result
+	// (APTIX_COMPLETION_GRACE, default 10 minutes).
+	CompletionGrace time.Duration
+	// TrimEvery is how often the trimmer runs (default 5 s).
+	TrimEvery time.Duration
 	// Duplicates is the Nats-Msg-Id de-duplication window: a stage that
 	// re-publishes a turn's event within it is ignored by the server.
 	Duplicates time.Duration
-	// Memory stores the stream in memory (benchmarks only: not durable).
+	// Memory stores the streams in memory (benchmarks only: not durable).
 	Memory bool
 }
 
@@ -36,54 +82,139 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	if c.Replicas <= 0 {
 		c.Replicas = 1
 	}
-	if c.MaxAge <= 0 {
-		c.MaxAge = 7 * 24 * time.Hour
+	if c.QueueMaxBytes <= 0 {
+		c.QueueMaxBytes = 256 << 20
 	}
-	if c.MaxBytes <= 0 {
-		c.MaxBytes = 1 << 30
+	if c.WorkMaxBytes <= 0 {
+		c.WorkMaxBytes = 1 << 30
+	}
+	if c.HistoryMaxBytes <= 0 {
+		c.HistoryMaxBytes = 2 << 30
+	}
+	if c.HistoryMaxAge <= 0 {
+		c.HistoryMaxAge = 7 * 24 * time.Hour
+	}
+	if c.CompletionGrace <= 0 {
+		c.CompletionGrace = 10 * time.Minute
 	}
 	if c.Duplicates <= 0 {
 		c.Duplicates = 10 * time.Minute
 	}
+	if c.TrimEvery <= 0 {
+		c.TrimEvery = 5 * time.Second
+	}
 	return c
 }
 
-// JetStreamConfig is the stream definition Provision applies; exported so
+// StreamConfigFromEnv reads the limits every Aptix process applies.
+func StreamConfigFromEnv() (StreamConfig, error) {
+	var c StreamConfig
+	var errs []error
+	c.Replicas = envInt(EnvReplicas)
+	for _, b := range []struct {
+		key string
+		dst *int64
+	}{{EnvQueueMaxBytes, &c.QueueMaxBytes}, {EnvWorkMaxBytes, &c.WorkMaxBytes}, {EnvHistoryMaxBytes, &c.HistoryMaxBytes}} {
+		if v := os.Getenv(b.key); v != "" {
+			n, err := ParseBytes(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", b.key, err))
+			}
+			*b.dst = n
+		}
+	}
+	for _, d := range []struct {
+		key string
+		dst *time.Duration
+	}{{EnvHistoryMaxAge, &c.HistoryMaxAge}, {EnvCompletionGrace, &c.CompletionGrace}} {
+		if v := os.Getenv(d.key); v != "" {
+			n, err := ParseAge(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", d.key, err))
+			}
+			*d.dst = n
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// Limits returns the configuration with every default applied, for display.
+func (c StreamConfig) Limits() StreamConfig { return c.withDefaults() }
+
+// admitBelow is the APTIX size under which the first stage may bring a new
+// turn in: half the work room stays free for turns already inside to move
+// (each move adds its next event before the trimmer frees the previous one).
+func (c StreamConfig) admitBelow() int64 {
+	c = c.withDefaults()
+	return c.HistoryMaxBytes + c.WorkMaxBytes/2
+}
+
+// JetStreamConfig is the APTIX definition EnsureStreams applies; exported so
 // `aptix provision --dry-run` and deploy/nats can print the same thing.
 func (c StreamConfig) JetStreamConfig() jetstream.StreamConfig {
 	c = c.withDefaults()
-	storage := jetstream.FileStorage
-	if c.Memory {
-		storage = jetstream.MemoryStorage
-	}
 	return jetstream.StreamConfig{
 		Name:        contracts.StreamName,
-		Description: "Aptix turn events: every stage's input and output, and dead letters",
+		Description: "Aptix turn events after the request: every stage's input and output, completions and dead letters; history trimmed by Aptix, never unfinished work",
 		Subjects:    contracts.StreamSubjects(),
 		Retention:   jetstream.LimitsPolicy,
-		Storage:     storage,
+		Storage:     c.storage(),
 		Replicas:    c.Replicas,
-		MaxAge:      c.MaxAge,
-		MaxBytes:    c.MaxBytes,
+		MaxBytes:    c.WorkMaxBytes + c.HistoryMaxBytes,
 		Duplicates:  c.Duplicates,
-		Discard:     jetstream.DiscardOld,
+		Discard:     jetstream.DiscardNew,
+		AllowDirect: true,
 	}
 }
 
-// EnsureStream creates or updates the APTIX stream; safe to call from every
-// replica of every stage at start. A stream that already has this
-// configuration is left alone: every stage starting at once would otherwise
-// update it concurrently with the others creating their consumers, which is
-// needless work and, in nats-server v2.15.2, a data race the race detector
-// reports (fileStore.UpdateConfig vs ConsumerStore).
+// QueueJetStreamConfig is the APTIX_QUEUE definition: requests until the
+// retriever takes them.
+func (c StreamConfig) QueueJetStreamConfig() jetstream.StreamConfig {
+	c = c.withDefaults()
+	return jetstream.StreamConfig{
+		Name:        contracts.QueueStreamName,
+		Description: "Aptix requests not yet taken by the retriever; full means clients are refused",
+		Subjects:    contracts.QueueSubjects(),
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     c.storage(),
+		Replicas:    c.Replicas,
+		MaxBytes:    c.QueueMaxBytes,
+		Duplicates:  c.Duplicates,
+		Discard:     jetstream.DiscardNew,
+	}
+}
+
+func (c StreamConfig) storage() jetstream.StorageType {
+	if c.Memory {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// EnsureStream creates or updates APTIX_QUEUE and APTIX (migrating a
+// deployment from the single-stream layout, see migrate.go) and returns
+// APTIX; safe to call from every replica of every stage at start. A stream
+// that already has its configuration is left alone: every stage starting at
+// once would otherwise update it concurrently with the others creating their
+// consumers, which is needless work and, in nats-server v2.15.2, a data race
+// the race detector reports (fileStore.UpdateConfig vs ConsumerStore).
 func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (jetstream.Stream, error) {
-	want := c.JetStreamConfig()
+	if err := migrateSingleStream(ctx, js, c); err != nil {
+		return nil, err
+	}
+	if _, err := ensureOne(ctx, js, c.QueueJetStreamConfig()); err != nil {
+		return nil, err
+	}
+	return ensureOne(ctx, js, c.JetStreamConfig())
+}
+
+func ensureOne(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
 	if s, err := js.Stream(ctx, want.Name); err == nil && sameStream(s.CachedInfo().Config, want) {
 		return s, nil
 	}
 	s, err := js.CreateOrUpdateStream(ctx, want)
 	if err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", contracts.StreamName, err)
+		return nil, fmt.Errorf("create stream %s: %w", want.Name, err)
 	}
 	return s, nil
 }
@@ -93,7 +224,8 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 	return slices.Equal(have.Subjects, want.Subjects) && have.Storage == want.Storage &&
 		max(have.Replicas, 1) == max(want.Replicas, 1) && have.MaxAge == want.MaxAge &&
 		have.MaxBytes == want.MaxBytes && have.Duplicates == want.Duplicates &&
-		have.Retention == want.Retention && have.Discard == want.Discard && have.Description == want.Description
+		have.Retention == want.Retention && have.Discard == want.Discard && have.Description == want.Description &&
+		have.AllowDirect == want.AllowDirect
 }
 
 // Durable is the consumer name of a stage: one per stage, shared by its replicas.
@@ -104,7 +236,7 @@ func ConsumerConfig(stage, inStage string, sc SubscriberConfig) jetstream.Consum
 	sc = sc.withDefaults()
 	return jetstream.ConsumerConfig{
 		Durable:       Durable(stage),
-		Description:   "Aptix " + stage + " stage: consumes aptix." + inStage,
+		Description:   "Aptix " + stage + " stage: consumes aptix." + inStage + " from " + contracts.StreamOf(inStage),
 		FilterSubject: contracts.StageFilter(inStage),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       sc.AckWait,
@@ -122,16 +254,15 @@ var Stages = []struct{ Name, In, Out string }{
 	{"mapper", contracts.StageResponded, contracts.StageCompleted},
 }
 
-// Provision creates the stream and every stage's consumer, for operators who
+// Provision creates the streams and every stage's consumer, for operators who
 // manage JetStream objects ahead of the services (`aptix provision`).
 func Provision(ctx context.Context, js jetstream.JetStream, c StreamConfig, sc SubscriberConfig) error {
-	s, err := EnsureStream(ctx, js, c)
-	if err != nil {
+	if _, err := EnsureStream(ctx, js, c); err != nil {
 		return err
 	}
 	var errs []error
 	for _, st := range Stages {
-		if _, err := s.CreateOrUpdateConsumer(ctx, ConsumerConfig(st.Name, st.In, sc)); err != nil {
+		if _, err := js.CreateOrUpdateConsumer(ctx, contracts.StreamOf(st.In), ConsumerConfig(st.Name, st.In, sc)); err != nil {
 			errs = append(errs, fmt.Errorf("consumer %s: %w", Durable(st.Name), err))
 		}
 	}

@@ -122,7 +122,10 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	go func() {
 		defer s.wg.Done()
 		<-done
-		it.Stop()
+		// Drain, not Stop: events already fetched into the client's buffer
+		// come out of Next and are handed back below (Nak, no delay), so a
+		// restart takes them at once instead of after AckWait.
+		it.Drain()
 	}()
 	s.wg.Add(1)
 	go func() {
@@ -139,10 +142,16 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 				continue
 			}
 			select {
+			case <-done:
+				_ = m.Nak() // not started: hand it to another replica now
+				continue
+			default:
+			}
+			select {
 			case sem <- struct{}{}:
 			case <-done:
 				_ = m.Nak() // not started: hand it to another replica now
-				return
+				continue
 			}
 			inflight.Add(1)
 			go func() {

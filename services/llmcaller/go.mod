@@ -3,6 +3,7 @@ module github.com/aptix-dev/aptix/services/llmcaller
 go 1.26.0
 
 require (
+	github.com/aptix-dev/aptix/pkg/conformance v0.0.0
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
 	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
 	github.com/aptix-dev/aptix/pkg/toolemu v0.0.0
@@ -82,6 +83,8 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
+
+replace github.com/aptix-dev/aptix/pkg/conformance => ../../pkg/conformance
 
 replace github.com/aptix-dev/aptix/pkg/contracts => ../../pkg/contracts
 

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -36,8 +37,14 @@ type Options struct {
 	// Results enables pay-once: final results are stored by turn id and a
 	// repeated call returns the stored one.
 	Results ResultStore
-	// History keeps conversation items for backends without previous_response_id.
+	// History keeps conversation items: replayed as input for backends
+	// without previous_response_id, and for any backend kept so a
+	// conversation survives the backend losing a response (recover.go).
 	History HistoryStore
+	// ForgetConversations skips keeping items for recovery on backends that
+	// thread by previous_response_id (saves one object-store write per turn;
+	// such a conversation then cannot be recovered). Env APTIX_KEEP_HISTORY=off.
+	ForgetConversations bool
 	// HTTPClient carries the requests; default a client that keeps up to 1024 idle connections per host.
 	HTTPClient *http.Client
 	// Logger; default slog.Default().
@@ -48,6 +55,12 @@ type Options struct {
 	// Retry-After is honoured as sent, bounded only by the turn deadline.
 	MaxBackoff time.Duration
 }
+
+// EnvKeepHistory set to "off" sets Options.ForgetConversations.
+const EnvKeepHistory = "APTIX_KEEP_HISTORY"
+
+// ForgetFromEnv reads EnvKeepHistory.
+func ForgetFromEnv() bool { return os.Getenv(EnvKeepHistory) == "off" }
 
 // Caller calls backends named by profiles. It is safe for concurrent use.
 type Caller struct {

@@ -103,12 +103,25 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 			break
 		}
 	}
+	if recoverable(out.err) && !replay && t.parent.Err() == nil && !(t.in.Stream && t.emitted) {
+		if again, warning, err := recoverBody(turnCtx, t.c.o.History, b, t.in.ConversationID); err != nil {
+			out.err.Message += startOver(t.in.ConversationID)
+		} else {
+			t.log.Warn("backend lost the response this turn continues from; recovering from kept history", "warning", warning)
+			res.Attempts++
+			if out = t.attempt(turnCtx, client, again); out.err == nil {
+				res.Warnings = append(res.Warnings, warning)
+			}
+		}
+	}
 	res.Status, res.Body, res.Error = out.status, out.body, out.err
 	if t.parent.Err() != nil {
 		return false
 	}
 	if res.Error == nil && replay && t.c.o.History != nil {
 		t.record(turnCtx, input, res.Body) // verbatim, before any rewrite
+	} else if res.Error == nil && t.c.o.History != nil && !t.c.o.ForgetConversations {
+		t.keep(turnCtx, b, res.Body)
 	}
 	if t.emu != nil && res.Error == nil && res.Status >= 200 && res.Status <= 299 {
 		t.rewrite(turnCtx, res, out.sse)

@@ -31,6 +31,18 @@ func post(t *testing.T, url, body, fault string) (*http.Response, []byte, error)
 	return resp, b, err
 }
 
+// postPath sends a raw JSON body to any sandbox URL.
+func postPath(t *testing.T, url, body string) (*http.Response, []byte, error) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, b, err
+}
+
 func start(t *testing.T, o sandbox.Options) (*httptest.Server, *sandbox.Server) {
 	t.Helper()
 	o.Logger = slog.New(slog.DiscardHandler)

@@ -8,34 +8,55 @@ import (
 )
 
 // request is the part of a /responses body the sandbox reads. Unknown fields
-// are accepted, as OpenAI accepts most of them.
+// are accepted, as OpenAI accepts most of them. Optional settings are
+// pointers so the response can echo what was sent and default the rest.
 type request struct {
 	Model              string          `json:"model"`
 	Input              json.RawMessage `json:"input"`
+	Instructions       json.RawMessage `json:"instructions"`
 	PreviousResponseID string          `json:"previous_response_id"`
 	Tools              []tool          `json:"tools"`
 	ToolChoice         json.RawMessage `json:"tool_choice"`
 	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	MaxToolCalls       *int            `json:"max_tool_calls"`
 	Stream             bool            `json:"stream"`
-}
-
-type tool struct {
-	Type       string          `json:"type"`
-	Name       string          `json:"name"`
-	Parameters json.RawMessage `json:"parameters"`
+	Temperature        *float64        `json:"temperature"`
+	TopP               *float64        `json:"top_p"`
+	PresencePenalty    *float64        `json:"presence_penalty"`
+	FrequencyPenalty   *float64        `json:"frequency_penalty"`
+	TopLogprobs        *int            `json:"top_logprobs"`
+	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
+	Store              *bool           `json:"store"`
+	Truncation         *string         `json:"truncation"`
+	User               *string         `json:"user"`
+	SafetyIdentifier   *string         `json:"safety_identifier"`
+	PromptCacheKey     *string         `json:"prompt_cache_key"`
+	Metadata           json.RawMessage `json:"metadata"`
+	Text               json.RawMessage `json:"text"`
+	Reasoning          json.RawMessage `json:"reasoning"`
 }
 
 // item is the subset of an input item the sandbox reads.
 type item struct {
-	ID      string          `json:"id"`
-	Type    string          `json:"type"`
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	ID               string          `json:"id"`
+	Type             string          `json:"type"`
+	Role             string          `json:"role"`
+	Phase            string          `json:"phase"`
+	Content          json.RawMessage `json:"content"`
+	CallID           string          `json:"call_id"`
+	Name             string          `json:"name"`
+	Output           json.RawMessage `json:"output"`
+	EncryptedContent string          `json:"encrypted_content"`
 }
 
+// part is a content part; only the fields the sandbox reads.
 type part struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL string `json:"image_url,omitempty"`
+	FileID   string `json:"file_id,omitempty"`
+	FileData string `json:"file_data,omitempty"`
+	FileURL  string `json:"file_url,omitempty"`
 }
 
 // texts returns the text parts of a message item; content may be a string.
@@ -71,32 +92,9 @@ func parseRequest(body []byte) (request, []json.RawMessage, error) {
 	if len(in) == 0 || bytes.Equal(in, []byte("null")) {
 		return req, nil, invalid("input", "missing_required_parameter", "Missing required parameter: 'input'.")
 	}
-	var items []json.RawMessage
-	switch in[0] {
-	case '"':
-		var s string
-		if err := json.Unmarshal(in, &s); err != nil {
-			return req, nil, invalid("input", "invalid_type", "Invalid 'input': expected a string or an array of items.")
-		}
-		msg, _ := json.Marshal(map[string]any{"type": "message", "role": "user", "content": []part{{Type: "input_text", Text: s}}})
-		items = []json.RawMessage{msg}
-	case '[':
-		if err := json.Unmarshal(in, &items); err != nil {
-			return req, nil, invalid("input", "invalid_type", "Invalid 'input': expected a string or an array of items.")
-		}
-		for i, raw := range items {
-			var it map[string]json.RawMessage
-			if json.Unmarshal(raw, &it) != nil {
-				return req, nil, invalid(fmt.Sprintf("input[%d]", i), "invalid_type", fmt.Sprintf("Invalid 'input[%d]': expected an object.", i))
-			}
-			if _, ok := it["type"]; !ok {
-				if _, ok := it["role"]; !ok {
-					return req, nil, invalid(fmt.Sprintf("input[%d]", i), "missing_required_parameter", fmt.Sprintf("Missing required parameter: 'input[%d].type'.", i))
-				}
-			}
-		}
-	default:
-		return req, nil, invalid("input", "invalid_type", "Invalid 'input': expected a string or an array of items.")
+	items, err := parseInput(in)
+	if err != nil {
+		return req, nil, err
 	}
 	if req.MaxOutputTokens != nil && *req.MaxOutputTokens < 1 {
 		return req, nil, invalid("max_output_tokens", "integer_below_min_value", "Invalid 'max_output_tokens': integer below minimum value.")
@@ -104,10 +102,94 @@ func parseRequest(body []byte) (request, []json.RawMessage, error) {
 	return req, items, nil
 }
 
+// parseInput turns input (a string or an array of items) into items, and
+// rejects malformed items the way OpenAI does (400 naming the item).
+func parseInput(in []byte) ([]json.RawMessage, error) {
+	var items []json.RawMessage
+	switch in[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(in, &s); err != nil {
+			return nil, invalid("input", "invalid_type", "Invalid 'input': expected a string or an array of items.")
+		}
+		msg, _ := json.Marshal(map[string]any{"type": "message", "role": "user", "content": []part{{Type: "input_text", Text: s}}})
+		return []json.RawMessage{msg}, nil
+	case '[':
+		if err := json.Unmarshal(in, &items); err != nil {
+			return nil, invalid("input", "invalid_type", "Invalid 'input': expected a string or an array of items.")
+		}
+		for i, raw := range items {
+			if err := validateItem(i, raw); err != nil {
+				return nil, err
+			}
+		}
+		return items, nil
+	default:
+		return nil, invalid("input", "invalid_type", "Invalid 'input': expected a string or an array of items.")
+	}
+}
+
+// validateItem checks what the sandbox relies on: an object with a type (or
+// a role), a known message role, an assistant-only phase, image parts that
+// name their image, and compaction items the sandbox itself produced.
+func validateItem(i int, raw json.RawMessage) error {
+	param := fmt.Sprintf("input[%d]", i)
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return invalid(param, "invalid_type", fmt.Sprintf("Invalid '%s': expected an object.", param))
+	}
+	_, hasType := fields["type"]
+	_, hasRole := fields["role"]
+	if !hasType && !hasRole {
+		return invalid(param, "missing_required_parameter", fmt.Sprintf("Missing required parameter: '%s.type'.", param))
+	}
+	var it item
+	if err := json.Unmarshal(raw, &it); err != nil {
+		return invalid(param, "invalid_type", fmt.Sprintf("Invalid '%s': %v", param, err))
+	}
+	switch it.Type {
+	case "", "message":
+		return validateMessage(param, it)
+	case "function_call_output":
+		if it.CallID == "" {
+			return invalid(param+".call_id", "missing_required_parameter", fmt.Sprintf("Missing required parameter: '%s.call_id'.", param))
+		}
+	case "compaction":
+		if _, err := decodeCompaction(it.EncryptedContent); err != nil {
+			return invalid(param+".encrypted_content", "invalid_encrypted_content", fmt.Sprintf("Invalid '%s.encrypted_content': %v", param, err))
+		}
+	}
+	return nil
+}
+
+func validateMessage(param string, it item) error {
+	switch it.Role {
+	case "user", "assistant", "system", "developer":
+	default:
+		return invalid(param+".role", "invalid_value", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'user', 'assistant', 'system', and 'developer'.", it.Role))
+	}
+	if it.Phase != "" && (it.Role != "assistant" || (it.Phase != "commentary" && it.Phase != "final_answer")) {
+		return invalid(param+".phase", "invalid_value", fmt.Sprintf("Invalid '%s.phase': '%s' (only assistant messages have a phase: 'commentary' or 'final_answer').", param, it.Phase))
+	}
+	var parts []part
+	if json.Unmarshal(it.Content, &parts) != nil {
+		return nil // a string (or absent) content has no parts to check
+	}
+	for j, p := range parts {
+		if p.Type == "input_image" && p.ImageURL == "" && p.FileID == "" {
+			return invalid(fmt.Sprintf("%s.content[%d]", param, j), "missing_required_parameter",
+				fmt.Sprintf("Invalid '%s.content[%d]': an input_image needs 'image_url' or 'file_id'.", param, j))
+		}
+	}
+	return nil
+}
+
 // choice is the resolved tool_choice: forced is the tool to call, if any.
 type choice struct {
 	raw    json.RawMessage
 	forced *tool
+	// none is tool_choice "none": no call is emitted, markers included.
+	none bool
 }
 
 // resolveChoice applies tool_choice to the request's own tools (tools are
@@ -122,6 +204,7 @@ func resolveChoice(req request) (choice, error) {
 	if json.Unmarshal(c.raw, &mode) == nil {
 		switch mode {
 		case "auto", "none":
+			c.none = mode == "none"
 			return c, nil
 		case "required":
 			for i := range req.Tools {
@@ -223,4 +306,27 @@ func chunkIDs(texts []string) []string {
 		}
 	}
 	return ids
+}
+
+// attachmentNote is the reply's sentence saying how many images and files
+// the user message carried (none: no sentence), so tests can prove that
+// input_image and input_file parts arrived.
+func attachmentNote(user item) string {
+	var parts []part
+	if json.Unmarshal(user.Content, &parts) != nil {
+		return ""
+	}
+	images, files := 0, 0
+	for _, p := range parts {
+		switch p.Type {
+		case "input_image":
+			images++
+		case "input_file":
+			files++
+		}
+	}
+	if images+files == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Attachments: %d image(s), %d file(s).", images, files)
 }

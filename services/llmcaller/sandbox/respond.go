@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	json "github.com/go-json-experiment/json/v1"
@@ -16,100 +14,43 @@ import (
 // maxBody bounds a request body; larger ones are rejected like any bad body.
 const maxBody = 64 << 20
 
-// response is the Responses API response object as OpenAI sends it, plus a
-// "sandbox": true marker. Output items are kept as values of the concrete
-// item types so the SSE writer can replay them part by part.
-type response struct {
-	ID                 string            `json:"id"`
-	Object             string            `json:"object"`
-	CreatedAt          int64             `json:"created_at"`
-	Status             string            `json:"status"`
-	Error              *apiError         `json:"error"`
-	IncompleteDetails  *incomplete       `json:"incomplete_details"`
-	Instructions       json.RawMessage   `json:"instructions"`
-	MaxOutputTokens    *int              `json:"max_output_tokens"`
-	Model              string            `json:"model"`
-	Output             []any             `json:"output"`
-	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
-	PreviousResponseID *string           `json:"previous_response_id"`
-	Store              bool              `json:"store"`
-	Temperature        float64           `json:"temperature"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	Tools              []json.RawMessage `json:"tools"`
-	TopP               float64           `json:"top_p"`
-	Usage              *usage            `json:"usage"`
-	Metadata           map[string]string `json:"metadata"`
-	Sandbox            bool              `json:"sandbox"`
-}
-
-type incomplete struct {
-	Reason string `json:"reason"`
-}
-
-type usage struct {
-	InputTokens         int            `json:"input_tokens"`
-	InputTokensDetails  map[string]int `json:"input_tokens_details"`
-	OutputTokens        int            `json:"output_tokens"`
-	OutputTokensDetails map[string]int `json:"output_tokens_details"`
-	TotalTokens         int            `json:"total_tokens"`
-}
-
-type messageItem struct {
-	ID      string       `json:"id"`
-	Type    string       `json:"type"`
-	Status  string       `json:"status"`
-	Role    string       `json:"role"`
-	Content []outputText `json:"content"`
-}
-
-type outputText struct {
-	Type        string `json:"type"`
-	Text        string `json:"text"`
-	Annotations []any  `json:"annotations"`
-}
-
-type functionCallItem struct {
-	ID        string `json:"id"`
-	Type      string `json:"type"`
-	Status    string `json:"status"`
-	CallID    string `json:"call_id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-func newID(prefix string) string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
-// tokens estimates a token count as ~4 bytes per token, at least 1.
-func tokens(s string) int { return max(1, (len(s)+3)/4) }
-
-// create serves POST /v1/responses.
-func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+// admit reads a POST body, counts the request and applies its fault. It
+// reports false when the request has been answered (bad body, fault); on
+// true the caller owns the in-flight slot and must call s.end().
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) ([]byte, fault, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "sandbox: read request body: "+err.Error())
-		return
+		return nil, fault{}, false
 	}
 	n := s.begin(body)
-	defer s.end()
 	f, err := s.faultFor(r, n)
 	if err != nil {
+		s.end()
 		writeError(w, http.StatusBadRequest, "invalid_request_error", HeaderFault, "", "sandbox: "+err.Error())
-		return
+		return nil, f, false
 	}
-	s.log.Debug("sandbox request (not a model)", "n", n, "bytes", len(body), "fault", r.Header.Get(HeaderFault), "latency", f.latency)
+	s.log.Debug("sandbox request (not a model)", "n", n, "path", r.URL.Path, "bytes", len(body), "fault", r.Header.Get(HeaderFault), "latency", f.latency)
 	sleep(r.Context(), f.latency)
 	if s.apply(w, f) {
+		s.end()
+		return nil, f, false
+	}
+	return body, f, true
+}
+
+// create serves POST /v1/responses.
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	body, f, ok := s.admit(w, r)
+	if !ok {
 		return
 	}
+	defer s.end()
 	req, items, err := parseRequest(body)
 	if err == nil {
 		var resp response
 		var chain []json.RawMessage
-		resp, chain, err = s.answer(req, items, body)
+		resp, chain, err = s.answer(req, items)
 		if err == nil {
 			s.finish(w, req, resp, chain, f.streamError)
 			return
@@ -157,7 +98,7 @@ func (s *Server) finish(w http.ResponseWriter, req request, resp response, chain
 }
 
 // answer builds the deterministic response and the conversation's items so far.
-func (s *Server) answer(req request, items []json.RawMessage, body []byte) (response, []json.RawMessage, error) {
+func (s *Server) answer(req request, items []json.RawMessage) (response, []json.RawMessage, error) {
 	var chain []json.RawMessage
 	prevID := req.PreviousResponseID
 	if prevID != "" {
@@ -171,44 +112,36 @@ func (s *Server) answer(req request, items []json.RawMessage, body []byte) (resp
 		prevID = s.replayedFrom(items)
 	}
 	chain = append(chain, items...)
+	turn := readTurn(chain)
 	userTexts := lastUserTexts(items) // parsed once: the reply and the stats both need it
+	if userTexts == nil {
+		// A tool round's input holds only outputs: the turn's user message is in the history.
+		userTexts = turn.user.texts()
+	}
 	s.countInstruction(instructionOf(userTexts))
 	ch, err := resolveChoice(req)
 	if err != nil {
 		return response{}, nil, err
 	}
-	var raw struct {
-		Tools        []json.RawMessage `json:"tools"`
-		Instructions json.RawMessage   `json:"instructions"`
-	}
-	_ = json.Unmarshal(body, &raw)
 
 	inputTokens := 0
 	for _, it := range chain {
 		inputTokens += len(it)
 	}
 	inputTokens = tokens(strings.Repeat(" ", inputTokens))
-	resp := response{
-		ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "completed",
-		Instructions: raw.Instructions, MaxOutputTokens: req.MaxOutputTokens, Model: req.Model,
-		ParallelToolCalls: true, Store: true, Temperature: 1, ToolChoice: ch.raw, Tools: raw.Tools, TopP: 1,
-		Metadata: map[string]string{}, Sandbox: true,
-	}
-	if resp.Model == "" {
-		resp.Model = "sandbox"
-	}
-	if len(resp.Instructions) == 0 {
-		resp.Instructions = json.RawMessage("null")
-	}
-	if resp.Tools == nil {
-		resp.Tools = []json.RawMessage{}
-	}
-	if req.PreviousResponseID != "" {
-		resp.PreviousResponseID = &req.PreviousResponseID
-	}
+	resp := newResponse(req, ch)
 
 	var outText string
-	if ch.forced != nil {
+	switch calls := turn.pending; {
+	case len(calls) > 0 && !ch.none:
+		if !resp.ParallelToolCalls {
+			calls = calls[:1]
+		}
+		for _, c := range calls {
+			outText += c.Arguments
+			resp.Output = append(resp.Output, c)
+		}
+	case ch.forced != nil:
 		args, err := argumentsFor(ch.forced.Parameters)
 		if err != nil {
 			return response{}, nil, invalid("tools", "invalid_function_parameters", fmt.Sprintf("Invalid schema for function '%s': %v", ch.forced.Name, err))
@@ -216,10 +149,10 @@ func (s *Server) answer(req request, items []json.RawMessage, body []byte) (resp
 		outText = args
 		resp.Output = []any{functionCallItem{ID: newID("fc_"), Type: "function_call", Status: "completed",
 			CallID: newID("call_"), Name: ch.forced.Name, Arguments: args}}
-	} else {
+	default:
 		text, ok := s.nextScript()
 		if !ok {
-			text = replyText(userTexts, prevID)
+			text = replyText(userTexts, prevID) + attachmentNote(turn.user) + compactionNote(chain) + quoteOutputs(turn.outputs)
 		}
 		msg := messageItem{ID: newID("msg_"), Type: "message", Status: "completed", Role: "assistant"}
 		if req.MaxOutputTokens != nil && tokens(text) > *req.MaxOutputTokens {
@@ -228,7 +161,7 @@ func (s *Server) answer(req request, items []json.RawMessage, body []byte) (resp
 			resp.Status = "incomplete"
 			resp.IncompleteDetails = &incomplete{Reason: "max_output_tokens"}
 		}
-		msg.Content = []outputText{{Type: "output_text", Text: text, Annotations: []any{}}}
+		msg.Content = []outputText{newOutputText(text)}
 		outText = text
 		resp.Output = []any{msg}
 	}
@@ -236,8 +169,8 @@ func (s *Server) answer(req request, items []json.RawMessage, body []byte) (resp
 	if req.MaxOutputTokens != nil {
 		out = min(out, *req.MaxOutputTokens)
 	}
-	resp.Usage = &usage{InputTokens: inputTokens, InputTokensDetails: map[string]int{"cached_tokens": 0},
-		OutputTokens: out, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}, TotalTokens: inputTokens + out}
+	resp.Usage = newUsage(inputTokens, out)
+	resp.finishAt(time.Now())
 	return resp, chain, nil
 }
 

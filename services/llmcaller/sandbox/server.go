@@ -101,10 +101,11 @@ func New(o Options) *Server {
 		responses: map[string]stored{}, itemOwner: map[string]string{},
 	}
 	s.mux.HandleFunc("POST /v1/responses", s.create)
+	s.mux.HandleFunc("POST /v1/responses/compact", s.compact)
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.get)
 	s.mux.HandleFunc("GET /v1/_sandbox/stats", s.stats)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "", "", "The sandbox serves only /v1/responses.")
+		writeError(w, http.StatusNotFound, "invalid_request_error", "", "", "The sandbox serves only /v1/responses and /v1/responses/compact.")
 	})
 	if o.StateFile != "" {
 		if err := s.openState(o.StateFile); err != nil {

@@ -65,9 +65,13 @@ func (s *Server) stream(w http.ResponseWriter, resp response, streamError bool) 
 	e := &sse{w: w, fl: fl}
 
 	start := resp
-	start.Status, start.Output, start.Usage, start.IncompleteDetails = "in_progress", []any{}, nil, nil
+	start.Status, start.Output, start.Usage, start.IncompleteDetails, start.CompletedAt = "in_progress", []any{}, nil, nil, nil
 	e.emit("response.created", map[string]any{"response": start})
 	if streamError {
+		// OpenAI's shape: code/message at the top level. The Open Responses
+		// schema nests them under "error", but openai-go turns any event
+		// with an "error" key into a stream failure, so the sandbox keeps
+		// OpenAI's (a fault injection, never part of a conformance run).
 		e.emit("error", map[string]any{"code": "server_error", "message": "sandbox fault: stream-error", "param": nil})
 		return
 	}
@@ -80,7 +84,7 @@ func (s *Server) stream(w http.ResponseWriter, resp response, streamError bool) 
 			added.Status, added.Content = "in_progress", []outputText{}
 			e.emit("response.output_item.added", map[string]any{"output_index": idx, "item": added})
 			for ci, p := range v.Content {
-				empty := outputText{Type: "output_text", Text: "", Annotations: []any{}}
+				empty := newOutputText("")
 				e.emit("response.content_part.added", map[string]any{"item_id": v.ID, "output_index": idx, "content_index": ci, "part": empty})
 				for _, d := range chunks(p.Text, 3) {
 					e.emit("response.output_text.delta", map[string]any{"item_id": v.ID, "output_index": idx, "content_index": ci, "delta": d, "logprobs": []any{}})

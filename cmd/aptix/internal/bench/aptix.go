@@ -178,12 +178,25 @@ func eventSizes(ctx context.Context, js jetstream.JetStream, conv, turn string) 
 	if err != nil {
 		return sizes, err
 	}
-	for i, st := range contracts.Stages {
+	for i, st := range contracts.Stages[1:] {
 		m, err := s.GetLastMsgForSubject(ctx, contracts.Subject(st, conv, turn))
 		if err != nil {
 			return sizes, fmt.Errorf("read %s event: %w", st, err)
 		}
-		sizes[i] = len(m.Data)
+		sizes[i+1] = len(m.Data)
+		if st == contracts.StageRetrieved {
+			// The request left the queue when the retriever took it; every
+			// later event records it, so its size is the request's encoding.
+			var t contracts.Turn
+			if err := json.Unmarshal(m.Data, &t); err != nil {
+				return sizes, fmt.Errorf("decode retrieved event: %w", err)
+			}
+			req, err := json.Marshal(t.Request)
+			if err != nil {
+				return sizes, err
+			}
+			sizes[0] = len(req)
+		}
 	}
 	return sizes, nil
 }

@@ -72,7 +72,7 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	if err != nil {
 		return err
 	}
-	c := caller.New(cfg.Profiles, caller.Options{Results: results, History: history, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger})
+	c := caller.New(cfg.Profiles, caller.Options{Results: results, History: history, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger, ForgetConversations: caller.ForgetFromEnv()})
 
 	stages := []pipeline.Stage{
 		(&retrieverstage.Retriever{Searcher: cfg.Searcher}).Stage(),
@@ -88,7 +88,8 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 		}
 		r := make(chan struct{})
 		readies = append(readies, r)
-		o := pipeline.Options{Stream: cfg.Stream, Subscriber: cfg.Subscriber, Logger: cfg.Logger, Ready: r}
+		// The mapper, where turns end, keeps history within its limits.
+		o := pipeline.Options{Stream: cfg.Stream, Subscriber: cfg.Subscriber, Logger: cfg.Logger, Ready: r, Trim: st.Name == "mapper"}
 		if hook := cfg.BeforePublish[st.Name]; hook != nil {
 			o.BeforePublish = hook
 		}

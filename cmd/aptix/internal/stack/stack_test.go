@@ -118,7 +118,7 @@ func (e *env) settled() {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, st := range pipeline.Stages {
 		for {
-			c, err := e.js.Consumer(context.Background(), contracts.StreamName, pipeline.Durable(st.Name))
+			c, err := e.js.Consumer(context.Background(), contracts.StreamOf(st.In), pipeline.Durable(st.Name))
 			if err != nil {
 				e.t.Fatal(err)
 			}

@@ -30,7 +30,7 @@ func main() {
 		if err != nil {
 			return pipeline.Stage{}, err
 		}
-		c := caller.New(set, caller.Options{Results: results, History: history, Logger: log})
+		c := caller.New(set, caller.Options{Results: results, History: history, Logger: log, ForgetConversations: caller.ForgetFromEnv()})
 		return (&stage.LLMCaller{Caller: c, NC: nc}).Stage(), nil
 	})
 }

@@ -1,0 +1,88 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// Claim check (issue 14): a turn's event can outgrow the connection's max
+// payload (1 MiB by default) within the documented request limits: 512 KiB
+// of tools appear in the request, again in the /responses body, and a large
+// upstream response appears in the LLM section and again as rawResponseJson.
+// An event above the threshold is stored whole in the aptix_events object
+// store, and the message carries only a stub plus the aptix-claim header
+// naming the object; every reader (stages, Await, Completions, `aptix
+// events`) resolves it through EventData. The objects expire with history.
+
+// claimHeadroom leaves room under the max payload for headers.
+const claimHeadroom = 64 << 10
+
+// claimStore is the lazily opened object store.
+type claimStore struct {
+	js  jetstream.JetStream
+	ttl time.Duration
+
+	once sync.Once
+	obs  jetstream.ObjectStore
+	err  error
+}
+
+func (c *claimStore) open(ctx context.Context) (jetstream.ObjectStore, error) {
+	c.once.Do(func() {
+		c.obs, c.err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: contracts.ClaimBucket, Description: "Aptix: events too big for a NATS message (claim check)",
+			TTL: c.ttl, Storage: jetstream.FileStorage,
+		})
+		if c.err != nil {
+			c.err = fmt.Errorf("object store %s: %w", contracts.ClaimBucket, c.err)
+		}
+	})
+	return c.obs, c.err
+}
+
+// claimThreshold is the largest payload published inline on nc.
+func claimThreshold(nc *nats.Conn) int {
+	max := int(nc.MaxPayload())
+	if max <= 0 {
+		max = 1 << 20
+	}
+	return max - claimHeadroom
+}
+
+// claimKey names an event's object: one per turn and stage (and round),
+// so a re-published event overwrites its own copy.
+func claimKey(subject, msgID string) string { return msgID + "@" + subject }
+
+// stub is the payload of a claimed event: enough to route and log it.
+func stub(conv, turnID, key string, size int) []byte {
+	return fmt.Appendf(nil, `{"conversationId":%q,"turnId":%q,"claim":%q,"size":%d}`, conv, turnID, key, size)
+}
+
+// EventData returns an event's payload, fetching it from the claim store
+// when the message carries only a stub.
+func EventData(ctx context.Context, js jetstream.JetStream, header nats.Header, data []byte) ([]byte, error) {
+	key := header.Get(contracts.HeaderClaim)
+	if key == "" {
+		return data, nil
+	}
+	obs, err := js.ObjectStore(ctx, contracts.ClaimBucket)
+	if err != nil {
+		return nil, fmt.Errorf("claimed event %s: %w", key, err)
+	}
+	full, err := obs.GetBytes(ctx, key)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("claimed event %s has expired from %s", key, contracts.ClaimBucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claimed event %s: %w", key, err)
+	}
+	return full, nil
+}

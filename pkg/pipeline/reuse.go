@@ -1,0 +1,69 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// A turn id names one request. A client that re-sends a turn id with a
+// different request (a script reusing ids, a copy-paste) must not get the
+// old answer silently, and JetStream's de-duplication would otherwise drop
+// the new request (same Nats-Msg-Id) or its events (same <turn>.<stage>).
+
+// CodeTurnIDReused is the error code of a turn id sent again with another request.
+const CodeTurnIDReused = "turn_id_reused"
+
+// ErrTurnIDReused is returned by Submit for a turn id already used by a
+// different request.
+var ErrTurnIDReused = errors.New(CodeTurnIDReused)
+
+// recordedRequest returns the request a turn id was first accepted with:
+// the request section of its retrieved event (nil when there is none, or it
+// was trimmed from history).
+func recordedRequest(ctx context.Context, js jetstream.JetStream, conv, turnID string) (*contracts.AgentExecuteRequest, error) {
+	s, err := js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageRetrieved, conv, turnID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up turn %s: %w", turnID, err)
+	}
+	data, err := EventData(ctx, js, m.Header, m.Data)
+	if err != nil {
+		return nil, err
+	}
+	var t contracts.Turn
+	if err := unmarshalTurn(data, &t); err != nil {
+		return nil, fmt.Errorf("decode turn %s: %w", turnID, err)
+	}
+	return &t.Request, nil
+}
+
+// sameRequest compares two requests as they encode.
+func sameRequest(a, b contracts.AgentExecuteRequest) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// reuseMsgID gives the turn_id_reused completion its own Nats-Msg-Id (the
+// turn's completed id is taken by the first request's answer), stable per
+// request so a redelivery stores it once.
+func reuseMsgID(turnID string, req contracts.AgentExecuteRequest) string {
+	j, _ := json.Marshal(req)
+	sum := sha256.Sum256(j)
+	return contracts.MsgID(turnID, contracts.StageCompleted) + ".reused-" + hex.EncodeToString(sum[:6])
+}

@@ -1,0 +1,188 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// Trimmer keeps APTIX's history within HistoryMaxAge and HistoryMaxBytes
+// (stream.go explains why the server's own limits are not used): each pass
+// purges, subject by subject, the oldest events beyond those limits, but
+// never an event at or after the first one its stage consumer has not
+// acknowledged, and never a completion or dead letter younger than
+// CompletionGrace. Purges are idempotent, so every replica may run one.
+type Trimmer struct {
+	js       jetstream.JetStream
+	c        StreamConfig
+	log      *slog.Logger
+	interval time.Duration
+	now      func() time.Time
+}
+
+// NewTrimmer returns a trimmer of the APTIX stream sized by c.
+func NewTrimmer(js jetstream.JetStream, c StreamConfig, log *slog.Logger) *Trimmer {
+	if log == nil {
+		log = slog.Default()
+	}
+	c = c.withDefaults()
+	return &Trimmer{js: js, c: c, log: log, interval: c.TrimEvery, now: time.Now}
+}
+
+// Run trims every few seconds until ctx ends.
+func (tr *Trimmer) Run(ctx context.Context) {
+	for {
+		// Jitter keeps replicas from trimming in lockstep.
+		wait := tr.interval + time.Duration(rand.Int64N(int64(tr.interval/4)+1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if _, err := tr.Trim(ctx); err != nil && ctx.Err() == nil {
+			tr.log.Warn("history trim failed", "err", err)
+		}
+	}
+}
+
+// TrimResult says what one pass removed.
+type TrimResult struct {
+	Purged      uint64
+	BytesBefore uint64
+	BytesAfter  uint64
+}
+
+// Trim runs one pass.
+func (tr *Trimmer) Trim(ctx context.Context) (TrimResult, error) {
+	var res TrimResult
+	s, err := tr.js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return res, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	}
+	st := s.CachedInfo().State
+	res.BytesBefore, res.BytesAfter = st.Bytes, st.Bytes
+	if st.Msgs == 0 {
+		return res, nil
+	}
+	// History limits as a sequence: everything before cut is beyond them.
+	ageCut, err := tr.seqAt(ctx, tr.now().Add(-tr.c.HistoryMaxAge), st.LastSeq)
+	if err != nil {
+		return res, err
+	}
+	grace, err := tr.seqAt(ctx, tr.now().Add(-tr.c.CompletionGrace), st.LastSeq)
+	if err != nil {
+		return res, err
+	}
+	// The size cut assumes the oldest events go first; where unfinished
+	// work pins part of that range, the cut moves further in rounds until
+	// history fits or nothing more may go.
+	var errs []error
+	step := uint64(0)
+	for round := 0; round < 8; round++ {
+		cut := ageCut
+		if over := int64(st.Bytes) - tr.c.HistoryMaxBytes; over > 0 && st.Msgs > 0 {
+			avg := max(int64(st.Bytes/st.Msgs), 1)
+			step = max(2*step, uint64((over+avg-1)/avg))
+			cut = max(cut, st.FirstSeq+step)
+		}
+		if cut <= st.FirstSeq {
+			break
+		}
+		for _, p := range tr.plan(ctx, s, st.LastSeq, cut, grace) {
+			if p.below <= st.FirstSeq {
+				continue
+			}
+			if err := s.Purge(ctx, jetstream.WithPurgeSubject(p.filter), jetstream.WithPurgeSequence(p.below)); err != nil {
+				errs = append(errs, fmt.Errorf("purge %s below %d: %w", p.filter, p.below, err))
+			}
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		res.Purged += st.Msgs - min(st.Msgs, info.State.Msgs) // approximate: new events may arrive meanwhile
+		res.BytesAfter = info.State.Bytes
+		if int64(info.State.Bytes) <= tr.c.HistoryMaxBytes || cut > st.LastSeq || info.State.Msgs == st.Msgs {
+			break
+		}
+		st = info.State
+	}
+	if res.Purged > 0 {
+		tr.log.Debug("history trimmed", "purged", res.Purged, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter)
+	}
+	return res, errors.Join(errs...)
+}
+
+type purge struct {
+	filter string
+	below  uint64
+}
+
+// plan bounds each subject's purge by what must stay: a stage's input from
+// its first unacknowledged event on, completions and dead letters within
+// their grace.
+func (tr *Trimmer) plan(ctx context.Context, s jetstream.Stream, lastSeq, cut, grace uint64) []purge {
+	var out []purge
+	for _, st := range Stages {
+		if contracts.StreamOf(st.In) != contracts.StreamName {
+			continue
+		}
+		out = append(out, purge{contracts.StageFilter(st.In), min(cut, tr.floor(ctx, s, Durable(st.Name), lastSeq))})
+	}
+	out = append(out,
+		purge{contracts.StageFilter(contracts.StageCompleted), min(cut, grace)},
+		purge{contracts.DeadPrefix + ".>", min(cut, grace)},
+	)
+	// Requests left in APTIX by the single-stream layout are history once no
+	// consumer there still reads them (migrate.go deletes it when drained).
+	if _, err := s.Consumer(ctx, Durable("retriever")); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		out = append(out, purge{contracts.StageFilter(contracts.StageRequested), min(cut, grace)})
+	}
+	return out
+}
+
+// floor is the first stream sequence a stage consumer may still need. A
+// consumer that cannot be read protects everything.
+func (tr *Trimmer) floor(ctx context.Context, s jetstream.Stream, durable string, lastSeq uint64) uint64 {
+	c, err := s.Consumer(ctx, durable)
+	if err != nil {
+		return 0
+	}
+	ci := c.CachedInfo()
+	if ci.NumPending == 0 && ci.NumAckPending == 0 && ci.NumRedelivered == 0 {
+		// Everything up to lastSeq (read before the consumer) is done.
+		return lastSeq + 1
+	}
+	return ci.AckFloor.Stream + 1
+}
+
+// seqAt is the first sequence stored at or after t (lastSeq+1 when none).
+func (tr *Trimmer) seqAt(ctx context.Context, t time.Time, lastSeq uint64) (uint64, error) {
+	c, err := tr.js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &t,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("find sequence at %s: %w", t.Format(time.RFC3339), err)
+	}
+	m, err := c.Next(jetstream.FetchMaxWait(500 * time.Millisecond))
+	if err != nil {
+		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoMessages) {
+			return lastSeq + 1, nil // nothing that recent
+		}
+		return 0, fmt.Errorf("find sequence at %s: %w", t.Format(time.RFC3339), err)
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		return 0, err
+	}
+	return md.Sequence.Stream, nil
+}
