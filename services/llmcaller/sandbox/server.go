@@ -245,9 +245,6 @@ func (s *Server) save(id string, st stored) {
 	for _, oid := range st.outIDs {
 		s.itemOwner[oid] = id
 	}
-	if err := s.state.append(id, st); err != nil {
-		s.log.Warn("sandbox state: response not saved", "id", id, "err", err)
-	}
 	for len(s.order) > keepResponses {
 		old := s.order[0]
 		s.order = s.order[1:]
@@ -255,6 +252,9 @@ func (s *Server) save(id string, st stored) {
 			delete(s.itemOwner, oid)
 		}
 		delete(s.responses, old)
+	}
+	if err := s.persist(id, st); err != nil {
+		s.log.Warn("sandbox state: response not saved", "id", id, "err", err)
 	}
 }
 

@@ -23,7 +23,9 @@ type stateRecord struct {
 // points at (previous_response_id) instead of failing every continued turn
 // with previous_response_not_found.
 type stateFile struct {
-	f *os.File
+	f     *os.File
+	path  string
+	lines int // records in the file, rewritten past 2*keepResponses
 }
 
 // openState loads the responses saved in path (the last keepResponses of
@@ -57,7 +59,7 @@ func (s *Server) openState(path string) error {
 		return fmt.Errorf("sandbox state: %w", err)
 	}
 	s.mu.Lock()
-	s.state = &stateFile{f: f}
+	s.state = &stateFile{f: f, path: path, lines: len(records)}
 	s.mu.Unlock()
 	if len(records) > 0 {
 		s.log.Info("sandbox responses restored", "path", path, "responses", len(records))
@@ -65,8 +67,12 @@ func (s *Server) openState(path string) error {
 	return nil
 }
 
-// append writes one saved response; s.mu is held by the caller (save).
-func (sf *stateFile) append(id string, st stored) error {
+// persist appends one saved response to the state file, if any; s.mu is
+// held by the caller (save). Once the file holds twice the responses kept in
+// memory it is rewritten with those, so a long session does not grow it
+// without bound.
+func (s *Server) persist(id string, st stored) error {
+	sf := s.state
 	if sf == nil {
 		return nil
 	}
@@ -74,8 +80,31 @@ func (sf *stateFile) append(id string, st stored) error {
 	if err != nil {
 		return err
 	}
-	_, err = sf.f.Write(append(line, '\n'))
-	return err
+	if _, err := sf.f.Write(append(line, '\n')); err != nil {
+		return err
+	}
+	sf.lines++
+	if sf.lines <= 2*keepResponses {
+		return nil
+	}
+	records := make([]stateRecord, 0, len(s.order))
+	for _, rid := range s.order {
+		r := s.responses[rid]
+		records = append(records, stateRecord{ID: rid, Response: r.response, Items: r.items, OutIDs: r.outIDs})
+	}
+	if err := writeState(sf.path+".tmp", records); err != nil {
+		return err
+	}
+	if err := os.Rename(sf.path+".tmp", sf.path); err != nil {
+		return fmt.Errorf("sandbox state: %w", err)
+	}
+	f, err := os.OpenFile(sf.path, os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("sandbox state: %w", err)
+	}
+	sf.f.Close()
+	sf.f, sf.lines = f, len(records)
+	return nil
 }
 
 // Close closes the state file, if any. The sandbox keeps serving, from memory.
