@@ -23,12 +23,14 @@ build-aptix: ## build only bin/aptix (the CLI and all-in-one binary)
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/aptix ./cmd/aptix
 
+# Run as bin/aptix, relative, so the hints it prints (the binary as invoked)
+# paste as they read in the README. ARGS adds flags: make run ARGS='--listen :4333'.
 # The main job: the whole pipeline in one process on an embedded NATS at
 # nats://127.0.0.1:4222, with the sandbox model unless OPENAI_API_KEY or
 # APTIX_PROFILES selects a real one. Send a turn with `bin/aptix exec "..."`.
 .PHONY: run
 run: build-aptix ## start the whole pipeline (aptix up) on an embedded NATS; Ctrl-C stops it
-	$(BIN)/aptix up
+	bin/aptix up $(ARGS)
 
 # Aptix against its floors in one process run: a direct openai-go call to the
 # sandbox and a raw JetStream five-hop chain; prints a table, writes bench.json.
