@@ -14,22 +14,28 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build the aptix CLI, every stage binary and the HTTP gateway into ./bin
-	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/aptix ./cmd/aptix
+build: build-aptix ## build the aptix CLI, every stage binary and the HTTP gateway into ./bin
 	$(GO) build -o $(BIN)/ ./services/retriever/cmd/retriever ./services/envelope/cmd/envelope ./services/llmcaller/cmd/llmcaller ./services/mapper/cmd/mapper ./services/gateway/cmd/gateway
 
+# Only the CLI and all-in-one binary: what run and bench execute.
+.PHONY: build-aptix
+build-aptix: ## build only bin/aptix (the CLI and all-in-one binary)
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/aptix ./cmd/aptix
+
+# Run as bin/aptix, relative, so the hints it prints (the binary as invoked)
+# paste as they read in the README. ARGS adds flags: make run ARGS='--listen :4333'.
 # The main job: the whole pipeline in one process on an embedded NATS at
 # nats://127.0.0.1:4222, with the sandbox model unless OPENAI_API_KEY or
 # APTIX_PROFILES selects a real one. Send a turn with `bin/aptix exec "..."`.
 .PHONY: run
-run: build ## start the whole pipeline (aptix up) on an embedded NATS; Ctrl-C stops it
-	$(BIN)/aptix up
+run: build-aptix ## start the whole pipeline (aptix up) on an embedded NATS; Ctrl-C stops it
+	bin/aptix up $(ARGS)
 
 # Aptix against its floors in one process run: a direct openai-go call to the
 # sandbox and a raw JetStream five-hop chain; prints a table, writes bench.json.
 .PHONY: bench
-bench: build ## measure turn latency/throughput vs a direct call and a raw JetStream chain (writes bench.json)
+bench: build-aptix ## measure turn latency/throughput vs a direct call and a raw JetStream chain (writes bench.json)
 	$(BIN)/aptix bench --out bench.json
 
 # The retriever on a real corpus: index the Go standard library's source,

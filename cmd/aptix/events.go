@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -74,14 +75,18 @@ func runEvents(ctx context.Context, conversation string, seq uint64, raw bool, o
 		if len(events) == 0 {
 			return fmt.Errorf("no stored events for conversation %s", conversation)
 		}
-		return listEvents(out, events)
+		return listEvents(out, conversation, events)
 	}
 	for _, e := range events {
 		if e.Seq == seq {
 			return printEvent(out, e, raw)
 		}
 	}
-	return fmt.Errorf("conversation %s has no event at stream sequence %d", conversation, seq)
+	if len(events) == 0 {
+		return fmt.Errorf("no stored events for conversation %s", conversation)
+	}
+	return fmt.Errorf("conversation %s has no event at stream sequence %d (its events are %d to %d; list them with `%s`)",
+		conversation, seq, events[0].Seq, events[len(events)-1].Seq, hint(clientServer(), "events", "--conversation", conversation))
 }
 
 // storedEvent is one message of the stream, as the events command shows it.
@@ -158,7 +163,7 @@ func conversationEvents(ctx context.Context, js jetstream.JetStream, conversatio
 	return events, nil
 }
 
-func listEvents(w io.Writer, events []storedEvent) error {
+func listEvents(w io.Writer, conversation string, events []storedEvent) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tSTAGE\tTURN\tSIZE\tTRACE")
 	for _, e := range events {
@@ -167,7 +172,8 @@ func listEvents(w io.Writer, events []storedEvent) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nPrint one in full with --seq N (add --raw for the stored bytes).")
+	fmt.Fprintf(w, "\nPrint one in full (add --raw for the stored bytes): %s\n",
+		hint(clientServer(), "events", "--conversation", conversation, "--seq", strconv.FormatUint(events[len(events)-1].Seq, 10)))
 	return nil
 }
 

@@ -58,6 +58,19 @@ func TestExamples(t *testing.T) {
 		t.Fatalf("turn 2 must continue and carry no system message:\n%s", out)
 	}
 
+	// The README's continuation example: the conversation's recorded tools are re-sent.
+	out, err = run(t, "render", "--request", "../../examples/ddr-turn2.request.json", "--chunks", "", "--prior-tools", "../../examples/ddr-tools.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"previous_response_id": "resp_abc123"`) || !strings.Contains(out, `"name": "ddr_document"`) {
+		t.Fatalf("continuation with --prior-tools must re-send the tools:\n%s", out)
+	}
+	// Flag values outlive a run: clear --prior-tools for later renders.
+	if _, err := run(t, "render", "--request", "../../examples/ddr-turn2.request.json", "--prior-tools", ""); err != nil {
+		t.Fatal(err)
+	}
+
 	out, err = run(t, "map", "--response", "../../examples/tool-only.response.json", "--request", "../../examples/ddr-turn1.request.json", "--status", "200")
 	if err != nil {
 		t.Fatal(err)

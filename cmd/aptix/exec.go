@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,7 +39,7 @@ func init() {
 		Long: "exec publishes an AgentExecuteRequest on aptix.requested.<conversation>.<turn> and waits for\n" +
 			"the turn's completed event, read from the stream (so a fast answer is never missed). It prints\n" +
 			"the text and tool calls, or the whole AgentExecuteResponse with --json. Run it again with the\n" +
-			"same --conversation to continue the conversation. Exit code 1 when the turn ends in an error.",
+			"same --conversation to continue the conversation. Exit status 1 when the turn fails, 2 for bad flags, ids or files.",
 		Example: `  aptix exec "Explain what this service does"
   aptix exec --conversation demo --mode DDR --tools examples/ddr-tools.json --tool-choice ddr_document "Document the retry policy"
   aptix exec --conversation demo "Now summarize it in one line"`,
@@ -83,12 +84,17 @@ func buildRequest(f execFlags, instruction string) (contracts.AgentExecuteReques
 	if req.TurnId == "" {
 		req.TurnId = newID()
 	}
+	// The ids become subject tokens: refuse a wildcard, a dot or an empty id
+	// before anything is published or subscribed on them.
+	if err := contracts.ValidateIDs(req.ConversationId, req.TurnId); err != nil {
+		return req, usagef("%w", err)
+	}
 	if f.toolsFile != "" {
-		data, err := os.ReadFile(f.toolsFile)
+		tools, err := readToolsFile(f.toolsFile)
 		if err != nil {
-			return req, usagef("--tools: %v", err)
+			return req, err
 		}
-		req.ToolsJson = string(data)
+		req.ToolsJson = tools
 	}
 	if f.backend != "" || f.model != "" {
 		req.AgentContext = &contracts.AgentContext{Backend: f.backend, Model: f.model}
@@ -100,6 +106,23 @@ func buildRequest(f execFlags, instruction string) (contracts.AgentExecuteReques
 		return req, usagef("%v", err)
 	}
 	return req, nil
+}
+
+// readToolsFile reads --tools. An empty file would silently mean "no
+// tools" (ToolsJson ""), and text that is not JSON would only fail on the
+// server: both are refused here as input errors.
+func readToolsFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", usagef("--tools: %w", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return "", usagef("--tools %s: the file is empty (want a JSON array of tool definitions)", path)
+	}
+	if !json.Valid(data) {
+		return "", usagef("--tools %s: not valid JSON (want a JSON array of tool definitions)", path)
+	}
+	return string(data), nil
 }
 
 func newID() string { return uuid.Must(uuid.NewV7()).String() }
@@ -128,7 +151,7 @@ func runExec(ctx context.Context, f execFlags, instruction string, stdout, stder
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	if _, err := js.Stream(ctx, contracts.StreamName); err != nil {
-		return fmt.Errorf("stream %s not found at %s (%w): is the pipeline running? start it with `make run` or `aptix up`", contracts.StreamName, nc.ConnectedUrl(), err)
+		return fmt.Errorf("stream %s not found at %s (%w): is the pipeline running? start it with `make run` or `%s`", contracts.StreamName, nc.ConnectedUrl(), err, hint("", "up"))
 	}
 	warnIfNoStages(nc, stderr)
 
@@ -151,7 +174,7 @@ func runExec(ctx context.Context, f execFlags, instruction string, stdout, stder
 	turn, err := pipeline.Await(ctx, js, req.ConversationId, req.TurnId)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%w; the turn stays in the stream: see `aptix events --conversation %s`", err, req.ConversationId)
+			return fmt.Errorf("%w; the turn stays in the stream: see `%s`", err, hint(clientServer(), "events", "--conversation", req.ConversationId))
 		}
 		return err
 	}
@@ -265,6 +288,6 @@ func summarize(w io.Writer, t contracts.Turn) {
 		fmt.Fprintf(w, "aptix: warning: %s\n", warn)
 	}
 	if r.Kind != contracts.KindError {
-		fmt.Fprintf(w, "aptix: continue with: aptix exec --conversation %s \"...\"\n", r.ConversationId)
+		fmt.Fprintf(w, "aptix: continue with: %s\n", hint(clientServer(), "exec", "--conversation", r.ConversationId, `"..."`))
 	}
 }

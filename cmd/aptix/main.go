@@ -4,18 +4,20 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
-
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 var root = &cobra.Command{
-	Use:           "aptix",
-	Short:         "Run LLM agent turns as an event-driven pipeline on NATS JetStream",
+	Use:   "aptix",
+	Short: "Run LLM agent turns as an event-driven pipeline on NATS JetStream",
+	Long: "Run LLM agent turns as an event-driven pipeline on NATS JetStream.\n\n" +
+		"Exit status: 0 on success; 1 when a turn fails (its error result is printed) or on a\n" +
+		"runtime error (no NATS, a stream or store that cannot be read); 2 for a usage or input\n" +
+		"error (an unknown command or flag, a missing argument, an invalid id, file or request);\n" +
+		"75 when Aptix is at capacity and refused the turn (nothing was accepted: retry later).",
 	SilenceUsage:  true,
 	SilenceErrors: true,
 }
@@ -33,17 +35,4 @@ const exitTempFail = 75
 // usagef returns a usageError with a formatted message.
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
-func main() {
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "aptix:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		if errors.Is(err, pipeline.ErrAtCapacity) {
-			os.Exit(exitTempFail)
-		}
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(execute(os.Args[1:], os.Stderr)) }

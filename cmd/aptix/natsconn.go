@@ -23,7 +23,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 
 func init() {
 	f := root.PersistentFlags()
-	f.StringVar(&natsURL, "nats", natsURL, "NATS URL (env APTIX_NATS_URL); default: a running `aptix up` at "+DefaultNATSURL+", else an embedded server")
+	f.StringVar(&natsURL, "nats", natsURL, "NATS `URL` (env APTIX_NATS_URL); default: a running aptix up at "+DefaultNATSURL+", else an embedded server")
 	f.StringVar(&natsCreds, "creds", natsCreds, "NATS credentials file (env APTIX_NATS_CREDS)")
 	f.StringVar(&dataDir, "data", dataDir, "data directory for embedded NATS and local indexes (env APTIX_DATA)")
 }
@@ -64,20 +64,27 @@ func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 	if nc, err = nats.Connect(DefaultNATSURL, append(opts, nats.Timeout(500*time.Millisecond))...); err == nil {
 		return nc, func() { drainAndWait(nc) }, nil
 	}
+	unlock, err := lockDataDir(dataDir, "aptix "+name+" (embedded NATS)")
+	if err != nil {
+		return nil, nil, fmt.Errorf("no NATS at %s, and no embedded one possible: %w (to use that one, pass its URL with --nats)", DefaultNATSURL, err)
+	}
 	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), -1, "")
 	if err != nil {
+		unlock()
 		return nil, nil, err
 	}
 	fmt.Fprintf(os.Stderr, "aptix: no NATS at %s; using an embedded server with data in %s\n", DefaultNATSURL, dataDir)
 	nc, err = nats.Connect("", append(opts, nats.InProcessServer(srv))...)
 	if err != nil {
 		srv.Shutdown()
+		unlock()
 		return nil, nil, fmt.Errorf("connect to embedded NATS: %w", err)
 	}
 	return nc, func() {
 		drainAndWait(nc)
 		srv.Shutdown()
 		srv.WaitForShutdown()
+		unlock()
 	}, nil
 }
 
@@ -109,7 +116,7 @@ func connectRunning(name string) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(u, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("no Aptix at %s (%w): start it with `make run` or `aptix up` in another terminal, or pass --nats URL", u, err)
+		return nil, fmt.Errorf("no Aptix at %s (%w): start it with `make run` or `%s` in another terminal, or pass --nats URL", u, err, hint("", "up"))
 	}
 	return nc, nil
 }

@@ -83,7 +83,7 @@ func init() {
 	f := cmd.Flags()
 	f.IntVar(&replicas, "replicas", 1, "stream replicas (3 on a three-node cluster)")
 	f.BoolVar(&dryRun, "dry-run", false, "print the stream and consumer configurations instead of applying them")
-	f.StringVar(&dir, "write-definitions", "", "write the stream and consumer definitions as files for `nats stream add --config` / `nats consumer add --config` into this directory, instead of applying them")
+	f.StringVar(&dir, "write-definitions", "", "write the stream and consumer definitions into `DIR` as files for nats stream add --config and nats consumer add --config, instead of applying them")
 	f.IntVar(&sc.MaxDeliver, "max-deliver", 0, "deliveries before an event is dead-lettered (default 5)")
 	f.IntVar(&sc.MaxAckPending, "max-ack-pending", 0, "events in flight per stage, across its replicas (default 256)")
 	f.DurationVar(&sc.AckWait, "ack-wait", 0, "redelivery timeout of an unacknowledged event (default 30s)")

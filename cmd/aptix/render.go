@@ -48,7 +48,7 @@ func init() {
 			}
 			set, err := profiles.FromEnv()
 			if err != nil {
-				return err
+				return usagef("%w", err)
 			}
 			if profile == "" && req.AgentContext != nil {
 				profile = req.AgentContext.Backend

@@ -10,10 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -49,17 +47,24 @@ func init() {
 var upHTTP string
 
 func runUp(ctx context.Context, listen string, out io.Writer) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	// The data dir first: a second `aptix up` on it must fail before it
+	// starts anything.
+	unlock, err := lockDataDir(dataDir, "aptix up on "+listen)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	ctx, stop := interruptible(ctx, os.Stderr, os.Exit)
 	defer stop()
 	log := pipeline.NewLogger(os.Stderr).With("service", "aptix-up")
 
 	set, err := profiles.FromEnv()
 	if err != nil {
-		return err
+		return usagef("%w", err) // APTIX_PROFILES, APTIX_BACKEND…: input
 	}
 	def, err := set.Get("")
 	if err != nil {
-		return err
+		return usagef("%w", err)
 	}
 	stopTelemetry, err := pipeline.StartTelemetry(ctx, "aptix")
 	if err != nil {
@@ -95,7 +100,7 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
-	natsAddr := "nats://" + net.JoinHostPort(host, portStr)
+	natsAddr := "nats://" + net.JoinHostPort(clientHost(host), portStr)
 
 	model := fmt.Sprintf("%s (%s, model %s)", def.Name, def.BaseURL, def.Model(""))
 	if def.Sandbox {
@@ -141,10 +146,11 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		httpLine = fmt.Sprintf("  HTTP:   %s (OpenAI Responses API: POST /v1/responses, GET /v1/models)\n", base)
 		curlLine = fmt.Sprintf("Or over HTTP, with any OpenAI SDK or curl:\n  curl -s %s/v1/responses -H 'Content-Type: application/json' -d '{\"model\":\"%s\",\"input\":\"Explain what this service does\"}'\n", base, def.Model(""))
 	}
-	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (JetStream data in %s)\n  Model:  %s\n%s  Stages: retriever, envelope, llmcaller, mapper (nats micro ls)\n\n"+
-		"Send a first turn from another terminal:\n  aptix exec \"Explain what this service does\"\n%s"+
-		"Give it your code to retrieve from:\n  aptix index . && aptix exec \"Where are retries scheduled?\"\n\nCtrl-C stops it; in-flight turns finish first.\n",
-		natsAddr, dataDir, model, httpLine, curlLine)
+	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (%sJetStream data in %s)\n  Model:  %s\n%s  Stages: retriever, envelope, llmcaller, mapper (nats micro ls)\n\n"+
+		"Send a first turn from another terminal:\n  %s\n%s"+
+		"Give it your code to retrieve from:\n  %s && %s\n\nCtrl-C stops it; in-flight turns finish first.\n",
+		natsAddr, listening(natsAddr, listen), dataDir, model, httpLine, hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
+		hint(natsAddr, "index", "."), hint(natsAddr, "exec", `"Where are retries scheduled?"`))
 	err = <-errc
 	stopGateway()
 	if errors.Is(err, context.Canceled) {
@@ -187,12 +193,16 @@ func serveSandbox(baseURL string, log *slog.Logger) (func(), error) {
 		log.Warn("sandbox address in use; using the server already listening there", "addr", u.Host)
 		return func() {}, nil
 	}
-	hs := &http.Server{Handler: sandbox.New(sandbox.Options{Logger: log.With("component", "sandbox")}), ReadHeaderTimeout: 10 * time.Second}
+	// Its responses live in the data dir, so a conversation continued after
+	// a restart still finds its previous_response_id.
+	sb := sandbox.New(sandbox.Options{Logger: log.With("component", "sandbox"), StateFile: filepath.Join(dataDir, "sandbox", "responses.jsonl")})
+	hs := &http.Server{Handler: sb, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	log.Warn("serving the SANDBOX model (deterministic stand-in, not a model)", "url", baseURL)
 	return func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(c)
+		_ = sb.Close()
 	}, nil
 }

@@ -45,31 +45,43 @@ func freeAddr(t *testing.T) string {
 // default backend, and points the client flags at it.
 func startUp(t *testing.T) *syncBuffer {
 	t.Helper()
+	out, _ := startUpIn(t, t.TempDir())
+	return out
+}
+
+// startUpIn is startUp on data dir dir; stop stops it (and runs at cleanup
+// when not called before).
+func startUpIn(t *testing.T, dir string) (out *syncBuffer, stop func()) {
+	t.Helper()
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("APTIX_PROFILES", "")
 	t.Setenv("APTIX_SANDBOX_URL", "http://"+freeAddr(t)+"/v1")
 	listen := freeAddr(t)
-	oldURL, oldData, oldHTTP := natsURL, dataDir, upHTTP
-	natsURL, dataDir, upHTTP = "nats://"+listen, t.TempDir(), freeAddr(t)
+	oldURL, oldData, oldHTTP, oldInvoked := natsURL, dataDir, upHTTP, invokedAs
+	natsURL, dataDir, upHTTP, invokedAs = "nats://"+listen, dir, freeAddr(t), "bin/aptix"
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out = &syncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- runUp(ctx, listen, out) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("aptix up returned %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("aptix up returned %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("aptix up did not stop within 30s")
 			}
-		case <-time.After(30 * time.Second):
-			t.Error("aptix up did not stop within 30s")
-		}
-		if !strings.Contains(out.String(), "Aptix stopped.") {
-			t.Errorf("up output lacks the stop line:\n%s", out)
-		}
-		natsURL, dataDir, upHTTP = oldURL, oldData, oldHTTP
-	})
+			if !strings.Contains(out.String(), "Aptix stopped.") {
+				t.Errorf("up output lacks the stop line:\n%s", out)
+			}
+			natsURL, dataDir, upHTTP, invokedAs = oldURL, oldData, oldHTTP, oldInvoked
+		})
+	}
+	t.Cleanup(stop)
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), "Aptix is up.") {
 		select {
@@ -82,7 +94,7 @@ func startUp(t *testing.T) *syncBuffer {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return out
+	return out, stop
 }
 
 func execTurn(t *testing.T, f execFlags, instruction string) (stdout, stderr string, err error) {
@@ -97,7 +109,10 @@ func execTurn(t *testing.T, f execFlags, instruction string) (stdout, stderr str
 
 func TestUpExecEvents(t *testing.T) {
 	up := startUp(t)
-	for _, want := range []string{"NATS:   " + natsURL, "SANDBOX", "NOT a model", `aptix exec "`, "HTTP:   http://" + upHTTP, "curl -s http://" + upHTTP + "/v1/responses"} {
+	// The hints are the binary as invoked, with --nats since the server is not the default.
+	for _, want := range []string{"NATS:   " + natsURL, "SANDBOX", "NOT a model", "bin/aptix --nats " + natsURL + ` exec "Explain`,
+		"bin/aptix --nats " + natsURL + " index . && bin/aptix --nats " + natsURL + ` exec "Where`,
+		"HTTP:   http://" + upHTTP, "curl -s http://" + upHTTP + "/v1/responses"} {
 		if !strings.Contains(up.String(), want) {
 			t.Errorf("up banner lacks %q:\n%s", want, up)
 		}
@@ -128,6 +143,9 @@ func TestUpExecEvents(t *testing.T) {
 	if !strings.Contains(errOut, "kind ok") {
 		t.Errorf("summary line missing: %q", errOut)
 	}
+	if want := "continue with: bin/aptix --nats " + natsURL + ` exec --conversation cli-1 "..."`; !strings.Contains(errOut, want) {
+		t.Errorf("continuation hint: want %q in %q", want, errOut)
+	}
 
 	out, _, err = execTurn(t, execFlags{conversation: "cli-2", toolsFile: "../../examples/ddr-tools.json", toolChoice: "ddr_document"}, "Document it")
 	if err != nil || !strings.Contains(out, "tool call ddr_document (call_") {
@@ -137,10 +155,16 @@ func TestUpExecEvents(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unknown_tool_choice") || !strings.Contains(out, "error unknown_tool_choice") {
 		t.Fatalf("unknown tool choice: err %v, out %q", err, out)
 	}
+	if code := exitCode(err, true); code != exitFailure {
+		t.Errorf("a failed turn exits %d, want %d", code, exitFailure)
+	}
 
 	var list bytes.Buffer
 	if err := runEvents(context.Background(), "cli-1", 0, false, &list); err != nil {
 		t.Fatal(err)
+	}
+	if want := "bin/aptix --nats " + natsURL + " events --conversation cli-1 --seq "; !strings.Contains(list.String(), want) {
+		t.Errorf("events hint: want %q in\n%s", want, list.String())
 	}
 	lines := strings.Split(strings.TrimSpace(list.String()), "\n")
 	var stages []string
@@ -176,13 +200,31 @@ func TestUpExecEvents(t *testing.T) {
 	}
 }
 
+// TestConversationContinuesAfterRestart: the sandbox `aptix up` serves
+// keeps its responses in the data dir, so a conversation continued after a
+// restart still finds its previous_response_id (it failed with
+// previous_response_not_found before).
+func TestConversationContinuesAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	_, stop := startUpIn(t, dir)
+	if out, _, err := execTurn(t, execFlags{conversation: "restart-1"}, "First turn"); err != nil {
+		t.Fatalf("turn 1: %v %s", err, out)
+	}
+	stop()
+	startUpIn(t, dir)
+	out, _, err := execTurn(t, execFlags{conversation: "restart-1"}, "Second turn")
+	if err != nil || !strings.Contains(out, "Continuing from resp_") {
+		t.Fatalf("turn 2 after a restart: err %v, out %q", err, out)
+	}
+}
+
 func TestExecWithoutUpFailsFast(t *testing.T) {
 	old := natsURL
 	natsURL = "nats://" + freeAddr(t)
 	defer func() { natsURL = old }()
 	start := time.Now()
 	_, _, err := execTurn(t, execFlags{}, "hello")
-	if err == nil || !strings.Contains(err.Error(), "aptix up") {
+	if err == nil || !strings.Contains(err.Error(), "`"+invokedAs+" up`") {
 		t.Fatalf("want a hint to start aptix up, got %v", err)
 	}
 	if time.Since(start) > 5*time.Second {

@@ -44,6 +44,9 @@ type Options struct {
 	Faults string
 	// Logger receives one line per request; default slog.Default().
 	Logger *slog.Logger
+	// StateFile, when set, keeps the responses for previous_response_id
+	// across restarts (see state.go); `aptix up` puts it in its data dir.
+	StateFile string
 }
 
 // keepRequests is how many recent request bodies Server keeps for tests.
@@ -70,6 +73,7 @@ type Server struct {
 	// byInstruction counts answered requests per instruction line.
 	byInstruction map[string]int
 	scriptPos     int
+	state         *stateFile // nil: responses are kept in memory only
 }
 
 // stored is what the sandbox keeps per response for previous_response_id:
@@ -103,6 +107,11 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "", "", "The sandbox serves only /v1/responses and /v1/responses/compact.")
 	})
+	if o.StateFile != "" {
+		if err := s.openState(o.StateFile); err != nil {
+			s.log.Warn("sandbox state not kept: responses live in memory only", "err", err)
+		}
+	}
 	s.log.Info("aptix sandbox ready: a deterministic Responses API stand-in, NOT a model",
 		"latency", o.Latency, "script", len(o.Script), "failFirst", o.FailFirst, "faults", o.Faults)
 	return s
@@ -243,6 +252,9 @@ func (s *Server) save(id string, st stored) {
 			delete(s.itemOwner, oid)
 		}
 		delete(s.responses, old)
+	}
+	if err := s.persist(id, st); err != nil {
+		s.log.Warn("sandbox state: response not saved", "id", id, "err", err)
 	}
 }
 

@@ -45,6 +45,14 @@ func indexCommand(connect Connect) *cobra.Command {
   aptix index ~/src/billing --workspace acme --repo billing --tag backend`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if info, err := os.Stat(args[0]); err != nil {
+				return inputf("index %w", err)
+			} else if !info.IsDir() {
+				return inputf("index %s: not a directory", args[0])
+			}
+			if !contracts.IsToken(o.Workspace) || o.Repo != "" && !contracts.IsToken(o.Repo) {
+				return inputf("--workspace %q, --repo %q: ids are 1-128 characters of [A-Za-z0-9_-]", o.Workspace, o.Repo)
+			}
 			if o.Repo == "" {
 				abs, err := filepath.Abs(args[0])
 				if err != nil {
@@ -117,6 +125,12 @@ func searchCommand(connect Connect, dataDir func() string) *cobra.Command {
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Instruction = strings.Join(args, " ")
+			// The filters are checked as a turn's would be, before connecting.
+			check := req
+			check.ConversationId, check.TurnId = "search", "search"
+			if err := check.Validate(); err != nil {
+				return inputError{err}
+			}
 			js, release, err := openJetStream(connect, "search")
 			if err != nil {
 				return err
@@ -129,6 +143,9 @@ func searchCommand(connect Connect, dataDir func() string) *cobra.Command {
 				return err
 			}
 			defer ix.Close()
+			if why := ix.Rebuilt(); why != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "aptix: %s: rebuilding it from this server's chunk store\n", why)
+			}
 			if err := ix.WaitSynced(ctx); err != nil {
 				return err
 			}

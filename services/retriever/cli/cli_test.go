@@ -78,3 +78,27 @@ func TestIndexMissingPath(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestSearchOnAnotherServerRebuilds: `aptix search` with a local index
+// synced from another server says so, rebuilds, and answers from this one.
+func TestSearchOnAnotherServerRebuilds(t *testing.T) {
+	_, urlA := natstest.Start(t)
+	_, urlB := natstest.Start(t)
+	data := t.TempDir()
+	srcA, srcB := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(srcA, "a.go"), []byte("package a\n\n// StaleHandler is only on server A.\nfunc StaleHandler() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(srcB, "b.go"), []byte("package b\n\n// FreshHandler is only on server B.\nfunc FreshHandler() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, urlA, data, "index", srcA, "--workspace", "w", "--repo", "r")
+	run(t, urlB, data, "index", srcB, "--workspace", "w", "--repo", "r")
+	if out := run(t, urlA, data, "search", "stale handler", "--workspace", "w"); !strings.Contains(out, "1. a.go") {
+		t.Fatalf("search on A: %q", out)
+	}
+	out := run(t, urlB, data, "search", "stale handler", "--workspace", "w")
+	if !strings.Contains(out, "synced from another chunk store") || !strings.Contains(out, "rebuilding") || strings.Contains(out, "a.go") {
+		t.Fatalf("search on B with A's local index: %q", out)
+	}
+}

@@ -48,7 +48,8 @@ type Index struct {
 	stop    context.CancelFunc
 	done    chan struct{}
 	mu      sync.Mutex
-	err     error // why following stopped, if it did
+	err     error  // why following stopped, if it did
+	rebuilt string // why Open discarded the local index it found, if it did
 }
 
 // Internal keys kept in the bleve index next to the documents.
@@ -77,11 +78,15 @@ func Open(ctx context.Context, js jetstream.JetStream, o Options) (*Index, error
 	if err != nil {
 		return nil, err
 	}
-	idx, err := openLocal(filepath.Join(o.DataDir, "chunks.bleve"), o.Logger)
+	source, err := bucketSource(ctx, js, kv)
 	if err != nil {
 		return nil, err
 	}
-	ix := &Index{o: o, kv: kv, idx: idx, log: o.Logger.With("component", "retrieval"), done: make(chan struct{})}
+	idx, rebuilt, err := openLocal(filepath.Join(o.DataDir, "chunks.bleve"), source, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	ix := &Index{o: o, kv: kv, idx: idx, log: o.Logger.With("component", "retrieval"), done: make(chan struct{}), rebuilt: rebuilt}
 	if v, _ := idx.GetInternal(completeKey); v != nil {
 		ix.ready.Store(true) // stale at worst until the watch catches up
 	}
@@ -97,35 +102,51 @@ func Open(ctx context.Context, js jetstream.JetStream, o Options) (*Index, error
 }
 
 // openLocal opens the bleve index at path, creating it, or recreating it
-// when it was built with another schema version.
-func openLocal(path string, log *slog.Logger) (bleve.Index, error) {
-	idx, err := bleve.Open(path)
+// when it was built with another schema version or synced from another
+// chunk store than source (see bucketSource). rebuilt says why an existing
+// index was discarded.
+func openLocal(path, source string, log *slog.Logger) (idx bleve.Index, rebuilt string, err error) {
+	idx, err = bleve.OpenUsing(path, map[string]any{"bolt_timeout": openTimeout.String()})
 	if err == nil {
 		v, verr := idx.GetInternal(schemaKey)
-		if verr == nil && string(v) == schemaVersion {
-			return idx, nil
+		from, ferr := idx.GetInternal(sourceKey)
+		switch {
+		case verr != nil || string(v) != schemaVersion:
+			rebuilt = fmt.Sprintf("local index %s has schema %q, not %q", path, v, schemaVersion)
+		case ferr != nil || len(from) == 0:
+			rebuilt = fmt.Sprintf("local index %s does not record the chunk store it was synced from", path)
+		case string(from) != source:
+			rebuilt = fmt.Sprintf("local index %s was synced from another chunk store (%s; this server has %s)", path, from, source)
+		default:
+			return idx, "", nil
 		}
 		idx.Close()
-		log.Info("local index has another schema: rebuilding", "path", path, "schema", string(v))
+		log.Info("discarding the local index: rebuilding it from the chunk store", "path", path, "reason", rebuilt)
 		if err := os.RemoveAll(path); err != nil {
-			return nil, fmt.Errorf("remove outdated local index: %w", err)
+			return nil, "", fmt.Errorf("remove outdated local index: %w", err)
 		}
 	} else if !errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
-		return nil, fmt.Errorf("open local index %s (is another retriever using this data dir?): %w", path, err)
+		return nil, "", fmt.Errorf("open local index %s (is another retriever using this data dir?): %w", path, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create index dir: %w", err)
+		return nil, "", fmt.Errorf("create index dir: %w", err)
 	}
 	idx, err = bleve.New(path, indexMapping())
 	if err != nil {
-		return nil, fmt.Errorf("create local index %s: %w", path, err)
+		return nil, "", fmt.Errorf("create local index %s: %w", path, err)
 	}
-	if err := idx.SetInternal(schemaKey, []byte(schemaVersion)); err != nil {
-		idx.Close()
-		return nil, fmt.Errorf("create local index: %w", err)
+	for k, v := range map[string]string{string(schemaKey): schemaVersion, string(sourceKey): source} {
+		if err := idx.SetInternal([]byte(k), []byte(v)); err != nil {
+			idx.Close()
+			return nil, "", fmt.Errorf("create local index: %w", err)
+		}
 	}
-	return idx, nil
+	return idx, rebuilt, nil
 }
+
+// openTimeout bounds the wait for the local index's file lock: a second
+// process on the same data dir gets an error instead of blocking for ever.
+const openTimeout = 2 * time.Second
 
 // schemaVersion is kept in the local index; an index built with another
 // mapping or document shape is discarded and rebuilt from the bucket.
@@ -374,6 +395,11 @@ func (ix *Index) WaitSynced(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Rebuilt says why Open discarded the local index it found in DataDir
+// (another schema, or synced from another chunk store) and is rebuilding
+// it from the bucket; it is empty when the index was kept or new.
+func (ix *Index) Rebuilt() string { return ix.rebuilt }
 
 // Close stops following the bucket and closes the local index.
 func (ix *Index) Close() error {
