@@ -8,14 +8,12 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -84,7 +82,7 @@ type runner struct {
 	log *slog.Logger
 	// admit is set on the stage that brings new turns into APTIX.
 	admit *admission
-	stats struct{ processed, rejected, retried, dead atomic.Int64 }
+	stats workStats
 }
 
 // Run runs a stage until ctx ends, then drains: it stops fetching, lets the
@@ -123,20 +121,11 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	}
 	router.AddConsumerHandler(st.Name, contracts.StageFilter(st.In), NewSubscriber(js, sc), r.handle)
 
-	svc, err := micro.AddService(nc, micro.Config{
-		Name:        "aptix-" + st.Name,
-		Version:     Version,
-		Description: "Aptix " + st.Name + " stage: aptix." + st.In + " → aptix." + st.Out,
-		Metadata:    map[string]string{"consumes": contracts.StageFilter(st.In), "durable": sc.Durable},
-		Endpoint:    &micro.EndpointConfig{Subject: "aptix.svc." + st.Name + ".status", Handler: micro.HandlerFunc(r.status)},
-		StatsHandler: func(*micro.Endpoint) any {
-			return r.counts()
-		},
-	})
+	svc, err := startMicro(nc, st, sc.Durable, &r.stats, r.counts)
 	if err != nil {
 		return fmt.Errorf("register micro service: %w", err)
 	}
-	defer func() { _ = svc.Stop() }()
+	defer svc.stop()
 
 	if o.Ready != nil {
 		go func() {
@@ -162,12 +151,10 @@ func (r *runner) counts() map[string]int64 {
 	}
 }
 
-func (r *runner) status(req micro.Request) {
-	_ = req.RespondJSON(r.counts())
-}
-
 // handle runs the stage's handler on one event and decides its fate.
 func (r *runner) handle(msg *message.Message) (err error) {
+	start := time.Now()
+	defer func() { r.stats.busyNanos.Add(int64(time.Since(start))) }()
 	subject := msg.Metadata.Get(MetaSubject)
 	delivered, _ := strconv.Atoi(msg.Metadata.Get(MetaDelivered))
 	parent := otel.GetTextMapPropagator().Extract(msg.Context(), propagation.MapCarrier(msg.Metadata))
@@ -221,6 +208,7 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	case errors.As(herr, &rej):
 		r.stats.rejected.Add(1)
 		log.Warn("turn rejected", "code", rej.Code, "reason", rej.Message)
+		r.stats.fail(rej.Error())
 		span.SetStatus(codes.Error, rej.Error())
 		return r.fail(ctx, &turn, rej.Code, rej.Message)
 	case herr != nil && delivered >= r.sub.MaxDeliver:
@@ -400,6 +388,7 @@ func (r *runner) failReused(ctx context.Context, t *contracts.Turn) error {
 // deadLetter keeps an event the stage gave up on, with the reason in headers.
 func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered int, reason string) error {
 	r.stats.dead.Add(1)
+	r.stats.fail(reason)
 	subject := msg.Metadata.Get(MetaSubject)
 	_, _, turnID, ok := contracts.ParseSubject(subject)
 	id := nuid.Next()

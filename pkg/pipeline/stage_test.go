@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
@@ -204,6 +205,24 @@ func TestMicroStatus(t *testing.T) {
 	info, err := nc.Request("$SRV.INFO.aptix-retriever", nil, 2*time.Second)
 	if err != nil || !json.Valid(info.Data) {
 		t.Fatalf("micro info: %v", err)
+	}
+	// `nats micro stats aptix-retriever` counts the events the stage handled
+	// (issue 14: it used to count only calls of the status endpoint).
+	submit(t, js, "t2")
+	next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "t2"))
+	resp, err = nc.Request("$SRV.STATS.aptix-retriever", nil, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats micro.Stats
+	if err := json.Unmarshal(resp.Data, &stats); err != nil || len(stats.Endpoints) != 1 {
+		t.Fatalf("%s %v", resp.Data, err)
+	}
+	if ep := stats.Endpoints[0]; ep.Name != "process" || ep.NumRequests != 2 || ep.NumErrors != 0 || ep.Subject != "aptix.requested.>" {
+		t.Fatalf("stats endpoint %+v", ep)
+	}
+	if stats.Type != micro.StatsResponseType || stats.Name != "aptix-retriever" {
+		t.Fatalf("stats %+v", stats)
 	}
 }
 

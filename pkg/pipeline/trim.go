@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -73,11 +72,11 @@ func (tr *Trimmer) Trim(ctx context.Context) (TrimResult, error) {
 		return res, nil
 	}
 	// History limits as a sequence: everything before cut is beyond them.
-	ageCut, err := tr.seqAt(ctx, tr.now().Add(-tr.c.HistoryMaxAge), st.LastSeq)
+	ageCut, err := tr.seqAt(ctx, s, tr.now().Add(-tr.c.HistoryMaxAge), st.FirstSeq, st.LastSeq)
 	if err != nil {
 		return res, err
 	}
-	grace, err := tr.seqAt(ctx, tr.now().Add(-tr.c.CompletionGrace), st.LastSeq)
+	grace, err := tr.seqAt(ctx, s, tr.now().Add(-tr.c.CompletionGrace), st.FirstSeq, st.LastSeq)
 	if err != nil {
 		return res, err
 	}
@@ -165,24 +164,26 @@ func (tr *Trimmer) floor(ctx context.Context, s jetstream.Stream, durable string
 	return ci.AckFloor.Stream + 1
 }
 
-// seqAt is the first sequence stored at or after t (lastSeq+1 when none).
-func (tr *Trimmer) seqAt(ctx context.Context, t time.Time, lastSeq uint64) (uint64, error) {
-	c, err := tr.js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &t,
-	})
-	if err != nil {
-		return 0, fmt.Errorf("find sequence at %s: %w", t.Format(time.RFC3339), err)
-	}
-	m, err := c.Next(jetstream.FetchMaxWait(500 * time.Millisecond))
-	if err != nil {
-		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoMessages) {
-			return lastSeq + 1, nil // nothing that recent
+// seqAt is the first sequence stored at or after t (lastSeq+1 when none):
+// a binary search over stored timestamps with "next message at or after
+// sequence" gets, about 20 small requests and no consumer to create.
+func (tr *Trimmer) seqAt(ctx context.Context, s jetstream.Stream, t time.Time, firstSeq, lastSeq uint64) (uint64, error) {
+	lo, hi := firstSeq, lastSeq+1 // the answer is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		m, err := s.GetMsg(ctx, mid, jetstream.WithGetMsgSubject(">"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			hi = mid // nothing stored at or after mid
+			continue
 		}
-		return 0, fmt.Errorf("find sequence at %s: %w", t.Format(time.RFC3339), err)
+		if err != nil {
+			return 0, fmt.Errorf("find sequence at %s: %w", t.Format(time.RFC3339), err)
+		}
+		if m.Time.Before(t) {
+			lo = m.Sequence + 1
+		} else {
+			hi = mid // nothing stored in [mid, m.Sequence): same cut
+		}
 	}
-	md, err := m.Metadata()
-	if err != nil {
-		return 0, err
-	}
-	return md.Sequence.Stream, nil
+	return lo, nil
 }
