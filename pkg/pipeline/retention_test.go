@@ -75,7 +75,7 @@ func TestTrimmerNeverRemovesUnfinishedWork(t *testing.T) {
 	if got[contracts.StageRetrieved] != 20 || got[contracts.StageCompleted] != 10 {
 		t.Fatalf("after a size trim: %v; want the 20 unfinished retrieved events and the 10 completions in grace", got)
 	}
-	// Past the grace the completions may go; a week later (HistoryMaxAge)
+	// A week later (HistoryMaxAge)
 	// everything finished goes, and the 20 unfinished events still stay.
 	tr.now = func() time.Time { return time.Now().Add(8 * 24 * time.Hour) }
 	if _, err := tr.Trim(ctx); err != nil {
@@ -84,6 +84,28 @@ func TestTrimmerNeverRemovesUnfinishedWork(t *testing.T) {
 	got = subjectCounts(t, js, contracts.StreamName)
 	if got[contracts.StageRetrieved] != 20 || got[contracts.StageCompleted] != 0 {
 		t.Fatalf("after an age trim: %v; want only the 20 unfinished retrieved events", got)
+	}
+}
+
+// TestTrimmerReachesPastPinnedWork: unfinished events at the front of the
+// stream, a little over the history size, and finished completions behind
+// them: the size cut must reach past the pinned range to the completions
+// (it used to stop after a first round that purged nothing, and the stream
+// stayed full).
+func TestTrimmerReachesPastPinnedWork(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx := context.Background()
+	c := StreamConfig{HistoryMaxBytes: 45 << 10, WorkMaxBytes: 1 << 20, CompletionGrace: time.Nanosecond}
+	if err := Provision(ctx, js, c, SubscriberConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, js, contracts.StageRetrieved, 40, 1000) // nobody has taken these
+	publishN(t, js, contracts.StageCompleted, 10, 1000)
+	if _, err := NewTrimmer(js, c, quiet).Trim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := subjectCounts(t, js, contracts.StreamName); got[contracts.StageRetrieved] != 40 || got[contracts.StageCompleted] >= 10 {
+		t.Fatalf("after a size trim: %v; want the 40 unfinished events and fewer completions", got)
 	}
 }
 

@@ -85,7 +85,7 @@ func (tr *Trimmer) Trim(ctx context.Context) (TrimResult, error) {
 	// history fits or nothing more may go.
 	var errs []error
 	step := uint64(0)
-	for round := 0; round < 8; round++ {
+	for round := 0; round < 32; round++ {
 		cut := ageCut
 		if over := int64(st.Bytes) - tr.c.HistoryMaxBytes; over > 0 && st.Msgs > 0 {
 			avg := max(int64(st.Bytes/st.Msgs), 1)
@@ -110,7 +110,9 @@ func (tr *Trimmer) Trim(ctx context.Context) (TrimResult, error) {
 		}
 		res.Purged += st.Msgs - min(st.Msgs, info.State.Msgs) // approximate: new events may arrive meanwhile
 		res.BytesAfter = info.State.Bytes
-		if int64(info.State.Bytes) <= tr.c.HistoryMaxBytes || cut > st.LastSeq || info.State.Msgs == st.Msgs {
+		// A round that purged nothing may have hit only pinned events: the
+		// next one reaches further, until the cut passes the last event.
+		if int64(info.State.Bytes) <= tr.c.HistoryMaxBytes || cut > st.LastSeq {
 			break
 		}
 		st = info.State
