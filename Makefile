@@ -48,6 +48,10 @@ bench-retriever: ## index $(go env GOROOT)/src and report index time, memory, se
 test: ## run the fast tests of every module (embedded NATS, in-process stages, sandbox)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
+.PHONY: test-crash
+test-crash: ## kill -9 of `aptix up` with 200 turns in flight against `aptix sandbox --latency 2s`: upstream creates counted at the sandbox (~2 min)
+	cd cmd/aptix && APTIX_CRASH_TEST=1 $(GO) test -count=1 -timeout 10m -v -run '^TestKill9PaysOnce$$' .
+
 .PHONY: test-race
 test-race: ## the fast tests under the race detector
 	$(GO) test -race $(TEST_FLAGS) $(PKGS)

@@ -55,6 +55,9 @@ type Stage struct {
 	Name    string // service name: retriever, envelope, llmcaller, mapper
 	In, Out string // event stages, e.g. contracts.StageRequested → contracts.StageRetrieved
 	Handle  Handler
+	// Counters, when set, adds the stage's own counters to its micro
+	// service stats (e.g. the LLM caller's re-attached and repeated calls).
+	Counters func() map[string]int64
 }
 
 // Options configure Run. Zero values take the defaults.
@@ -145,10 +148,16 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 }
 
 func (r *runner) counts() map[string]int64 {
-	return map[string]int64{
+	m := map[string]int64{
 		"processed": r.stats.processed.Load(), "rejected": r.stats.rejected.Load(),
 		"retried": r.stats.retried.Load(), "dead_lettered": r.stats.dead.Load(),
 	}
+	if r.st.Counters != nil {
+		for k, v := range r.st.Counters() {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // handle runs the stage's handler on one event and decides its fate.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -249,5 +250,40 @@ func TestProvisionIsIdempotent(t *testing.T) {
 	q, _ := js.Stream(context.Background(), contracts.QueueStreamName)
 	if cfg := q.CachedInfo().Config; len(cfg.Subjects) != 1 || cfg.Subjects[0] != "aptix.requested.>" || cfg.Retention != jetstream.WorkQueuePolicy || cfg.Discard != jetstream.DiscardNew {
 		t.Fatalf("queue %+v", cfg)
+	}
+}
+
+// TestStageCounters: a stage's own counters (the LLM caller's re-attached
+// and repeated calls) are reported with the runtime's, on the status
+// endpoint and in `nats micro stats` data.
+func TestStageCounters(t *testing.T) {
+	nc, _ := natstest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, nc, Stage{Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved,
+			Handle:   func(context.Context, *contracts.Turn) error { return nil },
+			Counters: func() map[string]int64 { return map[string]int64{"calls_reattached": 7} }},
+			Options{Logger: quiet, Ready: ready})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	<-ready
+	resp, err := nc.Request("aptix.svc.retriever.status", nil, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counts map[string]int64
+	if err := json.Unmarshal(resp.Data, &counts); err != nil || counts["calls_reattached"] != 7 {
+		t.Fatalf("status %s %v", resp.Data, err)
+	}
+	resp, err = nc.Request("$SRV.STATS.aptix-retriever", nil, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats micro.Stats
+	if err := json.Unmarshal(resp.Data, &stats); err != nil || len(stats.Endpoints) != 1 ||
+		!strings.Contains(string(stats.Endpoints[0].Data), `"calls_reattached":7`) {
+		t.Fatalf("stats %s %v", resp.Data, err)
 	}
 }

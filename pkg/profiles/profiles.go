@@ -35,6 +35,23 @@ type Capabilities struct {
 	SupportsPreviousResponseID bool `json:"supportsPreviousResponseId"`
 	// ToolMode: native or prompt.
 	ToolMode ToolMode `json:"toolMode"`
+	// Reattach: the backend keeps background responses and resumes their
+	// event streams (POST /responses with background:true, GET
+	// /responses/{id}?stream=true&starting_after=N, POST …/cancel). With it
+	// the LLM caller creates every call in background mode and records the
+	// upstream response id before relaying anything, so a turn redelivered
+	// after a crash (or a stream cut mid-way) re-attaches to the call already
+	// paid for instead of making it again (DESIGN.md §14). Off unless a
+	// profile says so, because it has costs on hosted models:
+	//   - OpenAI keeps a background response for about 10 minutes: a turn
+	//     redelivered later than that finds it gone and calls again (with a
+	//     warning in the result);
+	//   - background mode stores the response (store:true), so it is not
+	//     compatible with Zero Data Retention;
+	//   - time to first token may be higher (the response is queued first).
+	// On for the built-in sandbox, which serves all of it; another Aptix
+	// gateway serves it too.
+	Reattach bool `json:"reattach"`
 }
 
 // Profile is one backend.
@@ -165,7 +182,7 @@ func Builtin() *Set {
 	s.Put(Profile{
 		Name: "sandbox", BaseURL: sb, DefaultModel: "sandbox-1", Sandbox: true,
 		AttemptTimeout: 30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: DefaultMaxRetries, MaxConcurrent: 256,
-		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative},
+		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Reattach: true},
 	})
 	s.Default = "sandbox"
 	if os.Getenv("OPENAI_API_KEY") != "" {
@@ -189,6 +206,7 @@ type fileProfile struct {
 		RetainsTools               bool     `json:"retainsTools"`
 		SupportsPreviousResponseID *bool    `json:"supportsPreviousResponseId"`
 		ToolMode                   ToolMode `json:"toolMode"`
+		Reattach                   bool     `json:"reattach"`
 	} `json:"capabilities"`
 }
 
@@ -225,7 +243,8 @@ func Parse(data []byte) (*Set, error) {
 		if p.TurnTimeout, err = parseDuration(fp.TurnTimeout); err != nil {
 			return nil, fmt.Errorf("profile %q: turnTimeout: %w", name, err)
 		}
-		p.Capabilities = Capabilities{RetainsTools: fp.Capabilities.RetainsTools, SupportsPreviousResponseID: true, ToolMode: fp.Capabilities.ToolMode}
+		p.Capabilities = Capabilities{RetainsTools: fp.Capabilities.RetainsTools, SupportsPreviousResponseID: true, ToolMode: fp.Capabilities.ToolMode,
+			Reattach: fp.Capabilities.Reattach}
 		if fp.Capabilities.SupportsPreviousResponseID != nil {
 			p.Capabilities.SupportsPreviousResponseID = *fp.Capabilities.SupportsPreviousResponseID
 		}

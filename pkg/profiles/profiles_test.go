@@ -85,3 +85,25 @@ func TestEnvOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Reattach (background responses kept upstream) is on for the sandbox only,
+// unless a profiles file says so: it stores responses and OpenAI keeps them
+// about 10 minutes, so it is a choice, not a default.
+func TestReattachCapability(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	s := Builtin()
+	sb, _ := s.Get("sandbox")
+	oa, _ := s.Get("openai")
+	if !sb.Capabilities.Reattach || oa.Capabilities.Reattach {
+		t.Fatalf("reattach: sandbox %v, openai %v", sb.Capabilities.Reattach, oa.Capabilities.Reattach)
+	}
+	f, err := Parse([]byte(`{"profiles":{"on":{"baseUrl":"u","capabilities":{"reattach":true}},"off":{"baseUrl":"u"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, _ := f.Get("on")
+	off, _ := f.Get("off")
+	if !on.Capabilities.Reattach || off.Capabilities.Reattach {
+		t.Fatalf("file: on %v, off %v", on.Capabilities.Reattach, off.Capabilities.Reattach)
+	}
+}

@@ -33,7 +33,7 @@ func (t *turn) attempt(turnCtx context.Context, client openai.Client, body []byt
 	actx, cancel := context.WithTimeout(turnCtx, t.prof.AttemptTimeout)
 	defer cancel()
 	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithHeader("Content-Type", "application/json")}
-	if t.in.Stream {
+	if t.in.Stream || t.bg {
 		opts = append(opts, option.WithHeader("Accept", "text/event-stream"))
 	}
 	// With a **http.Response target openai-go hands back the raw response
@@ -56,7 +56,7 @@ func (t *turn) attempt(turnCtx context.Context, client openai.Client, body []byt
 		out.wait, out.hasWait = retryAfter(raw.Header, time.Now())
 		return out
 	}
-	if t.in.Stream && isEventStream(raw.Header) {
+	if (t.in.Stream || t.bg) && isEventStream(raw.Header) {
 		return t.readStream(turnCtx, actx, raw)
 	}
 	b, err := io.ReadAll(raw.Body)

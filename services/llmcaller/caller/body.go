@@ -49,6 +49,18 @@ func (b body) setStream(stream bool) {
 	delete(b, "stream")
 }
 
+// setBackground asks for a background response (kept upstream, readable
+// and resumable by id), streamed so its id arrives first, and stored, which
+// background mode requires. A body that says store:false is left alone and
+// reports false: the client asked the backend not to keep it.
+func (b body) setBackground() bool {
+	if bytes.Equal(bytes.TrimSpace(b["store"]), []byte("false")) {
+		return false
+	}
+	b["background"], b["store"], b["stream"] = json.RawMessage("true"), json.RawMessage("true"), json.RawMessage("true")
+	return true
+}
+
 // inputItems returns the input as items; a string input becomes one user message.
 func (b body) inputItems() ([]json.RawMessage, error) {
 	raw := bytes.TrimSpace(b["input"])

@@ -69,10 +69,13 @@ type Caller struct {
 	log    *slog.Logger
 	tracer trace.Tracer
 
-	mu      sync.Mutex
-	sems    map[string]chan struct{}
-	clients map[string]openai.Client
-	flights map[string]*flight
+	mu       sync.Mutex
+	sems     map[string]chan struct{}
+	clients  map[string]openai.Client
+	flights  map[string]*flight
+	progress map[string]progress // interrupted calls' relayed deltas (started.go)
+
+	stats counters
 }
 
 // New returns a Caller over the profiles in set.
@@ -92,6 +95,7 @@ func New(set *profiles.Set, o Options) *Caller {
 	return &Caller{
 		set: set, o: o, log: o.Logger.With("component", "llmcaller"), tracer: otel.Tracer(TracerName),
 		sems: map[string]chan struct{}{}, clients: map[string]openai.Client{}, flights: map[string]*flight{},
+		progress: map[string]progress{},
 	}
 }
 
@@ -123,6 +127,8 @@ func (c *Caller) Call(ctx context.Context, in Input) (res contracts.LLMResult) {
 	start := time.Now()
 	res = contracts.LLMResult{Backend: in.Backend, Model: in.Model, Streamed: in.Stream}
 	var t *turn
+	var prior *Started // the call record an earlier delivery left (started.go)
+	var rev uint64
 	defer func() {
 		if r := recover(); r != nil {
 			res.Error = &contracts.UpstreamError{Type: "aptix_internal", Message: fmt.Sprintf("llmcaller: internal error: %v", r)}
@@ -162,6 +168,7 @@ func (c *Caller) Call(ctx context.Context, in Input) (res contracts.LLMResult) {
 			return res
 		}
 		defer func() { c.release(in.TurnID, f, res, t != nil && t.final) }()
+		prior, rev = f.started, f.rev
 	}
 
 	ctx, span := c.startSpan(ctx, prof, res.Model)
@@ -169,11 +176,27 @@ func (c *Caller) Call(ctx context.Context, in Input) (res contracts.LLMResult) {
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		log = log.With("trace_id", sc.TraceID().String())
 	}
-	t = &turn{c: c, parent: ctx, prof: prof, in: in, log: log, names: map[string]fnCall{}, filters: map[string]*textFilter{}}
+	t = &turn{c: c, parent: ctx, prof: prof, in: in, log: log, names: map[string]fnCall{}, filters: map[string]*textFilter{},
+		prior: prior, upSeq: -1, relayed: -1, skip: -1}
+	if recs := c.records(); recs != nil && in.TurnID != "" {
+		t.rec = &startLog{store: recs, turnID: in.TurnID, rev: rev}
+	}
+	if p, ok := c.takeProgress(in.TurnID); ok && prior != nil && p.responseID == prior.ResponseID {
+		t.relayed, t.seq = p.relayed, p.seq
+	}
 	final := t.run(&res) && ctx.Err() == nil
 	t.final = final
 	res.DurationMs = float64(time.Since(start).Microseconds()) / 1000
 	endSpan(span, res)
+	if t.rec != nil {
+		// The record goes before the result, which replaces it.
+		if err := t.rec.wait(); err != nil {
+			log.Warn("call record not written: a crash during this call would repeat it", "err", err)
+		}
+	}
+	if !final && in.TurnID != "" && t.upID != "" {
+		c.saveProgress(in.TurnID, progress{responseID: t.upID, relayed: t.relayed, seq: t.seq})
+	}
 
 	if final && c.o.Results != nil && in.TurnID != "" {
 		if err := c.o.Results.Put(ctx, in.TurnID, res); err != nil {

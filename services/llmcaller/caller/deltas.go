@@ -35,6 +35,12 @@ type Delta struct {
 	Name   string `json:"name,omitempty"`
 	Text   string `json:"text,omitempty"`
 	Seq    int    `json:"seq"`
+	// UpstreamSeq is, for a call in background mode (capability reattach),
+	// the sequence number of the upstream event the delta came from. After
+	// a crash the re-attached call relays its deltas again from the start,
+	// with the same UpstreamSeq: a client drops any not above the last it
+	// saw. (A redelivery in the same process resumes without repeats.)
+	UpstreamSeq int `json:"upstreamSeq,omitempty"`
 	// Status (done only): completed | incomplete | failed | error | cached.
 	Status string `json:"status,omitempty"`
 	// Error (done only) is the failure message, if the call failed.

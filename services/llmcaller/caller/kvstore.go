@@ -26,8 +26,8 @@ const (
 )
 
 // NewKVResultStore creates (idempotently) the results KV bucket and returns a
-// ResultStore over it. A result is one JSON value; its size is bounded by the
-// server's max_payload (1 MB by default).
+// ResultStore over it (also a CallRecords: started.go). A result is one JSON
+// value; its size is bounded by the server's max_payload (1 MB by default).
 func NewKVResultStore(ctx context.Context, js jetstream.JetStream) (ResultStore, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: ResultsBucket, Description: "aptix: final LLM result per turn (pay once)",
@@ -41,19 +41,10 @@ func NewKVResultStore(ctx context.Context, js jetstream.JetStream) (ResultStore,
 
 type kvResults struct{ kv jetstream.KeyValue }
 
+// Get returns the final result; a call record (started.go) is no result.
 func (s *kvResults) Get(ctx context.Context, turnID string) (*contracts.LLMResult, error) {
-	e, err := s.kv.Get(ctx, turnID)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get LLM result of turn %s: %w", turnID, err)
-	}
-	var r contracts.LLMResult
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return nil, fmt.Errorf("decode LLM result of turn %s: %w", turnID, err)
-	}
-	return &r, nil
+	r, _, _, err := s.Lookup(ctx, turnID)
+	return r, err
 }
 
 func (s *kvResults) Put(ctx context.Context, turnID string, r contracts.LLMResult) error {

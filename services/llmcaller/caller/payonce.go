@@ -14,6 +14,10 @@ type flight struct {
 	done  chan struct{}
 	res   contracts.LLMResult
 	final bool
+	// started is the call record an earlier delivery left, at revision
+	// rev (started.go); nil when there is none.
+	started *Started
+	rev     uint64
 }
 
 // claim returns a stored or just-finished result for the turn, or makes this
@@ -21,8 +25,16 @@ type flight struct {
 // nil only when ctx ended while waiting.
 func (c *Caller) claim(ctx context.Context, turnID string, log *slog.Logger) (*contracts.LLMResult, *flight) {
 	for {
+		var started *Started
+		var rev uint64
 		if c.o.Results != nil {
-			cached, err := c.o.Results.Get(ctx, turnID)
+			var cached *contracts.LLMResult
+			var err error
+			if recs := c.records(); recs != nil {
+				cached, started, rev, err = recs.Lookup(ctx, turnID)
+			} else {
+				cached, err = c.o.Results.Get(ctx, turnID)
+			}
 			switch {
 			case err != nil:
 				// Calling again risks paying twice; failing the turn on a
@@ -37,7 +49,7 @@ func (c *Caller) claim(ctx context.Context, turnID string, log *slog.Logger) (*c
 		c.mu.Lock()
 		f, busy := c.flights[turnID]
 		if !busy {
-			f = &flight{done: make(chan struct{})}
+			f = &flight{done: make(chan struct{}), started: started, rev: rev}
 			c.flights[turnID] = f
 			c.mu.Unlock()
 			return nil, f

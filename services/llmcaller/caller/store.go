@@ -33,11 +33,17 @@ type HistoryStore interface {
 var ErrHistoryNotFound = errors.New("conversation history not found")
 
 // NewMemResultStore returns a process-local ResultStore (tests, single process).
-func NewMemResultStore() ResultStore { return &memResults{m: map[string]contracts.LLMResult{}} }
+// It is also a CallRecords.
+func NewMemResultStore() ResultStore {
+	return &memResults{m: map[string]contracts.LLMResult{}, started: map[string]Started{}, rev: map[string]uint64{}}
+}
 
 type memResults struct {
-	mu sync.Mutex
-	m  map[string]contracts.LLMResult
+	mu      sync.Mutex
+	m       map[string]contracts.LLMResult
+	started map[string]Started // call records of turns without a result
+	rev     map[string]uint64  // per key, as a KV bucket's revisions
+	seq     uint64
 }
 
 func (s *memResults) Get(_ context.Context, turnID string) (*contracts.LLMResult, error) {
@@ -54,6 +60,9 @@ func (s *memResults) Put(_ context.Context, turnID string, r contracts.LLMResult
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m[turnID] = r
+	delete(s.started, turnID)
+	s.seq++
+	s.rev[turnID] = s.seq
 	return nil
 }
 

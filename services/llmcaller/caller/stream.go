@@ -17,6 +17,7 @@ import (
 // streamEvent is the union of the stream event fields the caller reads.
 type streamEvent struct {
 	Type         string `json:"type"`
+	Seq          *int   `json:"sequence_number"`
 	ItemID       string `json:"item_id"`
 	ContentIndex int    `json:"content_index"`
 	Delta        string `json:"delta"`
@@ -60,7 +61,15 @@ func (t *turn) readStream(turnCtx, actx context.Context, raw *http.Response) out
 		if e.Type == "" {
 			e.Type = ev.Type
 		}
+		seq := -1
+		t.upSeq = -1
+		if e.Seq != nil {
+			seq = *e.Seq
+			t.upSeq = t.seqBase + seq
+		}
 		switch e.Type {
+		case "response.created":
+			t.created(actx, e.Response, seq)
 		case "response.output_item.added":
 			if e.Item.Type == "function_call" {
 				t.names[e.Item.ID] = fnCall{callID: e.Item.CallID, name: e.Item.Name}

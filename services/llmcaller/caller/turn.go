@@ -26,6 +26,19 @@ type turn struct {
 	names   map[string]fnCall // streamed function calls by item id
 	final   bool              // the result is worth storing (set by Call)
 
+	// Re-attach (reattach.go, started.go).
+	bg         bool      // created in background mode: the upstream keeps the call
+	prior      *Started  // the record an earlier delivery left, if any
+	rec        *startLog // writes this delivery's records; nil without CallRecords
+	calls      int       // upstream calls made for the turn before this one
+	upID       string    // the upstream response id, once response.created named it
+	createdSeq int       // the sequence number of that response.created
+	upSeq      int       // seqBase + sequence number of the stream event being read (-1: none)
+	seqBase    int       // added to upstream sequence numbers: lifted for a call replacing a lost one
+	relayed    int       // highest upstream sequence number whose deltas were relayed (-1: none)
+	skip       int       // a resumed stream relays no delta at or below this sequence number
+	recorded   bool      // the record naming upID is written (waited for before the first delta)
+
 	// Tool-call emulation (emulate.go): the parser, and the hold-back
 	// filters of the streamed text parts by item id and content index.
 	emu         *toolemu.Parser
@@ -48,6 +61,9 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 		return true
 	}
 	b.setStream(t.in.Stream)
+	if t.prof.Capabilities.Reattach && b.setBackground() {
+		t.bg = true
+	}
 	if t.in.Emulation != nil {
 		// Built before the call: a request the parser cannot serve is not paid for.
 		if t.emu, err = newParser(t.in.Emulation); err != nil {
@@ -82,10 +98,21 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 	defer release()
 
 	client := t.c.client(t.prof)
-	var out outcome
-	for attempt := 1; ; attempt++ {
+	out, done := t.rejoinPrior(turnCtx, client, res)
+	for attempt := 1; !done; attempt++ {
 		res.Attempts = attempt
+		if attempt == 1 {
+			t.recordStart(turnCtx, attempt)
+		}
 		out = t.attempt(turnCtx, client, raw)
+		if out.err != nil && out.retryable && t.upID != "" && t.parent.Err() == nil && turnCtx.Err() == nil {
+			// The upstream has this call and keeps it: follow it, never pay again.
+			if out, done = t.rejoinBroken(turnCtx, client, res); done {
+				break
+			}
+			attempt = 0 // the lost call is replaced once, by a fresh first attempt
+			continue
+		}
 		if out.err == nil || !out.retryable || attempt > t.prof.MaxRetries || (t.in.Stream && t.emitted) {
 			break
 		}
@@ -145,8 +172,25 @@ func (t *turn) record(ctx context.Context, input []json.RawMessage, body string)
 
 // emit hands a delta to the sink with the next sequence number.
 func (t *turn) emit(ctx context.Context, d Delta) {
+	if t.upSeq >= 0 {
+		if t.upSeq <= t.skip {
+			return // relayed before the stream was resumed
+		}
+		t.relayed = max(t.relayed, t.upSeq)
+		if t.bg {
+			d.UpstreamSeq = t.upSeq
+		}
+	}
 	if t.in.Deltas == nil {
 		return
+	}
+	if t.bg && !t.recorded && t.rec != nil {
+		// The record naming the upstream id is durable before any delta
+		// leaves: a client never sees text of a call Aptix could not find again.
+		t.recorded = true
+		if err := t.rec.wait(); err != nil {
+			t.log.Warn("call record not written: a crash during this call would repeat it", "err", err)
+		}
 	}
 	d.Seq = t.seq
 	t.seq++

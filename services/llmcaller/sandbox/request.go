@@ -27,6 +27,7 @@ type request struct {
 	TopLogprobs        *int            `json:"top_logprobs"`
 	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
 	Store              *bool           `json:"store"`
+	Background         bool            `json:"background"`
 	Truncation         *string         `json:"truncation"`
 	User               *string         `json:"user"`
 	SafetyIdentifier   *string         `json:"safety_identifier"`

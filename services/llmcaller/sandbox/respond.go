@@ -31,7 +31,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) ([]byte, fault, b
 		return nil, f, false
 	}
 	s.log.Debug("sandbox request (not a model)", "n", n, "path", r.URL.Path, "bytes", len(body), "fault", r.Header.Get(HeaderFault), "latency", f.latency)
-	sleep(r.Context(), f.latency)
+	if !wantsBackground(body) { // a background response spends its latency generating (background.go)
+		sleep(r.Context(), f.latency)
+	}
 	if s.apply(w, f) {
 		s.end()
 		return nil, f, false
@@ -47,11 +49,16 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.end()
 	req, items, err := parseRequest(body)
-	if err == nil {
+	if err == nil && req.Background {
+		if err = s.startBackground(w, r, req, items, f); err == nil {
+			return
+		}
+	} else if err == nil {
 		var resp response
 		var chain []json.RawMessage
 		resp, chain, err = s.answer(req, items)
 		if err == nil {
+			s.bg.created.Add(1)
 			s.finish(w, req, resp, chain, f.streamError)
 			return
 		}
@@ -66,10 +73,33 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 
 // finish stores the response for previous_response_id and writes it as JSON or SSE.
 func (s *Server) finish(w http.ResponseWriter, req request, resp response, chain []json.RawMessage, streamError bool) {
+	st, err := storedOf(resp, chain)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "server_error", "", "", "sandbox: "+err.Error())
+		return
+	}
+	raw := st.response
+	if !streamError {
+		s.save(resp.ID, st)
+	}
+	if req.Stream {
+		s.stream(w, resp, streamError)
+		return
+	}
+	if streamError {
+		writeError(w, http.StatusInternalServerError, "server_error", "", "server_error", "sandbox fault: stream-error on a non-streaming request")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(raw)
+}
+
+// storedOf is what the sandbox keeps of a finished response: the object,
+// the conversation's items through its output, and its output item ids.
+func storedOf(resp response, chain []json.RawMessage) (stored, error) {
 	raw, err := json.Marshal(resp)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "server_error", "", "", "sandbox: encode response: "+err.Error())
-		return
+		return stored{}, fmt.Errorf("encode response: %w", err)
 	}
 	var outIDs []string
 	for _, it := range resp.Output {
@@ -82,19 +112,7 @@ func (s *Server) finish(w http.ResponseWriter, req request, resp response, chain
 			outIDs = append(outIDs, v.ID)
 		}
 	}
-	if !streamError {
-		s.save(resp.ID, stored{response: raw, items: chain, outIDs: outIDs})
-	}
-	if req.Stream {
-		s.stream(w, resp, streamError)
-		return
-	}
-	if streamError {
-		writeError(w, http.StatusInternalServerError, "server_error", "", "server_error", "sandbox fault: stream-error on a non-streaming request")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(raw)
+	return stored{response: raw, items: chain, outIDs: outIDs}, nil
 }
 
 // answer builds the deterministic response and the conversation's items so far.

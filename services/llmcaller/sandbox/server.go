@@ -61,6 +61,7 @@ type Server struct {
 	o   Options
 	log *slog.Logger
 	mux *http.ServeMux
+	bg  background // background responses and the create/read counters (background.go)
 
 	mu        sync.Mutex
 	responses map[string]stored
@@ -104,6 +105,7 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("POST /v1/responses/compact", s.compact)
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.get)
 	s.mux.HandleFunc("GET /v1/_sandbox/stats", s.stats)
+	s.mux.HandleFunc("POST /v1/responses/{id}/cancel", s.cancelBackground)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "", "", "The sandbox serves only /v1/responses and /v1/responses/compact.")
 	})
@@ -186,6 +188,7 @@ type Stats struct {
 	Requests      int            `json:"requests"`
 	MaxInFlight   int            `json:"maxInFlight"`
 	ByInstruction map[string]int `json:"byInstruction"`
+	Counts
 }
 
 // Snapshot returns the counters.
@@ -196,7 +199,7 @@ func (s *Server) Snapshot() Stats {
 	for k, v := range s.byInstruction {
 		by[k] = v
 	}
-	return Stats{Requests: s.requests, MaxInFlight: s.maxFlight, ByInstruction: by}
+	return Stats{Requests: s.requests, MaxInFlight: s.maxFlight, ByInstruction: by, Counts: s.bg.counts()}
 }
 
 func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
@@ -259,6 +262,9 @@ func (s *Server) save(id string, st stored) {
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	if s.getBackground(w, r) {
+		return
+	}
 	id := r.PathValue("id")
 	st, ok := s.lookup(id)
 	if !ok {

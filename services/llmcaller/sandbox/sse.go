@@ -56,6 +56,12 @@ func byteChunks(s string, n int) []string {
 	return out
 }
 
+// emitter receives stream events in order: the SSE writer of a plain
+// streamed response, or the event log of a background one (background.go).
+type emitter interface {
+	emit(typ string, fields map[string]any)
+}
+
 // stream replays a finished response as the event sequence OpenAI sends.
 func (s *Server) stream(w http.ResponseWriter, resp response, streamError bool) {
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -63,10 +69,23 @@ func (s *Server) stream(w http.ResponseWriter, resp response, streamError bool) 
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
 	e := &sse{w: w, fl: fl}
+	e.emit("response.created", map[string]any{"response": started(resp, "in_progress")})
+	streamEvents(e, resp, streamError)
+}
 
+// started is resp as it looks before any output: the snapshot the opening
+// events carry.
+func started(resp response, status string) response {
 	start := resp
-	start.Status, start.Output, start.Usage, start.IncompleteDetails, start.CompletedAt = "in_progress", []any{}, nil, nil, nil
-	e.emit("response.created", map[string]any{"response": start})
+	start.Status, start.Output, start.Usage, start.IncompleteDetails, start.CompletedAt = status, []any{}, nil, nil, nil
+	return start
+}
+
+// streamEvents emits everything after response.created: in_progress, every
+// item's lifecycle and deltas, and the terminal event (or, with streamError,
+// an error event in its place).
+func streamEvents(e emitter, resp response, streamError bool) {
+	start := started(resp, "in_progress")
 	if streamError {
 		// OpenAI's shape: code/message at the top level. The Open Responses
 		// schema nests them under "error", but openai-go turns any event

@@ -21,7 +21,16 @@ type LLMCaller struct {
 
 // Stage returns the pipeline stage.
 func (l *LLMCaller) Stage() pipeline.Stage {
-	return pipeline.Stage{Name: "llmcaller", In: contracts.StageEnveloped, Out: contracts.StageResponded, Handle: l.Handle}
+	return pipeline.Stage{Name: "llmcaller", In: contracts.StageEnveloped, Out: contracts.StageResponded, Handle: l.Handle,
+		Counters: l.counters}
+}
+
+// counters exports what happened to interrupted calls (caller.Stats) with
+// the stage's stats: `nats micro stats aptix-llmcaller`.
+func (l *LLMCaller) counters() map[string]int64 {
+	s := l.Caller.Stats()
+	return map[string]int64{"calls_reattached": s.Reattached, "calls_resumed": s.Resumed,
+		"calls_repeated": s.Repeated, "calls_lost_upstream": s.Lost}
 }
 
 // Handle fills turn.LLM. Upstream failures are data for the mapper; only a

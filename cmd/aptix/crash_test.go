@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
+)
+
+// EnvCrashTest runs TestKill9PaysOnce: it builds bin/aptix and runs it as
+// separate processes for about two minutes (`make test-crash`).
+const EnvCrashTest = "APTIX_CRASH_TEST"
+
+// killDelay is how long after the last request reached the sandbox the
+// kill comes: every call is then generating (1.7s of its 2s left), and the
+// caller has had the moment it needs to record the upstream id. A crash
+// inside that moment repeats the call, with a warning (README, Reliability).
+const killDelay = 300 * time.Millisecond
+
+// TestKill9PaysOnce (issue 22) measures the window a crash leaves, at the
+// upstream: `aptix sandbox --latency 2s` runs in its own process, `aptix up`
+// takes 200 turns, is killed with SIGKILL once every call is in flight at
+// the sandbox, and is started again on the same data dir. Every turn must
+// complete once; the sandbox's own counters say how many responses were
+// created. With the sandbox profile's reattach capability: 200 created, none
+// twice. Without it (a profiles file turning it off) the cut-off calls are
+// made again, and each repeat carries a warning.
+func TestKill9PaysOnce(t *testing.T) {
+	if os.Getenv(EnvCrashTest) == "" {
+		t.Skip("set " + EnvCrashTest + "=1 (make test-crash): builds bin/aptix and runs it for about two minutes")
+	}
+	bin := filepath.Join(t.TempDir(), "aptix")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, reattach := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reattach=%v", reattach), func(t *testing.T) { kill9Run(t, bin, reattach, 200) })
+	}
+}
+
+func kill9Run(t *testing.T, bin string, reattach bool, turns int) {
+	sbAddr, listen, data := freeAddr(t), freeAddr(t), t.TempDir()
+	sb := startProc(t, bin, nil, "sandbox", "--addr", sbAddr, "--latency", "2s")
+	sb.waitFor(t, "listening on")
+
+	env := []string{"OPENAI_API_KEY=", "APTIX_SANDBOX_URL=http://" + sbAddr + "/v1", "APTIX_PROFILES="}
+	if !reattach {
+		file := filepath.Join(t.TempDir(), "profiles.json")
+		prof := fmt.Sprintf(`{"default":"sandbox","profiles":{"sandbox":{"baseUrl":"http://%s/v1","defaultModel":"sandbox-1","maxConcurrent":256,"capabilities":{"reattach":false}}}}`, sbAddr)
+		if err := os.WriteFile(file, []byte(prof), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env[2] = "APTIX_PROFILES=" + file
+	}
+	upArgs := []string{"up", "--listen", listen, "--data", data, "--http", ""}
+	up := startProc(t, bin, env, upArgs...)
+	up.waitFor(t, "Aptix is up.")
+
+	nc, err := nats.Connect("nats://"+listen, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for i := range turns {
+		req := contracts.AgentExecuteRequest{ConversationId: fmt.Sprintf("crash-c%d", i), TurnId: fmt.Sprintf("crash-t%d", i),
+			Mode: "DEFAULT", Instruction: fmt.Sprintf("crash turn %d", i)}
+		if err := pipeline.Submit(ctx, js, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every call in flight at the upstream (its request received, the model
+	// generating for 2s), then SIGKILL.
+	for sandboxStats(t, sbAddr).Requests < turns {
+		if ctx.Err() != nil {
+			t.Fatalf("calls never all in flight: %+v", sandboxStats(t, sbAddr))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	delay := killDelay
+	if v := os.Getenv("APTIX_CRASH_KILL_DELAY"); v != "" { // e.g. 0s: the worst moment
+		if d, err := time.ParseDuration(v); err == nil {
+			delay = d
+		}
+	}
+	time.Sleep(delay)
+	done := completed(t, js, turns)
+	up.kill(t)
+	atKill := sandboxStats(t, sbAddr)
+	t.Logf("killed with %d responses created at the sandbox and %d turns completed", atKill.Created, done.turns)
+
+	up = startProc(t, bin, env, upArgs...)
+	up.waitFor(t, "Aptix is up.")
+	var got completions
+	for {
+		got = completed(t, js, turns)
+		if got.turns == turns || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	st := sandboxStats(t, sbAddr)
+	twice := 0
+	for _, n := range st.ByInstruction {
+		if n > 1 {
+			twice++
+		}
+	}
+	t.Logf("FIGURES reattach=%v: %d/%d turns completed, %d duplicate completions; upstream: %d responses created (%d background), %d turns created more than once, %d reads, %d stream resumes; %d results warn of a repeated call",
+		reattach, got.turns, turns, got.dups, st.Created, st.Background, twice, st.Reads, st.Resumes, got.warned)
+	if got.turns != turns || got.dups != 0 {
+		t.Fatalf("%d/%d turns completed, %d duplicates", got.turns, turns, got.dups)
+	}
+	if reattach && delay < killDelay {
+		// Killed before every call had recorded its upstream id: repeats
+		// are allowed, but only with a warning.
+		if int64(got.warned) != st.Created-int64(turns) || twice != got.warned {
+			t.Fatalf("with reattach, early kill: %d created for %d turns but %d warned", st.Created, turns, got.warned)
+		}
+		return
+	}
+	if reattach {
+		if st.Created != int64(turns) || twice != 0 || got.warned != 0 {
+			t.Fatalf("with reattach: %d created for %d turns, %d twice, %d warned", st.Created, turns, twice, got.warned)
+		}
+		return
+	}
+	if int64(got.warned) != st.Created-int64(turns) || twice != got.warned {
+		t.Fatalf("without reattach: %d created for %d turns but %d results warned (%d turns created twice)", st.Created, turns, got.warned, twice)
+	}
+}
+
+type completions struct{ turns, dups, warned int }
+
+// completed reads every completion in the stream so far.
+func completed(t *testing.T, js jetstream.JetStream, want int) completions {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{contracts.SubjectPrefix + "." + contracts.StageCompleted + ".>"}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return completions{} // the server is restarting
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return completions{}
+	}
+	var c completions
+	seen := map[string]bool{}
+	for left := info.NumPending; left > 0; left-- {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			break
+		}
+		var turn contracts.Turn
+		if json.Unmarshal(m.Data(), &turn) != nil {
+			continue
+		}
+		if seen[turn.TurnId] {
+			c.dups++
+			continue
+		}
+		seen[turn.TurnId] = true
+		c.turns++
+		for _, w := range turn.Warnings {
+			if strings.Contains(w, "paid for twice") {
+				c.warned++
+				break
+			}
+		}
+	}
+	return c
+}
+
+func sandboxStats(t *testing.T, addr string) sandbox.Stats {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/v1/_sandbox/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st sandbox.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// proc is a child process whose output the test watches.
+type proc struct {
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	out strings.Builder
+}
+
+func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...)}
+	p.cmd.Env = append(os.Environ(), env...)
+	r, w := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+		_ = w.Close()
+	})
+	return p
+}
+
+func (p *proc) waitFor(t *testing.T, s string) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		p.mu.Lock()
+		ok := strings.Contains(p.out.String(), s)
+		p.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			t.Fatalf("%v: no %q after 60s:\n%s", p.cmd.Args, s, p.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill sends SIGKILL: no drain, no deferred cleanup, as a crash.
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+}
