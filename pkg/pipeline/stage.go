@@ -173,6 +173,7 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		trace.WithAttributes(messagingAttrs("process", subject, msg.UUID)...),
 		trace.WithAttributes(attribute.String("messaging.consumer.group.name", r.sub.Durable), attribute.Int("messaging.nats.delivered", delivered)))
 	defer span.End()
+	ctx = withCarried(ctx, msg.Metadata) // replay and redrive marks (replay.go)
 
 	payload := msg.Payload
 	if key := msg.Metadata.Get(contracts.HeaderClaim); key != "" {
@@ -333,6 +334,7 @@ func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, tu
 		return &Rejection{Code: CodeInvalidEvent, Message: fmt.Sprintf("refusing to publish on a subject built from invalid ids %q/%q", conv, turnID)}
 	}
 	subject := contracts.Subject(stage, conv, turnID)
+	id = carriedID(ctx, id)
 	ctx, span := tracer().Start(ctx, "send aptix."+stage, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(messagingAttrs("send", subject, id)...),
 		trace.WithAttributes(attribute.Int("messaging.message.body.size", len(data))))
@@ -344,6 +346,7 @@ func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, tu
 	msg.Metadata.Set(contracts.HeaderCESource, source)
 	msg.Metadata.Set(contracts.HeaderCETime, time.Now().UTC().Format(time.RFC3339Nano))
 	msg.Metadata.Set(contracts.HeaderCEContentType, contracts.CEContentTypeJSON)
+	stampCarried(ctx, msg.Metadata)
 	otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(msg.Metadata))
 	msg.SetContext(ctx)
 	if err := pub.Publish(subject, msg); err != nil {
@@ -402,7 +405,7 @@ func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered
 	_, _, turnID, ok := contracts.ParseSubject(subject)
 	id := nuid.Next()
 	if ok {
-		id = turnID + ".dead." + r.st.Name
+		id = carriedID(ctx, turnID+".dead."+r.st.Name)
 	}
 	dead := message.NewMessage(id, msg.Payload)
 	for k, v := range msg.Metadata {
