@@ -143,6 +143,15 @@ func printDiff(w io.Writer, a, b turnView) error {
 		return err
 	}
 
+	if ta, ok := a.Turns[contracts.StageRetrieved]; ok {
+		if tb, ok := b.Turns[contracts.StageRetrieved]; ok {
+			printIDDiff(w, "RETRIEVED CHUNKS", chunkIDs(ta), chunkIDs(tb))
+		}
+	}
+	if ea, eb := a.Turns[contracts.StageEnveloped].Envelope, b.Turns[contracts.StageEnveloped].Envelope; ea != nil && eb != nil {
+		printIDDiff(w, "CONTEXT SOURCES", sourceIDs(ea), sourceIDs(eb))
+	}
+
 	fmt.Fprintln(w, "\nUPSTREAM REQUEST BODY (aptix.enveloped, T1 → T2)")
 	ea, eb := a.Turns[contracts.StageEnveloped].Envelope, b.Turns[contracts.StageEnveloped].Envelope
 	switch {
@@ -188,14 +197,7 @@ func diffRows(a, b turnView) []row {
 		if !ok {
 			return "-"
 		}
-		if t.Retrieval == nil || len(t.Retrieval.Chunks) == 0 {
-			return "none"
-		}
-		ids := make([]string, len(t.Retrieval.Chunks))
-		for i, c := range t.Retrieval.Chunks {
-			ids[i] = c.Id
-		}
-		return strings.Join(ids, ",")
+		return idList(chunkIDs(t))
 	})
 	add("enveloped", "backend/model", func(v turnView) string {
 		if e := v.Turns[contracts.StageEnveloped].Envelope; e != nil {
@@ -208,11 +210,7 @@ func diffRows(a, b turnView) []row {
 		if e == nil {
 			return "-"
 		}
-		ids := make([]string, len(e.Sources))
-		for i, s := range e.Sources {
-			ids[i] = s.Id
-		}
-		return orNone(strings.Join(ids, ","))
+		return idList(sourceIDs(e))
 	})
 	llm := func(f func(*contracts.LLMResult) string) func(v turnView) string {
 		return func(v turnView) string {
@@ -277,4 +275,69 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+func chunkIDs(t contracts.Turn) []string {
+	if t.Retrieval == nil {
+		return nil
+	}
+	ids := make([]string, len(t.Retrieval.Chunks))
+	for i, c := range t.Retrieval.Chunks {
+		ids[i] = c.Id
+	}
+	return ids
+}
+
+func sourceIDs(e *contracts.Envelope) []string {
+	ids := make([]string, len(e.Sources))
+	for i, s := range e.Sources {
+		ids[i] = s.Id
+	}
+	return ids
+}
+
+// idList is a table cell for a list of ids: short lists in full, long ones
+// as a count and the first id (printIDDiff shows what differs).
+func idList(ids []string) string {
+	switch {
+	case len(ids) == 0:
+		return "none"
+	case len(ids) <= 2:
+		return strings.Join(ids, ",")
+	}
+	return fmt.Sprintf("%d: %s,…", len(ids), ids[0])
+}
+
+// printIDDiff lists the ids only one side has, when the lists differ.
+func printIDDiff(w io.Writer, title string, a, b []string) {
+	if strings.Join(a, ",") == strings.Join(b, ",") {
+		return
+	}
+	fmt.Fprintf(w, "\n%s (T1 → T2)\n", title)
+	inA, inB := map[string]bool{}, map[string]bool{}
+	for _, id := range a {
+		inA[id] = true
+	}
+	for _, id := range b {
+		inB[id] = true
+	}
+	for _, id := range a {
+		if !inB[id] {
+			fmt.Fprintln(w, "  - "+id)
+		}
+	}
+	for _, id := range b {
+		if !inA[id] {
+			fmt.Fprintln(w, "  + "+id)
+		}
+	}
+	if len(a) == len(b) && len(inA) == len(inB) {
+		same := true
+		for id := range inA {
+			same = same && inB[id]
+		}
+		if same {
+			fmt.Fprintln(w, "  same ids, another order")
+		}
+	}
 }
