@@ -117,6 +117,7 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	if o.Trim {
 		go NewTrimmer(js, o.Stream, log).Run(ctx)
 	}
+	defer registerStageCounters(r)() // metrics.go
 
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: sc.DrainTimeout + time.Second}, sc.Logger)
 	if err != nil {
@@ -163,7 +164,10 @@ func (r *runner) counts() map[string]int64 {
 // handle runs the stage's handler on one event and decides its fate.
 func (r *runner) handle(msg *message.Message) (err error) {
 	start := time.Now()
-	defer func() { r.stats.busyNanos.Add(int64(time.Since(start))) }()
+	defer func() {
+		r.stats.busyNanos.Add(int64(time.Since(start)))
+		observeProcess(msg.Context(), r.st.Name, r.st.In, start, errorType(err)) // metrics.go
+	}()
 	subject := msg.Metadata.Get(MetaSubject)
 	delivered, _ := strconv.Atoi(msg.Metadata.Get(MetaDelivered))
 	parent := otel.GetTextMapPropagator().Extract(msg.Context(), propagation.MapCarrier(msg.Metadata))
@@ -320,9 +324,16 @@ func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) e
 	if err != nil {
 		return fmt.Errorf("encode turn: %w", err)
 	}
-	return untilStored(ctx, r.log, "aptix."+stage, func() error {
+	err = untilStored(ctx, r.log, "aptix."+stage, func() error {
 		return publishEvent(ctx, r.pub, "aptix/"+r.st.Name, stage, t.ConversationId, t.TurnId, data)
 	})
+	if err == nil && stage == contracts.StageCompleted {
+		observeCompleted(ctx, t) // metrics.go
+	}
+	if err == nil && stage == contracts.StageResponded {
+		observeCall(ctx, t)
+	}
+	return err
 }
 
 func publishEvent(ctx context.Context, pub *Publisher, source, stage, conv, turnID string, data []byte) error {
