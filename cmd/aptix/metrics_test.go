@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -33,14 +34,43 @@ func TestMetricsAfterKnownTurns(t *testing.T) {
 	d.indexDown.Store(true)
 	d.turn(contracts.AgentExecuteRequest{ConversationId: "c-m", TurnId: "m3", Instruction: "dead"})
 
+	// A stage records a completion once its publish is acknowledged, which
+	// can be just after the client has read it: collect until the figures
+	// settle (or the deadline shows what they were).
+	var (
+		tokens map[string]int64
+		calls  uint64
+		turns  map[string]int64
+		dead   int64
+	)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		tokens, calls, turns, dead = collectMetrics(t, reader)
+		if (tokens["input"] == in && calls == 2 && turns["ok/"] == 3 && turns["error/stage_failed"] == 1 && dead == 1) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if in == 0 || tokens["input"] != in || tokens["output"] != out {
+		t.Fatalf("token usage %v, want input %d output %d (the sandbox's)", tokens, in, out)
+	}
+	if calls != 2 {
+		t.Fatalf("%d model call durations, want 2 (the mapper replay makes no call)", calls)
+	}
+	if turns["ok/"] != 3 || turns["error/stage_failed"] != 1 {
+		t.Fatalf("turns %v", turns)
+	}
+	if dead != 1 {
+		t.Fatalf("%d retriever dead letters in aptix.stage.events", dead)
+	}
+}
+
+// collectMetrics reads the figures TestMetricsAfterKnownTurns checks.
+func collectMetrics(t *testing.T, reader *sdkmetric.ManualReader) (tokens map[string]int64, calls uint64, turns map[string]int64, dead int64) {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
-	tokens := map[string]int64{}
-	var calls uint64
-	turns := map[string]int64{}
-	var dead int64
+	tokens, turns = map[string]int64{}, map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			switch data := m.Data.(type) {
@@ -66,6 +96,9 @@ func TestMetricsAfterKnownTurns(t *testing.T) {
 						code, _ := p.Attributes.Value(attribute.Key("error.type"))
 						turns[kind.AsString()+"/"+code.AsString()] += p.Value
 					case "aptix.stage.events":
+						if testing.Verbose() {
+							t.Logf("%s %v = %d", m.Name, p.Attributes.ToSlice(), p.Value)
+						}
 						st, _ := p.Attributes.Value(attribute.Key("aptix.stage"))
 						oc, _ := p.Attributes.Value(attribute.Key("aptix.outcome"))
 						if st.AsString() == "retriever" && oc.AsString() == "dead_lettered" {
@@ -76,16 +109,5 @@ func TestMetricsAfterKnownTurns(t *testing.T) {
 			}
 		}
 	}
-	if in == 0 || tokens["input"] != in || tokens["output"] != out {
-		t.Fatalf("token usage %v, want input %d output %d (the sandbox's)", tokens, in, out)
-	}
-	if calls != 2 {
-		t.Fatalf("%d model call durations, want 2 (the mapper replay makes no call)", calls)
-	}
-	if turns["ok/"] != 3 || turns["error/stage_failed"] != 1 {
-		t.Fatalf("turns %v", turns)
-	}
-	if dead != 1 {
-		t.Fatalf("%d retriever dead letters in aptix.stage.events", dead)
-	}
+	return tokens, calls, turns, dead
 }

@@ -47,7 +47,6 @@ func setupMetrics(ctx context.Context, res *resource.Resource) (func(context.Con
 type instruments struct {
 	tokens, opDuration, process metric.Float64Histogram
 	turns, payOnce              metric.Int64Counter
-	stageEvents                 metric.Int64ObservableCounter
 }
 
 var (
@@ -70,8 +69,6 @@ func meters() *instruments {
 			metric.WithDescription("Completed turns by kind and error code"))
 		inst.payOnce, _ = m.Int64Counter("aptix.llm.pay_once.hits", metric.WithUnit("{call}"),
 			metric.WithDescription("Model results served from the pay-once store instead of a new call"))
-		inst.stageEvents, _ = m.Int64ObservableCounter("aptix.stage.events", metric.WithUnit("{event}"),
-			metric.WithDescription("Events a stage handled, by outcome: processed, rejected, retried, dead_lettered"))
 	})
 	return &inst
 }
@@ -148,17 +145,24 @@ func orDefault(s, def string) string {
 
 // registerStageCounters exports a stage's processed, rejected, retried and
 // dead-lettered counts (the micro stats) as aptix.stage.events{outcome}:
-// one instrument, one callback per stage runner (an instrument re-created
-// under the same name would keep only the first callback).
-// It returns the unregistration, for when the stage stops.
+// one callback per stage runner, registered separately (a callback passed
+// when the instrument is created is dropped when the instrument already
+// exists). The instrument is looked up at each registration, not cached, so
+// it belongs to the meter provider installed now. It returns the
+// unregistration, for when the stage stops.
 func registerStageCounters(r *runner) func() {
-	m := meters()
-	reg, err := otel.Meter(tracerName).RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	meter := otel.Meter(tracerName)
+	events, err := meter.Int64ObservableCounter("aptix.stage.events", metric.WithUnit("{event}"),
+		metric.WithDescription("Events a stage handled, by outcome: processed, rejected, retried, dead_lettered"))
+	if err != nil {
+		return func() {}
+	}
+	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for outcome, n := range r.counts() {
-			o.ObserveInt64(m.stageEvents, n, metric.WithAttributes(attribute.String("aptix.stage", r.st.Name), attribute.String("aptix.outcome", outcome)))
+			o.ObserveInt64(events, n, metric.WithAttributes(attribute.String("aptix.stage", r.st.Name), attribute.String("aptix.outcome", outcome)))
 		}
 		return nil
-	}, m.stageEvents)
+	}, events)
 	if err != nil {
 		return func() {}
 	}
