@@ -135,7 +135,7 @@ func withJS(ctx context.Context, name string, f func(context.Context, jetstream.
 func parseSeq(s string) (uint64, error) {
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || n == 0 {
-		return 0, usagef("%q is not a dead letter's sequence number (see `aptix dead ls`)", s)
+		return 0, usagef("%q is not a dead letter's sequence number (see `%s`)", s, hint(clientServer(), "dead ls"))
 	}
 	return n, nil
 }
@@ -213,13 +213,13 @@ func deadLetter(ctx context.Context, js jetstream.JetStream, seq uint64) (deadEv
 	}
 	m, err := stream.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return deadEvent{}, fmt.Errorf("no event at sequence %d (retried, purged or trimmed?): see `aptix dead ls`", seq)
+		return deadEvent{}, fmt.Errorf("no event at sequence %d (retried, purged or trimmed?): see `%s`", seq, hint(clientServer(), "dead ls"))
 	}
 	if err != nil {
 		return deadEvent{}, fmt.Errorf("read sequence %d: %w", seq, err)
 	}
 	if !strings.HasPrefix(m.Subject, contracts.DeadPrefix+".") {
-		return deadEvent{}, fmt.Errorf("sequence %d is %s, not a dead letter: see `aptix dead ls`", seq, m.Subject)
+		return deadEvent{}, fmt.Errorf("sequence %d is %s, not a dead letter: see `%s`", seq, m.Subject, hint(clientServer(), "dead ls"))
 	}
 	return toDead(m.Sequence, m.Time, m.Subject, m.Header, m.Data), nil
 }
@@ -247,7 +247,7 @@ func listDead(w io.Writer, letters []deadEvent, now time.Time) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w, "\nShow one with `aptix dead show SEQ`; re-drive with `aptix dead retry SEQ` (or --all).")
+	_, err := fmt.Fprintf(w, "\nShow one with: %s\nRe-drive it with: %s (or --all)\n", hint(clientServer(), "dead show SEQ"), hint(clientServer(), "dead retry SEQ"))
 	return err
 }
 
@@ -313,8 +313,8 @@ func retryDead(ctx context.Context, js jetstream.JetStream, letters []deadEvent,
 			fmt.Fprintf(w, "%d  %s  retried, but the dead letter was not deleted: %v\n", d.Seq, d.Original, err)
 			continue
 		}
-		fmt.Fprintf(w, "%d  %s  retried (turn %s; its new completion is the turn's last: aptix events --conversation %s)\n",
-			d.Seq, d.Original, d.Turn, conversationOf(d.Original))
+		fmt.Fprintf(w, "%d  %s  retried (turn %s; its new completion will be the turn's last: %s)\n",
+			d.Seq, d.Original, d.Turn, hint(clientServer(), "events --conversation", conversationOf(d.Original)))
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d dead letter(s) not retried", failed, len(letters))

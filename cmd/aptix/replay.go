@@ -294,7 +294,7 @@ func runReplayEvent(ctx context.Context, js jetstream.JetStream, f replayFlags, 
 		printResponse(stdout, *t.Response, live)
 	}
 	summarize(stderr, t)
-	fmt.Fprintf(stderr, "aptix: compare with: aptix diff %s %s\n", ev.Of, ev.TurnId)
+	fmt.Fprintf(stderr, "aptix: compare with: %s\n", hint(clientServer(), "diff", ev.Of, ev.TurnId))
 	if t.Response.Kind == contracts.KindError {
 		return t, fmt.Errorf("replay failed: %s: %s", t.Response.ErrorCode, t.Response.ErrorMessage)
 	}
