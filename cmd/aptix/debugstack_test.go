@@ -35,11 +35,19 @@ type debugStack struct {
 
 func newDebugStack(t *testing.T) *debugStack {
 	t.Helper()
+	return newDebugStackWith(t, sandbox.Options{})
+}
+
+// newDebugStackWith runs the default "sandbox" backend with these options
+// (fault injection, say).
+func newDebugStackWith(t *testing.T, sbOpts sandbox.Options) *debugStack {
+	t.Helper()
 	_, url := natstest.Start(t)
 	nc, js := natstest.Connect(t, url)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	d := &debugStack{t: t, js: js}
-	d.sb = sandbox.New(sandbox.Options{Logger: quiet})
+	sbOpts.Logger = quiet
+	d.sb = sandbox.New(sbOpts)
 	d.other = sandbox.New(sandbox.Options{Logger: quiet, Script: []string{"Answer from the other backend."}})
 	hs, ho := httptest.NewServer(d.sb), httptest.NewServer(d.other)
 	t.Cleanup(hs.Close)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
 // record reads a conversation's continuation record.
@@ -220,4 +221,27 @@ func mustHeader(t *testing.T, d *debugStack, subject string) map[string][]string
 		t.Fatal(err)
 	}
 	return m.Header
+}
+
+// TestReplayAfterUpstreamFailure: an upstream that fails every attempt of a
+// turn is not a dead letter but the turn's error result (the llmcaller
+// records upstream failures as data); once the upstream is back, a replay
+// from the llmcaller calls it again under the new turn id (pay-once is per
+// turn) and answers, while the original keeps its error.
+func TestReplayAfterUpstreamFailure(t *testing.T) {
+	d := newDebugStackWith(t, sandbox.Options{FailFirst: 2, FailStatus: 503}) // MaxRetries 1: both attempts of the first turn
+	orig := d.turn(contracts.AgentExecuteRequest{ConversationId: "c-u", TurnId: "u1", Instruction: "Explain the retry policy"})
+	if orig.Response.Kind != contracts.KindError || orig.LLM == nil || orig.LLM.Attempts != 2 || orig.LLM.Status != 503 {
+		t.Fatalf("with the upstream failing: %+v (llm %+v)", orig.Response, orig.LLM)
+	}
+	if n := d.count(contracts.DeadPrefix + ".>"); n != 0 {
+		t.Fatalf("%d dead letters for an upstream failure", n)
+	}
+	r := d.replay(replayFlags{conversation: "c-u", turn: "u1", from: "llmcaller", newTurn: "u1-again"})
+	if r.Response.Kind != contracts.KindOK || !strings.Contains(r.Response.Text, "Explain the retry policy") || r.LLM.Cached || d.sb.Requests() != 3 {
+		t.Fatalf("replay after recovery: %+v (%d upstream requests)", r.Response, d.sb.Requests())
+	}
+	if again := d.turnResult("c-u", "u1"); again.Kind != contracts.KindError {
+		t.Fatalf("the original's result changed: %+v", again)
+	}
 }
