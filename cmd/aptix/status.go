@@ -17,8 +17,9 @@ import (
 // status shows what an operator needs to judge capacity: the queue and the
 // APTIX stream against their limits, every stage's backlog, and the stores.
 func init() {
+	var watch time.Duration
 	cmd := &cobra.Command{
-		Use:   "status",
+		Use:   "status [--watch 2s]",
 		Short: "Show the queue, the APTIX stream and the stages' backlogs against their limits",
 		Long: "status reads the running deployment's streams and consumers. The limits it shows are this\n" +
 			"process's configuration (APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES,\n" +
@@ -38,11 +39,15 @@ func init() {
 			if err != nil {
 				return err
 			}
+			if watch > 0 {
+				return watchStatus(cmd.Context(), cmd.OutOrStdout(), js, cfg.Limits(), watch) // statusextra.go
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 			defer cancel()
 			return printStatus(ctx, cmd.OutOrStdout(), js, cfg.Limits())
 		},
 	}
+	cmd.Flags().DurationVar(&watch, "watch", 0, "refresh the screen every interval (e.g. --watch 2s) until Ctrl-C")
 	root.AddCommand(cmd)
 }
 
@@ -64,16 +69,21 @@ func printStatus(ctx context.Context, out io.Writer, js jetstream.JetStream, lim
 			pipeline.FormatBytes(info.Config.MaxBytes), role)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "STAGE\tCONSUMES\tWAITING\tIN FLIGHT\tREDELIVERED")
+	replicas, _ := microReplicas(js.Conn(), 300*time.Millisecond) // statusextra.go
+	dead, _ := deadCounts(ctx, js)
+	stageServices := map[string]bool{}
+	fmt.Fprintln(w, "STAGE\tREPLICAS\tCONSUMES\tWAITING\tIN FLIGHT\tREDELIVERED\tDEAD")
 	for _, st := range pipeline.Stages {
+		stageServices["aptix-"+st.Name] = true
 		c, err := js.Consumer(ctx, contracts.StreamOf(st.In), pipeline.Durable(st.Name))
 		if err != nil {
-			fmt.Fprintf(w, "%s\t%s\t-\t-\t- (%v)\n", st.Name, contracts.StageFilter(st.In), err)
+			fmt.Fprintf(w, "%s\t%d\t%s\t-\t-\t-\t%d (%v)\n", st.Name, replicas["aptix-"+st.Name], contracts.StageFilter(st.In), dead[st.Name], err)
 			continue
 		}
 		ci := c.CachedInfo()
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\n", st.Name, contracts.StageFilter(st.In), ci.NumPending, ci.NumAckPending, ci.NumRedelivered)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\t%d\n", st.Name, replicas["aptix-"+st.Name], contracts.StageFilter(st.In), ci.NumPending, ci.NumAckPending, ci.NumRedelivered, dead[st.Name])
 	}
+	otherServices(w, replicas, stageServices)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "STORE\tENTRIES\tSIZE")
 	for kv := range js.KeyValueStores(ctx).Status() {

@@ -117,6 +117,7 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	if o.Trim {
 		go NewTrimmer(js, o.Stream, log).Run(ctx)
 	}
+	defer registerStageCounters(r)() // metrics.go
 
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: sc.DrainTimeout + time.Second}, sc.Logger)
 	if err != nil {
@@ -163,7 +164,10 @@ func (r *runner) counts() map[string]int64 {
 // handle runs the stage's handler on one event and decides its fate.
 func (r *runner) handle(msg *message.Message) (err error) {
 	start := time.Now()
-	defer func() { r.stats.busyNanos.Add(int64(time.Since(start))) }()
+	defer func() {
+		r.stats.busyNanos.Add(int64(time.Since(start)))
+		observeProcess(msg.Context(), r.st.Name, r.st.In, start, errorType(err)) // metrics.go
+	}()
 	subject := msg.Metadata.Get(MetaSubject)
 	delivered, _ := strconv.Atoi(msg.Metadata.Get(MetaDelivered))
 	parent := otel.GetTextMapPropagator().Extract(msg.Context(), propagation.MapCarrier(msg.Metadata))
@@ -173,6 +177,7 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		trace.WithAttributes(messagingAttrs("process", subject, msg.UUID)...),
 		trace.WithAttributes(attribute.String("messaging.consumer.group.name", r.sub.Durable), attribute.Int("messaging.nats.delivered", delivered)))
 	defer span.End()
+	ctx = withCarried(ctx, msg.Metadata) // replay and redrive marks (replay.go)
 
 	payload := msg.Payload
 	if key := msg.Metadata.Get(contracts.HeaderClaim); key != "" {
@@ -319,9 +324,16 @@ func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) e
 	if err != nil {
 		return fmt.Errorf("encode turn: %w", err)
 	}
-	return untilStored(ctx, r.log, "aptix."+stage, func() error {
+	err = untilStored(ctx, r.log, "aptix."+stage, func() error {
 		return publishEvent(ctx, r.pub, "aptix/"+r.st.Name, stage, t.ConversationId, t.TurnId, data)
 	})
+	if err == nil && stage == contracts.StageCompleted {
+		observeCompleted(ctx, t) // metrics.go
+	}
+	if err == nil && stage == contracts.StageResponded {
+		observeCall(ctx, t)
+	}
+	return err
 }
 
 func publishEvent(ctx context.Context, pub *Publisher, source, stage, conv, turnID string, data []byte) error {
@@ -333,6 +345,7 @@ func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, tu
 		return &Rejection{Code: CodeInvalidEvent, Message: fmt.Sprintf("refusing to publish on a subject built from invalid ids %q/%q", conv, turnID)}
 	}
 	subject := contracts.Subject(stage, conv, turnID)
+	id = carriedID(ctx, id)
 	ctx, span := tracer().Start(ctx, "send aptix."+stage, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(messagingAttrs("send", subject, id)...),
 		trace.WithAttributes(attribute.Int("messaging.message.body.size", len(data))))
@@ -344,6 +357,7 @@ func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, tu
 	msg.Metadata.Set(contracts.HeaderCESource, source)
 	msg.Metadata.Set(contracts.HeaderCETime, time.Now().UTC().Format(time.RFC3339Nano))
 	msg.Metadata.Set(contracts.HeaderCEContentType, contracts.CEContentTypeJSON)
+	stampCarried(ctx, msg.Metadata)
 	otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(msg.Metadata))
 	msg.SetContext(ctx)
 	if err := pub.Publish(subject, msg); err != nil {
@@ -402,7 +416,7 @@ func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered
 	_, _, turnID, ok := contracts.ParseSubject(subject)
 	id := nuid.Next()
 	if ok {
-		id = turnID + ".dead." + r.st.Name
+		id = carriedID(ctx, turnID+".dead."+r.st.Name)
 	}
 	dead := message.NewMessage(id, msg.Payload)
 	for k, v := range msg.Metadata {

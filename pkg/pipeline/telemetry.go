@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -46,7 +47,11 @@ func SetupTelemetry(ctx context.Context, service string) (shutdown func(context.
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	otel.SetTracerProvider(tp)
-	return tp.Shutdown, nil
+	stopMetrics, err := setupMetrics(ctx, res) // metrics.go: OTEL_METRICS_EXPORTER
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return errors.Join(tp.Shutdown(ctx), stopMetrics(ctx)) }, nil
 }
 
 // HeaderCarrier adapts nats.Header to OTel propagation without changing the

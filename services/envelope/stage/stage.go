@@ -55,7 +55,11 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 	}
 
 	var prior []request.Tool
-	if e.Conversations != nil {
+	// A replay sees the conversation as its original did: aptix replay pins
+	// the original's continuation in the request, and the record, which may
+	// have moved on since, is not consulted (unless the replay continues the
+	// conversation: --continue, or a whole conversation replayed into a new one).
+	if e.Conversations != nil && pipeline.UpdatesConversation(ctx) {
 		rec, err := e.Conversations.Get(ctx, req.ConversationId)
 		if err != nil {
 			return err // transient: retried

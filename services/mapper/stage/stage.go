@@ -37,7 +37,9 @@ func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 		resp.Warnings = append(resp.Warnings, "result replayed from the pay-once store: the model was not called again")
 	}
 	t.Response = &resp
-	if resp.Kind == contracts.KindError || resp.ResponseContinuationId == "" || m.Conversations == nil {
+	// A replay leaves the conversation's record alone unless asked
+	// (aptix replay --continue): the conversation goes on from its own last turn.
+	if resp.Kind == contracts.KindError || resp.ResponseContinuationId == "" || m.Conversations == nil || !pipeline.UpdatesConversation(ctx) {
 		return nil
 	}
 	// Recorded before the completed event is published: a client that reads

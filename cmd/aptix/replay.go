@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/profiles"
+)
+
+// replayFlags say which stored event to re-drive and what to change in it.
+type replayFlags struct {
+	conversation, turn, from, backend, model, into, newTurn string
+	stream, cont, asJSON                                    bool
+	timeout                                                 time.Duration
+}
+
+func init() {
+	var f replayFlags
+	cmd := &cobra.Command{
+		Use:   "replay --conversation C [--turn T] --from retriever|envelope|llmcaller|mapper [flags]",
+		Short: "Re-run a stored turn from one stage under a new turn id, and print the new result",
+		Long: "replay reads the event the --from stage consumed for the turn (retriever: the request, as its\n" +
+			"retrieved event recorded it; envelope: the retrieved event; llmcaller: the enveloped event, with\n" +
+			"the exact /responses body; mapper: the responded event), gives it a new turn id (and conversation\n" +
+			"with --into), applies --backend/--model, and publishes it on that stage's subject with the header\n" +
+			"aptix-replay-of: <turn> and a trace linked to the original's. A replay of the llmcaller calls the\n" +
+			"model again (pay-once is per turn id). A replay does not move the conversation's continuation\n" +
+			"record unless --continue (or it runs in another conversation, --into).\n" +
+			"Without --turn, --from requested|retriever re-runs the whole conversation turn by turn into a new\n" +
+			"conversation (--into, default a new id). Compare the result with `aptix diff`.",
+		Example: `  aptix replay --conversation demo --turn 01a2... --from llmcaller --backend openai --model gpt-5.1-mini
+  aptix replay --conversation demo --turn 01a2... --from envelope --stream
+  aptix replay --conversation demo --from requested --into demo-again`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			nc, err := connectRunning("replay")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			stop, err := pipeline.StartTelemetry(cmd.Context(), "aptix-replay")
+			if err != nil {
+				return err
+			}
+			defer stop()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			if f.turn == "" {
+				return replayConversation(ctx, js, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
+			_, err = replayTurn(ctx, js, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.conversation, "conversation", "", "the original turn's conversation id")
+	fl.StringVar(&f.turn, "turn", "", "the turn to replay (without it, --from requested replays the whole conversation)")
+	fl.StringVar(&f.from, "from", "", "the stage to re-run from: retriever (or requested), envelope, llmcaller, mapper")
+	fl.StringVar(&f.backend, "backend", "", "backend profile for the replay (not with --from mapper)")
+	fl.StringVar(&f.model, "model", "", "model for the replay (not with --from mapper)")
+	fl.StringVar(&f.into, "into", "", "conversation to replay into (default: the original's for one turn, a new one for a conversation)")
+	fl.StringVar(&f.newTurn, "new-turn", "", "turn id of the replay (default: a new UUIDv7)")
+	fl.BoolVar(&f.stream, "stream", false, "stream the replay's answer as it is generated")
+	fl.BoolVar(&f.cont, "continue", false, "let the replay become the conversation's latest turn (its continuation record)")
+	fl.BoolVar(&f.asJSON, "json", false, "print the replay's whole AgentExecuteResponse as JSON")
+	fl.DurationVar(&f.timeout, "timeout", 5*time.Minute, "how long to wait for the replay to complete")
+	root.AddCommand(cmd)
+}
+
+// replayInput maps --from to the stage of the event that stage consumes.
+var replayInput = map[string]string{
+	"requested": contracts.StageRequested, "retriever": contracts.StageRequested,
+	"envelope": contracts.StageRetrieved, "llmcaller": contracts.StageEnveloped, "mapper": contracts.StageResponded,
+}
+
+func (f replayFlags) validate() error {
+	if f.conversation == "" || !contracts.IsToken(f.conversation) {
+		return usagef("--conversation is required: 1-%d characters of [A-Za-z0-9_-]", contracts.MaxIDLen)
+	}
+	in, ok := replayInput[f.from]
+	if !ok {
+		return usagef("--from %q: want retriever (or requested), envelope, llmcaller or mapper", f.from)
+	}
+	if f.turn == "" && in != contracts.StageRequested {
+		return usagef("--turn is required with --from %s (only --from requested replays a whole conversation)", f.from)
+	}
+	for name, id := range map[string]string{"--turn": f.turn, "--into": f.into, "--new-turn": f.newTurn} {
+		if id != "" && !contracts.IsToken(id) {
+			return usagef("%s %q: ids are 1-%d characters of [A-Za-z0-9_-]", name, id, contracts.MaxIDLen)
+		}
+	}
+	if f.from == "mapper" && (f.backend != "" || f.model != "") {
+		return usagef("--backend and --model change the model call: replay --from llmcaller (or earlier) for that")
+	}
+	if f.turn == "" && f.into == f.conversation {
+		return usagef("a whole conversation replays into another conversation: drop --into or give a new id")
+	}
+	return nil
+}
+
+// storedTurnEvent reads the last event of a turn at a stage, resolving a
+// claim-checked payload.
+func storedTurnEvent(ctx context.Context, js jetstream.JetStream, stage, conv, turn string) (*jetstream.RawStreamMsg, []byte, error) {
+	s, err := js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	}
+	subject := contracts.Subject(stage, conv, turn)
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil, fmt.Errorf("no stored %s event for turn %s of conversation %s (never reached that stage, or trimmed from history): see `aptix events --conversation %s`", stage, turn, conv, conv)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", subject, err)
+	}
+	data, err := pipeline.EventData(ctx, js, m.Header, m.Data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, data, nil
+}
+
+// buildReplay turns the stored input of the --from stage into the event to
+// publish. pin says to keep the original's continuation (previous response
+// id) so the replay sees the conversation as the original did.
+func buildReplay(ctx context.Context, js jetstream.JetStream, f replayFlags, pin bool) (pipeline.ReplayEvent, error) {
+	in := replayInput[f.from]
+	source := in
+	if in == contracts.StageRequested {
+		source = contracts.StageRetrieved // requests leave the queue; the retrieved event recorded it
+	}
+	m, data, err := storedTurnEvent(ctx, js, source, f.conversation, f.turn)
+	if err != nil {
+		return pipeline.ReplayEvent{}, err
+	}
+	var t contracts.Turn
+	if err := json.Unmarshal(data, &t); err != nil {
+		return pipeline.ReplayEvent{}, fmt.Errorf("decode %s: %w", m.Subject, err)
+	}
+	conv, turn := f.into, f.newTurn
+	if conv == "" {
+		conv = f.conversation
+	}
+	if turn == "" {
+		turn = newID()
+	}
+	t.ConversationId, t.TurnId = conv, turn
+	t.Request.ConversationId, t.Request.TurnId = conv, turn
+	if f.stream {
+		t.Request.Stream = true
+	}
+	if pin && t.Request.ResponseContinuationId == "" && f.backend == "" && (in == contracts.StageRequested || in == contracts.StageRetrieved) {
+		// The envelope fills the continuation from the conversation's record,
+		// which may have moved on since: take the one the original was sent with.
+		if _, env, err := storedTurnEvent(ctx, js, contracts.StageEnveloped, f.conversation, f.turn); err == nil {
+			var et contracts.Turn
+			if json.Unmarshal(env, &et) == nil {
+				t.Request.ResponseContinuationId = et.Request.ResponseContinuationId
+			}
+		}
+	}
+	switch in {
+	case contracts.StageRequested, contracts.StageRetrieved:
+		if f.backend != "" || f.model != "" {
+			ac := contracts.AgentContext{}
+			if t.Request.AgentContext != nil {
+				ac = *t.Request.AgentContext
+			}
+			if f.backend != "" {
+				ac.Backend = f.backend
+			}
+			if f.model != "" {
+				ac.Model = f.model
+			}
+			t.Request.AgentContext = &ac
+		}
+	case contracts.StageEnveloped:
+		if err := retarget(&t, f.backend, f.model); err != nil {
+			return pipeline.ReplayEvent{}, err
+		}
+	}
+	ev := pipeline.ReplayEvent{Stage: in, ConversationId: conv, TurnId: turn, Of: f.turn, OrigHeader: m.Header,
+		Continue: f.cont || conv != f.conversation}
+	if in == contracts.StageRequested {
+		ev.Data, err = json.Marshal(t.Request)
+	} else {
+		ev.Data, err = json.Marshal(t)
+	}
+	if err != nil {
+		return ev, fmt.Errorf("encode replay: %w", err)
+	}
+	return ev, nil
+}
+
+// retarget points an enveloped turn at another backend or model: the
+// envelope's backend and model and the body's "model", which is sent as is.
+// A new backend without --model takes that profile's default model, as this
+// process's profiles (APTIX_PROFILES, env) define it.
+func retarget(t *contracts.Turn, backend, model string) error {
+	if backend == "" && model == "" {
+		return nil
+	}
+	if t.Envelope == nil || len(t.Envelope.Body) == 0 {
+		return errors.New("the enveloped event has no request body to replay")
+	}
+	if backend != "" {
+		t.Envelope.Backend = backend
+		if model == "" {
+			set, err := profiles.FromEnv()
+			if err != nil {
+				return usagef("--backend %s without --model: %v", backend, err)
+			}
+			p, err := set.Get(backend)
+			if err != nil {
+				return usagef("--backend %s without --model: %v; give --model", backend, err)
+			}
+			model = p.Model("")
+		}
+	}
+	t.Envelope.Model = model
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(t.Envelope.Body, &body); err != nil {
+		return fmt.Errorf("the enveloped body is not a JSON object: %w", err)
+	}
+	m, _ := json.Marshal(model)
+	body["model"] = m
+	out, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	t.Envelope.Body = out
+	return nil
+}
+
+// replayTurn publishes one replay, waits for it and prints its result.
+func replayTurn(ctx context.Context, js jetstream.JetStream, f replayFlags, stdout, stderr io.Writer) (contracts.Turn, error) {
+	ev, err := buildReplay(ctx, js, f, true)
+	if err != nil {
+		return contracts.Turn{}, err
+	}
+	return runReplayEvent(ctx, js, f, ev, stdout, stderr)
+}
+
+func runReplayEvent(ctx context.Context, js jetstream.JetStream, f replayFlags, ev pipeline.ReplayEvent, stdout, stderr io.Writer) (contracts.Turn, error) {
+	var live *liveText
+	if f.stream && !f.asJSON {
+		live = &liveText{w: stdout}
+		nc := js.Conn()
+		sub, err := nc.Subscribe(contracts.DeltaSubject(ev.ConversationId, ev.TurnId), live.onDelta)
+		if err != nil {
+			return contracts.Turn{}, fmt.Errorf("subscribe to deltas: %w", err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if err := nc.Flush(); err != nil {
+			return contracts.Turn{}, err
+		}
+	}
+	if err := pipeline.PublishReplay(ctx, js, ev); err != nil {
+		return contracts.Turn{}, err
+	}
+	fmt.Fprintf(stderr, "aptix: replay of turn %s from %s: conversation %s, turn %s sent\n", ev.Of, f.from, ev.ConversationId, ev.TurnId)
+	t, err := pipeline.Await(ctx, js, ev.ConversationId, ev.TurnId)
+	if err != nil {
+		return t, err
+	}
+	if t.Response == nil {
+		return t, fmt.Errorf("completed event of turn %s carries no response", ev.TurnId)
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(t.Response); err != nil {
+			return t, err
+		}
+	} else {
+		printResponse(stdout, *t.Response, live)
+	}
+	summarize(stderr, t)
+	fmt.Fprintf(stderr, "aptix: compare with: %s\n", hint(clientServer(), "diff", ev.Of, ev.TurnId))
+	if t.Response.Kind == contracts.KindError {
+		return t, fmt.Errorf("replay failed: %s: %s", t.Response.ErrorCode, t.Response.ErrorMessage)
+	}
+	return t, nil
+}
+
+// replayConversation re-runs every turn of a conversation, in order, in a
+// new conversation: each replayed turn continues from the replay before it.
+func replayConversation(ctx context.Context, js jetstream.JetStream, f replayFlags, stdout, stderr io.Writer) error {
+	turns, err := conversationTurns(ctx, js, f.conversation)
+	if err != nil {
+		return err
+	}
+	if len(turns) == 0 {
+		return fmt.Errorf("conversation %s has no stored retrieved events to replay", f.conversation)
+	}
+	if f.into == "" {
+		f.into = "r-" + newID()
+	}
+	f.newTurn = ""
+	for i, turn := range turns {
+		one := f
+		one.turn = turn
+		ev, err := buildReplay(ctx, js, one, false)
+		if err != nil {
+			return fmt.Errorf("turn %d of %d (%s): %w", i+1, len(turns), turn, err)
+		}
+		fmt.Fprintf(stdout, "--- turn %d of %d: %s → %s\n", i+1, len(turns), turn, ev.TurnId)
+		if _, err := runReplayEvent(ctx, js, one, ev, stdout, stderr); err != nil {
+			return fmt.Errorf("turn %d of %d (%s): %w", i+1, len(turns), turn, err)
+		}
+	}
+	fmt.Fprintf(stderr, "aptix: conversation %s replayed as %s (%d turns)\n", f.conversation, f.into, len(turns))
+	return nil
+}
+
+// conversationTurns lists the conversation's turns in the order they were
+// last retrieved (each turn once, however often it was retried), leaving out
+// replays that did not continue it.
+func conversationTurns(ctx context.Context, js jetstream.JetStream, conv string) ([]string, error) {
+	s, err := js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	}
+	filter := contracts.Subject(contracts.StageRetrieved, conv, "*")
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("stream info: %w", err)
+	}
+	if len(info.State.Subjects) == 0 {
+		return nil, nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", filter, err)
+	}
+	var turns []string
+	for range info.State.Subjects {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+				break
+			}
+			return nil, err
+		}
+		_, _, turn, _ := contracts.ParseSubject(m.Subject())
+		// A replay that did not continue the conversation is a side branch.
+		if h := m.Headers(); h.Get(pipeline.HeaderReplayOf) == "" || h.Get(pipeline.HeaderReplayContinue) == "true" {
+			turns = append(turns, turn)
+		}
+		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+			break
+		}
+	}
+	return turns, nil
+}
