@@ -166,7 +166,22 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 // serveGateway serves the HTTP gateway (services/gateway) on ln over the
 // in-process pipeline; the returned func stops it, letting requests finish.
 func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *profiles.Set, log *slog.Logger) (func(), error) {
-	gw, err := httpapi.New(ctx, httpapi.Config{NC: nc, Profiles: set, Logger: log.With("component", "gateway")})
+	hooks, err := httpapi.WebhookConfigFromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if os.Getenv("APTIX_WEBHOOK_ALLOW_PRIVATE") == "" {
+		// A local development stack: webhooks to a local receiver work.
+		hooks.AllowPrivate = true
+		log.Info("webhooks may go to loopback and private addresses (local stack; APTIX_WEBHOOK_ALLOW_PRIVATE=0 refuses them)")
+	}
+	cfg := httpapi.Config{NC: nc, Profiles: set, Logger: log.With("component", "gateway"), Webhooks: hooks}
+	if v := os.Getenv("APTIX_BACKGROUND_TIMEOUT"); v != "" {
+		if cfg.BackgroundTimeout, err = time.ParseDuration(v); err != nil {
+			return nil, fmt.Errorf("APTIX_BACKGROUND_TIMEOUT %q: %w", v, err)
+		}
+	}
+	gw, err := httpapi.New(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

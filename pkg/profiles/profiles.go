@@ -52,6 +52,10 @@ type Capabilities struct {
 	// On for the built-in sandbox, which serves all of it; another Aptix
 	// gateway serves it too.
 	Reattach bool `json:"reattach"`
+	// Compact: the backend serves POST /responses/compact, so the gateway
+	// forwards a compaction of explicit input to it (its compaction items
+	// are the backend's own, which only it can read).
+	Compact bool `json:"compact,omitempty"`
 }
 
 // Profile is one backend.
@@ -173,7 +177,7 @@ func Builtin() *Set {
 	s.Put(Profile{
 		Name: "openai", BaseURL: base, APIKeyEnv: "OPENAI_API_KEY", DefaultModel: DefaultModel,
 		MaxRetries:   DefaultMaxRetries,
-		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative},
+		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Compact: true},
 	})
 	sb := os.Getenv("APTIX_SANDBOX_URL")
 	if sb == "" {
@@ -182,7 +186,7 @@ func Builtin() *Set {
 	s.Put(Profile{
 		Name: "sandbox", BaseURL: sb, DefaultModel: "sandbox-1", Sandbox: true,
 		AttemptTimeout: 30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: DefaultMaxRetries, MaxConcurrent: 256,
-		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Reattach: true},
+		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Reattach: true, Compact: true},
 	})
 	s.Default = "sandbox"
 	if os.Getenv("OPENAI_API_KEY") != "" {
@@ -207,6 +211,7 @@ type fileProfile struct {
 		SupportsPreviousResponseID *bool    `json:"supportsPreviousResponseId"`
 		ToolMode                   ToolMode `json:"toolMode"`
 		Reattach                   bool     `json:"reattach"`
+		Compact                    bool     `json:"compact"`
 	} `json:"capabilities"`
 }
 
@@ -244,7 +249,7 @@ func Parse(data []byte) (*Set, error) {
 			return nil, fmt.Errorf("profile %q: turnTimeout: %w", name, err)
 		}
 		p.Capabilities = Capabilities{RetainsTools: fp.Capabilities.RetainsTools, SupportsPreviousResponseID: true, ToolMode: fp.Capabilities.ToolMode,
-			Reattach: fp.Capabilities.Reattach}
+			Reattach: fp.Capabilities.Reattach, Compact: fp.Capabilities.Compact}
 		if fp.Capabilities.SupportsPreviousResponseID != nil {
 			p.Capabilities.SupportsPreviousResponseID = *fp.Capabilities.SupportsPreviousResponseID
 		}

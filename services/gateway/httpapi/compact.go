@@ -13,9 +13,8 @@ import (
 // of the conversation (the input items, or the chain up to
 // previous_response_id) through the pipeline, as a turn of its own that no
 // chain continues, and returns it as a compaction item the next request
-// sends as input. Forwarding to a backend's own /responses/compact is not
-// done: a profile capability for it does not exist yet, and this works on
-// every backend.
+// sends as input. Explicit input on a backend with the compact capability
+// goes to that backend's own /responses/compact (compactforward.go).
 func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 	data, e := s.readBody(w, r)
 	if e != nil {
@@ -28,6 +27,10 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := context.WithoutCancel(r.Context())
+	if p, model, ok := s.compactProfile(req); ok {
+		s.forwardCompact(ctx, w, p, model, req)
+		return
+	}
 	meta, exec, e := s.prepare(ctx, req, true)
 	if e != nil {
 		s.fail(w, e)

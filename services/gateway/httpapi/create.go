@@ -59,6 +59,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
+	if req.Background {
+		s.createBackground(w, r, req, meta, exec)
+		return
+	}
 	// Deltas are core NATS, not stored: subscribe before the turn exists.
 	var deltas chan *nats.Msg
 	if req.Stream {
@@ -96,6 +100,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"),
 			Message: fmt.Sprintf("Response %s is still running after %s; GET /v1/responses/%s returns it once it completes.", meta.ID, s.cfg.SyncTimeout, meta.ID)})
 		return
+	}
+	if t.Failure != nil && t.Failure.Code == pipeline.CodeCancelled {
+		// Cancelled by POST …/cancel while this request waited: the answer
+		// is the cancelled response, as GET shows it, not an error.
+		if resp, err := s.current(ctx, meta); err == nil {
+			writeJSON(w, http.StatusOK, resp)
+			return
+		}
 	}
 	if fe := responses.Failure(&t); fe != nil {
 		s.fail(w, fe) // the stored response is failed with this error (GET shows it)

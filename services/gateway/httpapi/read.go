@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -12,10 +11,6 @@ import (
 // from the turn's stored events, so any replica answers for any response.
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if r.URL.Query().Get("stream") == "true" {
-		s.fail(w, responses.BadRequest("stream", responses.CodeInvalidValue, "Streaming a stored response (background mode) is not supported by this gateway yet."))
-		return
-	}
 	meta, err := s.store.Get(r.Context(), id)
 	if err != nil {
 		s.fail(w, s.submitError(err))
@@ -25,16 +20,20 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, responses.NotFound(id))
 		return
 	}
-	stage, t, at, err := s.turnAt(r.Context(), meta.ConversationID, meta.TurnID)
+	if r.URL.Query().Get("stream") == "true" {
+		if !meta.Background {
+			s.fail(w, responses.BadRequest("stream", responses.CodeInvalidValue, "Only a background response can be streamed again (create it with background: true)."))
+			return
+		}
+		s.resume(w, r, meta)
+		return
+	}
+	resp, err := s.current(r.Context(), meta)
 	if err != nil {
 		s.fail(w, s.submitError(err))
 		return
 	}
-	if stage == contracts.StageCompleted {
-		writeJSON(w, http.StatusOK, responses.FromTurn(*meta, t, at.Unix()))
-		return
-	}
-	writeJSON(w, http.StatusOK, responses.Pending(*meta, responses.StatusOf(stage)))
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // delete is DELETE /v1/responses/{id}: the record goes, so GET and
@@ -49,6 +48,12 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	if meta == nil {
 		s.fail(w, responses.NotFound(id))
+		return
+	}
+	// An in-flight response is cancelled first: deleting its record must
+	// not leave its model call running for nobody.
+	if _, err := s.cancelMeta(r.Context(), meta); err != nil {
+		s.fail(w, s.submitError(err))
 		return
 	}
 	if err := s.store.Delete(r.Context(), id); err != nil {

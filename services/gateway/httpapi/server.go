@@ -44,6 +44,12 @@ type Config struct {
 	// replaced, which bounds what it keeps (completions.go). Default 5m.
 	RotateCompletions time.Duration
 	Logger            *slog.Logger
+	// BackgroundTimeout fails a background response still running after it
+	// (code timeout). Default DefaultBackgroundTimeout.
+	BackgroundTimeout time.Duration
+	// Webhooks, when set, delivers the webhooks of terminal responses
+	// (webhook.go); nil sends none.
+	Webhooks *WebhookConfig
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -55,8 +61,14 @@ type Server struct {
 	store  *Store
 	comps  *completions
 	stream jetstream.Stream
-	mux    *http.ServeMux
-	log    *slog.Logger
+	// deltas is the stream of stored deltas (resume.go).
+	deltas jetstream.Stream
+	// cancels holds the turn cancellations (pipeline.CancelBucket).
+	cancels *pipeline.Cancels
+	hooks   *webhooks
+	dl      jetstream.ConsumeContext
+	mux     *http.ServeMux
+	log     *slog.Logger
 }
 
 // New connects the gateway to the bus: the KV bucket, the stream and one
@@ -84,6 +96,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.BackgroundTimeout <= 0 {
+		cfg.BackgroundTimeout = DefaultBackgroundTimeout
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -98,16 +113,37 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.store, err = OpenStore(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
+	if s.deltas, err = ensureDeltaStream(ctx, js, cfg.Replicas); err != nil {
+		return nil, err
+	}
+	if s.cancels, err = pipeline.OpenCancels(ctx, js, cfg.Replicas); err != nil {
+		return nil, err
+	}
 	// One ordered consumer for the whole process, not one per request.
 	if s.comps, err = newCompletions(ctx, js, cfg.RotateCompletions); err != nil {
 		return nil, err
+	}
+	if s.dl, err = s.startDeadlines(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.Webhooks != nil {
+		if s.hooks, err = s.startWebhooks(ctx, *cfg.Webhooks); err != nil {
+			return nil, err
+		}
 	}
 	s.routes()
 	return s, nil
 }
 
 // Close stops the completion watch.
-func (s *Server) Close() { s.comps.stop() }
+func (s *Server) Close() {
+	if s.hooks != nil {
+		s.hooks.stop()
+	}
+	s.dl.Stop()
+	s.comps.stop()
+	s.cancels.Close()
+}
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
@@ -121,6 +157,7 @@ func (s *Server) routes() {
 	handle("POST /v1/responses/compact", s.compact)
 	handle("GET /v1/responses/{id}", s.get)
 	handle("DELETE /v1/responses/{id}", s.delete)
+	handle("POST /v1/responses/{id}/cancel", s.cancel)
 	handle("GET /v1/responses/{id}/input_items", s.inputItems)
 	handle("GET /v1/models", s.models)
 	handle("POST /v1/aptix/execute", s.execute)

@@ -3,6 +3,7 @@ package responses
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -54,6 +55,9 @@ func ParseCompact(data []byte) (*CreateRequest, *Error) {
 		}
 		items = probe.Input
 	}
+	if v, ok := raw["model"]; !ok || isNull(v) || string(v) == `""` {
+		return nil, invalid("model", CodeMissingParameter, "Missing required parameter: 'model'.")
+	}
 	if len(items) == 0 && isNull(raw["previous_response_id"]) {
 		return nil, invalid("input", CodeMissingParameter, "Missing required parameter: 'input' (or 'previous_response_id').")
 	}
@@ -90,10 +94,9 @@ type Compacted struct {
 // Compaction builds the response.compaction object from the summary turn.
 func Compaction(id string, createdAt int64, input []json.RawMessage, summary Response) Compacted {
 	c := Compacted{ID: id, Object: "response.compaction", CreatedAt: createdAt, Output: []json.RawMessage{}}
-	for _, it := range input {
-		var m struct{ Type, Role string }
-		if json.Unmarshal(it, &m) == nil && m.Type == "message" && m.Role == "user" {
-			c.Output = append(c.Output, it)
+	for i, it := range input {
+		if msg, ok := outputMessage(it, fmt.Sprintf("msg_%s_%d", strings.TrimPrefix(id, "resp_"), i)); ok {
+			c.Output = append(c.Output, msg)
 		}
 	}
 	item := map[string]string{"id": "cmp_" + strings.TrimPrefix(id, "resp_"), "type": "compaction", "created_by": "aptix",
@@ -103,6 +106,34 @@ func Compaction(id string, createdAt int64, input []json.RawMessage, summary Res
 		c.Usage = *summary.Usage
 	}
 	return c
+}
+
+// outputMessage returns a user message item of the input as an output item
+// of the Open Responses schema (an id, a status, content as parts), keeping
+// its other fields; ok is false for any other item.
+func outputMessage(it json.RawMessage, id string) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(it, &m) != nil {
+		return nil, false
+	}
+	var typ, role string
+	_ = json.Unmarshal(m["type"], &typ)
+	_ = json.Unmarshal(m["role"], &role)
+	if typ != "message" || role != "user" {
+		return nil, false
+	}
+	var text string
+	if json.Unmarshal(m["content"], &text) == nil {
+		m["content"] = mustJSON([]map[string]string{{"type": "input_text", "text": text}})
+	}
+	var have string
+	if json.Unmarshal(m["id"], &have) != nil || have == "" {
+		m["id"] = mustJSON(id)
+	}
+	if _, ok := m["status"]; !ok {
+		m["status"] = mustJSON("completed")
+	}
+	return mustJSON(m), true
 }
 
 // expandCompaction turns an Aptix compaction item back into what it

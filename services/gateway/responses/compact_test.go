@@ -19,7 +19,10 @@ func TestCompaction(t *testing.T) {
 	if _, e := ParseCompact([]byte(`{"model":"m"}`)); e == nil || deref(e.Param) != "input" {
 		t.Fatalf("neither input nor previous_response_id: %v", e)
 	}
-	r, e := ParseCompact([]byte(`{"input":[{"role":"user","content":"The deploy key is K-77"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Noted"}]}]}`))
+	if _, e := ParseCompact([]byte(`{"input":"x"}`)); e == nil || deref(e.Param) != "model" {
+		t.Fatalf("no model: %v", e)
+	}
+	r, e := ParseCompact([]byte(`{"model":"m","input":[{"role":"user","content":"The deploy key is K-77"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Noted"}]}]}`))
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -31,6 +34,13 @@ func TestCompaction(t *testing.T) {
 	c := Compaction("resp_9", 1, r.CompactedInput, summary)
 	if c.Object != "response.compaction" || len(c.Output) != 2 || c.Usage.TotalTokens != 7 {
 		t.Fatalf("compaction %+v", c)
+	}
+	var msg struct {
+		ID, Status string
+		Content    []struct{ Type, Text string }
+	}
+	if json.Unmarshal(c.Output[0], &msg) != nil || msg.ID == "" || msg.Status != "completed" || len(msg.Content) != 1 || msg.Content[0].Text != "The deploy key is K-77" {
+		t.Fatalf("user message as an output item: %s", c.Output[0])
 	}
 	var item struct {
 		Type             string `json:"type"`

@@ -150,9 +150,9 @@ func Parse(data []byte) (*CreateRequest, *Error) {
 	if len(r.Metadata) > 16 {
 		return nil, invalid("metadata", CodeInvalidValue, "Invalid 'metadata': too many properties (%d > 16).", len(r.Metadata))
 	}
-	if r.Background {
-		// Background mode (status queued, cancel, webhooks) is the next issue.
-		return nil, invalid("background", CodeInvalidValue, "Background mode is not supported by this gateway yet.")
+	if r.Background && !r.Store {
+		// A background response is only ever read back: it must be kept.
+		return nil, invalid("background", CodeInvalidValue, "Background mode requires 'store': true.")
 	}
 	if e := r.parseConversation(raw["conversation"]); e != nil {
 		return nil, e

@@ -57,6 +57,22 @@ type Response struct {
 	Metadata           map[string]string `json:"metadata"`
 	// Conversation is set when the request named one (OpenAI's shape).
 	Conversation *ConversationRef `json:"conversation,omitempty"`
+	// The seed's lifecycle times of a background response (background.go).
+	QueuedAt    *int64 `json:"queued_at,omitempty"`
+	StartedAt   *int64 `json:"started_at,omitempty"`
+	CancelledAt *int64 `json:"cancelled_at,omitempty"`
+	FailedAt    *int64 `json:"failed_at,omitempty"`
+	// Webhook is the delivery of metadata.webhook_url's webhook, once tried.
+	Webhook *WebhookStatus `json:"webhook,omitempty"`
+}
+
+// WebhookStatus is how a response's webhook delivery went: delivered, or
+// failed (dead-lettered) with the last error, and after how many attempts.
+type WebhookStatus struct {
+	Status   string `json:"status"`
+	Event    string `json:"event"`
+	Attempts int    `json:"attempts"`
+	Error    string `json:"error,omitempty"`
 }
 
 // ConversationRef is the response's conversation: {"id": …}.
@@ -110,6 +126,8 @@ type Meta struct {
 	FileSearchResults bool `json:"fileSearchResults,omitempty"`
 	// NamedConversation is the conversation parameter, echoed as conversation.id.
 	NamedConversation string `json:"namedConversation,omitempty"`
+	// Background: created with background true (status starts queued).
+	Background bool `json:"background,omitempty"`
 }
 
 // MetaFor is the Meta of a new response to r (the adapter adds the ids,
@@ -119,7 +137,8 @@ func MetaFor(r *CreateRequest) (Meta, *Error) {
 	if e != nil {
 		return Meta{}, e
 	}
-	m := Meta{Model: r.Model, PreviousID: r.PreviousID, Echo: echo, FileSearch: r.FileSearch != nil, NamedConversation: r.Conversation}
+	m := Meta{Model: r.Model, PreviousID: r.PreviousID, Echo: echo, FileSearch: r.FileSearch != nil, NamedConversation: r.Conversation,
+		Background: r.Background}
 	for _, inc := range r.Include {
 		if inc == "file_search_call.results" {
 			m.FileSearchResults = true

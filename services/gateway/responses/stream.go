@@ -84,6 +84,23 @@ func (s *Streamer) Start(r Response) []Event {
 		s.ev("response.in_progress", map[string]any{"response": r})}
 }
 
+// Queued returns response.queued, the first event of a background stream.
+func (s *Streamer) Queued(r Response) []Event {
+	r.Status = StatusQueued
+	r.Output = []json.RawMessage{}
+	r.Usage, r.CompletedAt = nil, nil
+	return []Event{s.ev("response.queued", map[string]any{"response": r})}
+}
+
+// InProgress returns response.in_progress for a background stream once
+// the turn has started.
+func (s *Streamer) InProgress(r Response) []Event {
+	r.Status = StatusInProgress
+	r.Output = []json.RawMessage{}
+	r.Usage, r.CompletedAt = nil, nil
+	return []Event{s.ev("response.in_progress", map[string]any{"response": r})}
+}
+
 // Delta returns the events for one live delta: the item (and content part)
 // added on its first delta, then the text or arguments delta.
 func (s *Streamer) Delta(d Delta) []Event {
@@ -221,6 +238,8 @@ func (s *Streamer) Finish(r Response) []Event {
 		terminal = "response.incomplete"
 	case StatusFailed:
 		terminal = "response.failed"
+	case StatusCancelled:
+		terminal = "response.cancelled"
 	}
 	return append(out, s.ev(terminal, map[string]any{"response": r}))
 }

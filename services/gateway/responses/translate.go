@@ -99,27 +99,28 @@ func ToExecute(r *CreateRequest, t Target) (contracts.AgentExecuteRequest, *Erro
 	return req, nil
 }
 
-// Instruction finds the turn's instruction: the text of the last input item
-// when it is a user message (idx is its index), else idx -1 and a short
-// description of the round (e.g. the function_call_output items it carries).
+// Instruction finds the turn's instruction: the text of the last user
+// message (idx is its index), else idx -1 and a short description of the
+// round (e.g. the function_call_output items it carries). The user message
+// need not be the last item: a client that keeps its own tool rounds sends
+// the question, the function_call and its function_call_output, and the
+// AGN-003 message must take the question's place, before the call, so the
+// model sees the call answered rather than asked again.
 func Instruction(items []json.RawMessage) (idx int, text string) {
-	if len(items) == 0 {
-		return -1, ""
-	}
-	last := items[len(items)-1]
-	var m struct {
-		Type    string          `json:"type"`
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-		CallID  string          `json:"call_id"`
-	}
-	_ = json.Unmarshal(last, &m)
-	if m.Type == "message" && m.Role == "user" {
-		text := messageText(m.Content)
-		if strings.TrimSpace(text) == "" {
-			text = "(see the attached input)" // an image- or file-only message
+	for i := len(items) - 1; i >= 0; i-- {
+		var m struct {
+			Type    string          `json:"type"`
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
 		}
-		return len(items) - 1, text
+		_ = json.Unmarshal(items[i], &m)
+		if (m.Type == "message" || m.Type == "") && m.Role == "user" {
+			text := messageText(m.Content)
+			if strings.TrimSpace(text) == "" {
+				text = "(see the attached input)" // an image- or file-only message
+			}
+			return i, text
+		}
 	}
 	var calls []string
 	for _, it := range items {

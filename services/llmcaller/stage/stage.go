@@ -4,6 +4,7 @@ package stage
 
 import (
 	"context"
+	"errors"
 
 	"github.com/nats-io/nats.go"
 
@@ -17,6 +18,12 @@ type LLMCaller struct {
 	Caller *caller.Caller
 	// NC publishes streaming deltas (core NATS, not stored); nil disables them.
 	NC *nats.Conn
+	// Cancels, when set, makes cancellation real (issue 16): a turn
+	// cancelled before its call is never sent upstream, and one cancelled
+	// during it has its call's context cancelled at once. Either way the
+	// turn ends with a cancelled rejection, so its completion (and webhook)
+	// still comes, and a redelivery never pays for it.
+	Cancels *pipeline.Cancels
 }
 
 // Stage returns the pipeline stage.
@@ -48,9 +55,27 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	if in.Stream && l.NC != nil {
 		in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
 	}
-	res := l.Caller.Call(ctx, in)
+	callCtx := ctx
+	if l.Cancels != nil {
+		if _, reason, ok, err := l.Cancels.Reason(ctx, t.TurnId); err != nil {
+			return err // redelivered: a cancel must be read before paying
+		} else if ok {
+			return pipeline.Reject(reason, "the response was cancelled (%s) before the model was called", reason)
+		}
+		var release func()
+		callCtx, release = l.Cancels.Track(ctx, t.TurnId)
+		defer release()
+	}
+	res := l.Caller.Call(callCtx, in)
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if errors.Is(context.Cause(callCtx), pipeline.ErrCancelled) {
+		_, reason, _, _ := l.Cancels.Reason(ctx, t.TurnId)
+		if reason == "" {
+			reason = pipeline.CodeCancelled
+		}
+		return pipeline.Reject(reason, "the response was cancelled (%s) while the model was called; the call was aborted", reason)
 	}
 	t.LLM = &res
 	t.Warnings = append(t.Warnings, res.Warnings...)

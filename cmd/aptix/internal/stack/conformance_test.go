@@ -17,11 +17,5 @@ import (
 func TestGatewayOpenResponsesConformance(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	url, _ := e.gateway(func(c *httpapi.Config) { c.MaxBodyBytes = 8 << 20 })
-	// Known gaps of the gateway, reported as skipped (never as passed) until
-	// fixed: a client-kept tool round (explicit history with the call's
-	// output) is re-ordered so the model calls the tool again; the
-	// compaction object's items lack the schema's fields; a compact request
-	// without a model is accepted instead of refused.
-	conformance.Run(t, url+"/v1", "sandbox-1", conformance.Options{Deterministic: true,
-		Skip: []string{"tool-calling", "compaction", "compaction-without-model"}})
+	conformance.Run(t, url+"/v1", "sandbox-1", conformance.Options{Deterministic: true})
 }

@@ -554,7 +554,7 @@ func TestGatewayCompact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.Responses.Compact(ctx, responses.ResponseCompactParams{PreviousResponseID: openai.String(r1.ID)})
+	c, err := client.Responses.Compact(ctx, responses.ResponseCompactParams{Model: "sandbox-1", PreviousResponseID: openai.String(r1.ID)})
 	if err != nil {
 		t.Fatal(err)
 	}

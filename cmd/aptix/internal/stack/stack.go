@@ -73,11 +73,16 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 		return err
 	}
 	c := caller.New(cfg.Profiles, caller.Options{Results: results, History: history, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger, ForgetConversations: caller.ForgetFromEnv()})
+	cancels, err := pipeline.OpenCancels(ctx, js, cfg.Stream.Replicas)
+	if err != nil {
+		return err
+	}
+	defer cancels.Close()
 
 	stages := []pipeline.Stage{
 		(&retrieverstage.Retriever{Searcher: cfg.Searcher}).Stage(),
 		(&envelopestage.Envelope{Profiles: cfg.Profiles, Contexts: cfg.Contexts, Conversations: convs, Budget: cfg.Budget}).Stage(),
-		(&llmstage.LLMCaller{Caller: c, NC: nc}).Stage(),
+		(&llmstage.LLMCaller{Caller: c, NC: nc, Cancels: cancels}).Stage(),
 		(&mapperstage.Mapper{Conversations: convs}).Stage(),
 	}
 	g, gctx := errgroup.WithContext(ctx)

@@ -50,7 +50,7 @@ func newEnv(t *testing.T, sb sandbox.Options, mutate ...func(*Config)) *env {
 	set := &profiles.Set{}
 	set.Put(profiles.Profile{Name: "sandbox", BaseURL: hs.URL + "/v1", DefaultModel: "sandbox-1", Sandbox: true,
 		AttemptTimeout: time.Second, TurnTimeout: 4 * time.Second, MaxRetries: 2, MaxConcurrent: 64,
-		Capabilities: profiles.Capabilities{SupportsPreviousResponseID: true, ToolMode: profiles.ToolModeNative}})
+		Capabilities: profiles.Capabilities{SupportsPreviousResponseID: true, ToolMode: profiles.ToolModeNative, Compact: true}})
 	set.Default = "sandbox"
 	e := &env{t: t, url: url, nc: nc, js: js, sb: srv, cfg: Config{Profiles: set, Subscriber: testSubscriber, Logger: quiet}}
 	for _, m := range mutate {

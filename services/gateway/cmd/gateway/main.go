@@ -72,6 +72,14 @@ func run(log *slog.Logger) error {
 			return fmt.Errorf("APTIX_SYNC_TIMEOUT %q: %w", v, err)
 		}
 	}
+	if v := os.Getenv("APTIX_BACKGROUND_TIMEOUT"); v != "" {
+		if cfg.BackgroundTimeout, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("APTIX_BACKGROUND_TIMEOUT %q: %w", v, err)
+		}
+	}
+	if cfg.Webhooks, err = httpapi.WebhookConfigFromEnv(); err != nil {
+		return err
+	}
 	// The stages create the stream; a gateway started first waits for it.
 	var srv *httpapi.Server
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {

@@ -31,6 +31,14 @@ func main() {
 			return pipeline.Stage{}, err
 		}
 		c := caller.New(set, caller.Options{Results: results, History: history, Logger: log, ForgetConversations: caller.ForgetFromEnv()})
-		return (&stage.LLMCaller{Caller: c, NC: nc}).Stage(), nil
+		sc, err := pipeline.StreamConfigFromEnv()
+		if err != nil {
+			return pipeline.Stage{}, err
+		}
+		cancels, err := pipeline.OpenCancels(ctx, js, sc.Replicas)
+		if err != nil {
+			return pipeline.Stage{}, err
+		}
+		return (&stage.LLMCaller{Caller: c, NC: nc, Cancels: cancels}).Stage(), nil
 	})
 }

@@ -1,0 +1,78 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/responses"
+)
+
+// compactProfile returns the profile a compaction of req is forwarded to:
+// one whose backend serves /responses/compact, for explicit input only (a
+// previous_response_id names an Aptix response, whose upstream chain the
+// pipeline knows how to replay; the backend alone does not). ok is false
+// when the pipeline makes the summary instead.
+func (s *Server) compactProfile(req *responses.CreateRequest) (p profiles.Profile, model string, ok bool) {
+	if req.PreviousID != "" || len(req.CompactedInput) == 0 || req.Aptix != nil {
+		return p, "", false
+	}
+	backend, model, e := responses.Resolve(s.cfg.Profiles, req.Model)
+	if e != nil {
+		return p, "", false
+	}
+	p, err := s.cfg.Profiles.Get(backend)
+	if err != nil || !p.Capabilities.Compact {
+		return p, "", false
+	}
+	return p, p.Model(model), true
+}
+
+// forwardCompact sends the compaction to the backend's own
+// /responses/compact and relays its answer, status and body as they are
+// (an upstream error keeps its status, as for a turn). The compaction items
+// are the backend's, which only it can read back: the next request carries
+// them upstream untouched.
+func (s *Server) forwardCompact(ctx context.Context, w http.ResponseWriter, p profiles.Profile, model string, req *responses.CreateRequest) {
+	body := map[string]any{"model": model, "input": req.CompactedInput}
+	if req.Instructions != "" {
+		body["instructions"] = req.Instructions
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		s.fail(w, responses.Internal("encode_compact", err.Error()))
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(p.BaseURL, "/")+"/responses/compact", bytes.NewReader(b))
+	if err != nil {
+		s.fail(w, responses.Internal("compact_request", err.Error()))
+		return
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	if key := p.APIKey(); key != "" {
+		hr.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		s.fail(w, &responses.Error{Status: http.StatusBadGateway, Type: responses.TypeServer, Code: ptr("upstream_unreachable"),
+			Message: fmt.Sprintf("backend %s: compact: %v", p.Name, err)})
+		return
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		s.fail(w, &responses.Error{Status: http.StatusBadGateway, Type: responses.TypeServer, Code: ptr("upstream_read_failed"),
+			Message: fmt.Sprintf("backend %s: compact: %v", p.Name, err)})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(out)
+}

@@ -1,0 +1,101 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/services/gateway/responses"
+)
+
+// state gathers what the bus says about meta's turn (responses.State): its
+// latest stage event, when the LLM caller got it, and the cancel record.
+// One KV get and at most two direct gets beyond the latest event.
+func (s *Server) state(ctx context.Context, meta *responses.Meta) (responses.State, error) {
+	var st responses.State
+	cancelAt, reason, cancelled, err := s.cancels.Reason(ctx, meta.TurnID)
+	if err != nil {
+		return st, err
+	}
+	stage, t, at, err := s.turnAt(ctx, meta.ConversationID, meta.TurnID)
+	if err != nil {
+		return st, err
+	}
+	st.Stage, st.Turn = stage, t
+	if stage != "" {
+		st.At = at.Unix()
+	}
+	if cancelled {
+		st.CancelledAt, st.CancelReason = cancelAt.Unix(), reason
+		st.CancelWins = stage != contracts.StageCompleted || cancelAt.Before(at)
+	}
+	if stage == contracts.StageEnveloped || stage == contracts.StageResponded || stage == contracts.StageCompleted {
+		m, err := s.stream.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageEnveloped, meta.ConversationID, meta.TurnID))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return st, fmt.Errorf("read enveloped event of %s: %w", meta.TurnID, err)
+		case cancelled && !m.Time.Before(cancelAt):
+			// Cancelled while queued: the model never had it.
+		default:
+			st.StartedAt = m.Time.Unix()
+		}
+	}
+	return st, nil
+}
+
+// current is meta's response object as of now.
+func (s *Server) current(ctx context.Context, meta *responses.Meta) (responses.Response, error) {
+	st, err := s.state(ctx, meta)
+	if err != nil {
+		return responses.Response{}, err
+	}
+	r := responses.Current(*meta, st)
+	if r.Metadata["webhook_url"] != "" && responses.Terminal(r.Status) {
+		r.Webhook = s.webhookStatus(ctx, meta.ID)
+	}
+	return r, nil
+}
+
+// cancel is POST /v1/responses/{id}/cancel: a queued response is cancelled
+// and never reaches the model; an in-progress one has its model call
+// aborted (the LLM caller watches the cancel records); a terminal one is
+// returned unchanged. The cancel is a KV record, so every replica, the LLM
+// caller and a redelivery all see it, and a completion that comes later
+// never overwrites it.
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	meta, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		s.fail(w, s.submitError(err))
+		return
+	}
+	if meta == nil {
+		s.fail(w, responses.NotFound(id))
+		return
+	}
+	resp, err := s.cancelMeta(r.Context(), meta)
+	if err != nil {
+		s.fail(w, s.submitError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// cancelMeta cancels meta's turn unless it is terminal, and returns the
+// response as it then stands (derived again: a completion stored before
+// the cancel record wins over it, and the answer says so).
+func (s *Server) cancelMeta(ctx context.Context, meta *responses.Meta) (responses.Response, error) {
+	resp, err := s.current(ctx, meta)
+	if err != nil || responses.Terminal(resp.Status) {
+		return resp, err
+	}
+	if _, err := s.cancels.Cancel(ctx, meta.TurnID); err != nil {
+		return resp, err
+	}
+	return s.current(ctx, meta)
+}
