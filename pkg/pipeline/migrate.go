@@ -26,7 +26,8 @@ import (
 //     Nats-Msg-Id makes that harmless), then the old consumer is deleted.
 //
 // Step 3 waits for requests another process holds (up to their AckWait), so
-// it runs in the background; every stage start retries what is left.
+// it runs in the background, in the retriever only; every retriever start
+// retries what is left.
 func migrateSingleStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) error {
 	s, err := js.Stream(ctx, contracts.StreamName)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -47,8 +48,22 @@ func migrateSingleStream(ctx context.Context, js jetstream.JetStream, c StreamCo
 	if _, err := js.CreateOrUpdateStream(ctx, c.QueueJetStreamConfig()); err != nil {
 		return fmt.Errorf("create stream %s: %w", contracts.QueueStreamName, err)
 	}
-	go func() { _, _ = DrainOldQueue(context.WithoutCancel(ctx), js, 10*time.Minute) }()
 	return nil
+}
+
+// drainOldQueueInBackground is started by the stage that consumes requests
+// (the retriever): only it may publish them everywhere (deploy/nats/auth.conf),
+// and another stage fetching the old consumer's requests would only spend
+// their deliveries.
+func drainOldQueueInBackground(ctx context.Context, js jetstream.JetStream, log interface{ Warn(string, ...any) }) {
+	if _, err := js.Consumer(ctx, contracts.StreamName, Durable("retriever")); err != nil {
+		return
+	}
+	go func() {
+		if _, err := DrainOldQueue(context.WithoutCancel(ctx), js, 10*time.Minute); err != nil {
+			log.Warn("moving requests from the single-stream layout failed; the next start retries", "err", err)
+		}
+	}()
 }
 
 // DrainOldQueue moves the requests still pending on the single-stream
@@ -81,19 +96,29 @@ func DrainOldQueue(ctx context.Context, js jetstream.JetStream, within time.Dura
 		if err != nil {
 			return moved, err
 		}
+		var failed error
 		for m := range batch.Messages() {
+			if failed != nil {
+				_ = m.Nak() // hand back the rest of the batch at once
+				continue
+			}
 			h := nats.Header{}
 			for k, v := range m.Headers() {
 				h[k] = v
 			}
 			if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: m.Subject(), Data: m.Data(), Header: h}); err != nil {
 				_ = m.Nak()
-				return moved, fmt.Errorf("move %s to %s: %w", m.Subject(), contracts.QueueStreamName, capacityError(err))
+				failed = fmt.Errorf("move %s to %s: %w", m.Subject(), contracts.QueueStreamName, capacityError(err))
+				continue
 			}
 			if err := m.DoubleAck(ctx); err != nil {
-				return moved, err
+				failed = err
+				continue
 			}
 			moved++
+		}
+		if failed != nil {
+			return moved, failed
 		}
 		if ctx.Err() != nil {
 			return moved, ctx.Err()

@@ -114,6 +114,9 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	if contracts.StreamOf(st.In) != contracts.StreamOf(st.Out) {
 		r.admit = newAdmission(js, o.Stream)
 	}
+	if st.In == contracts.StageRequested {
+		drainOldQueueInBackground(ctx, js, log)
+	}
 	if o.Trim {
 		go NewTrimmer(js, o.Stream, log).Run(ctx)
 	}

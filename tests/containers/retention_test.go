@@ -61,8 +61,9 @@ func TestUpgradeFromSingleStream(t *testing.T) {
 	c := d.client(n)
 	c.waitStages(map[string]int{"retriever": 1, "envelope": 1, "llmcaller": 1, "mapper": 1})
 	var got []string
+	waitUntil := time.Now().Add(2 * time.Minute)
 	for _, r := range before {
-		turn, err := c.wait(r.TurnId, 90*time.Second)
+		turn, err := c.wait(r.TurnId, max(time.Until(waitUntil), time.Second))
 		if err != nil {
 			t.Errorf("turn %s sent before the upgrade: %v", r.TurnId, err)
 			continue
@@ -127,8 +128,9 @@ func TestTinyCapacityBackpressure(t *testing.T) {
 	}
 	wg.Wait()
 	lost := 0
+	waitUntil := time.Now().Add(3 * time.Minute)
 	for _, id := range accepted {
-		if _, err := c.wait(id, 2*time.Minute); err != nil {
+		if _, err := c.wait(id, max(time.Until(waitUntil), time.Second)); err != nil {
 			lost++
 		}
 	}
