@@ -215,22 +215,32 @@ func warnIfNoStages(nc *nats.Conn, w io.Writer) {
 
 // liveText prints text deltas as they arrive and remembers what it printed,
 // so the final answer is not printed twice.
+// A re-attached call (issue 22) relays its deltas again from the start with
+// the same upstreamSeq: those not above the last shown are dropped.
 type liveText struct {
 	mu      sync.Mutex
 	w       io.Writer
 	printed strings.Builder
+	lastUp  int
 }
 
 func (l *liveText) onDelta(m *nats.Msg) {
 	var d struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		UpstreamSeq int    `json:"upstreamSeq"`
 	}
 	if json.Unmarshal(m.Data, &d) != nil || d.Type != "text" {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if d.UpstreamSeq > 0 {
+		if d.UpstreamSeq <= l.lastUp {
+			return
+		}
+		l.lastUp = d.UpstreamSeq
+	}
 	fmt.Fprint(l.w, d.Text)
 	l.printed.WriteString(d.Text)
 }

@@ -14,6 +14,10 @@ type Delta struct {
 	CallID string `json:"callId,omitempty"`
 	Name   string `json:"name,omitempty"`
 	Text   string `json:"text,omitempty"`
+	// UpstreamSeq numbers the upstream event a delta came from when the LLM
+	// caller re-attaches (issue 22): after a crash it relays the call again
+	// from the start, and the streamer drops what it has already shown.
+	UpstreamSeq int `json:"upstreamSeq,omitempty"`
 }
 
 // Event is one Server-Sent Event of a streamed response: Type is both the
@@ -52,6 +56,8 @@ type Streamer struct {
 	seq   int
 	items []*liveItem
 	byID  map[string]*liveItem
+	// lastUp is the highest UpstreamSeq shown.
+	lastUp int
 }
 
 type liveItem struct {
@@ -104,6 +110,12 @@ func (s *Streamer) InProgress(r Response) []Event {
 // Delta returns the events for one live delta: the item (and content part)
 // added on its first delta, then the text or arguments delta.
 func (s *Streamer) Delta(d Delta) []Event {
+	if d.UpstreamSeq > 0 {
+		if d.UpstreamSeq <= s.lastUp {
+			return nil // a re-attached call relaying what was already shown
+		}
+		s.lastUp = d.UpstreamSeq
+	}
 	var out []Event
 	it := s.byID[d.ItemID]
 	switch d.Type {
