@@ -24,7 +24,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // startSandbox serves a sandbox over httptest.
-func startSandbox(t *testing.T, o sandbox.Options) (*httptest.Server, *sandbox.Server) {
+func startSandbox(t testing.TB, o sandbox.Options) (*httptest.Server, *sandbox.Server) {
 	t.Helper()
 	o.Logger = quiet
 	srv := sandbox.New(o)
@@ -81,7 +81,7 @@ func message(role string, texts ...string) map[string]any {
 }
 
 // requestBody builds a /responses body from fields.
-func requestBody(t *testing.T, fields map[string]any) json.RawMessage {
+func requestBody(t testing.TB, fields map[string]any) json.RawMessage {
 	t.Helper()
 	if _, ok := fields["model"]; !ok {
 		fields["model"] = "sandbox-1"
@@ -93,7 +93,7 @@ func requestBody(t *testing.T, fields map[string]any) json.RawMessage {
 	return b
 }
 
-func simpleBody(t *testing.T, instruction string) json.RawMessage {
+func simpleBody(t testing.TB, instruction string) json.RawMessage {
 	return requestBody(t, map[string]any{"input": []any{message("user", "[MODE: TEST]\n\n[INSTRUCTION]\n"+instruction)}})
 }
 
@@ -135,7 +135,7 @@ func responseID(t *testing.T, body string) string {
 }
 
 // startJetStream runs an embedded NATS server with JetStream.
-func startJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+func startJetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), Port: -1, NoLog: true, NoSigs: true})
 	if err != nil {
