@@ -75,6 +75,11 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		if reason == "" {
 			reason = pipeline.CodeCancelled
 		}
+		// A background upstream response (capability reattach) keeps
+		// generating, and billing, after its stream is dropped: stop it too.
+		if upstream, err := l.Caller.CancelUpstream(ctx, t.TurnId); err == nil && upstream != "" {
+			t.Warnings = append(t.Warnings, "upstream response "+upstream+" cancelled")
+		}
 		return pipeline.Reject(reason, "the response was cancelled (%s) while the model was called; the call was aborted", reason)
 	}
 	t.LLM = &res

@@ -522,3 +522,39 @@ func slowProfile(c *Config) {
 	p.AttemptTimeout, p.TurnTimeout = 10*time.Second, 20*time.Second
 	c.Profiles.Put(p)
 }
+
+// TestGatewayBackgroundCancelStopsUpstream (issues 16 and 22): with a
+// backend that keeps background responses (capability reattach), cancelling
+// an in-progress response also cancels the upstream response, so the model
+// stops generating (and billing) instead of finishing unseen.
+func TestGatewayBackgroundCancelStopsUpstream(t *testing.T) {
+	e := newEnv(t, sandbox.Options{Latency: 3 * time.Second}, func(c *Config) {
+		p, _ := c.Profiles.Get("sandbox")
+		p.AttemptTimeout, p.TurnTimeout = 10*time.Second, 20*time.Second
+		p.Capabilities.Reattach = true
+		c.Profiles.Put(p)
+	})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	r, err := client.Responses.New(ctx, bgParams("Take your time upstream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); e.sb.Snapshot().Background == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no background response was created upstream")
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the caller records the upstream id before relaying
+	if _, err := client.Responses.Cancel(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(3 * time.Second); e.sb.Snapshot().Cancels != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream response was not cancelled: %+v", e.sb.Snapshot().Counts)
+		}
+	}
+	if turn := awaitTurn(t, e, r.ID); turn.Failure == nil || turn.Failure.Code != "cancelled" {
+		t.Fatalf("completion of a cancelled turn: %+v", turn.Failure)
+	}
+}
