@@ -30,22 +30,28 @@ type claimStore struct {
 	js  jetstream.JetStream
 	ttl time.Duration
 
-	once sync.Once
-	obs  jetstream.ObjectStore
-	err  error
+	mu  sync.Mutex
+	obs jetstream.ObjectStore
 }
 
+// open creates the store on first use. A failure is not remembered (the
+// first caller's context may have been cancelled, or the server briefly
+// unreachable): the next big event tries again.
 func (c *claimStore) open(ctx context.Context) (jetstream.ObjectStore, error) {
-	c.once.Do(func() {
-		c.obs, c.err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-			Bucket: contracts.ClaimBucket, Description: "Aptix: events too big for a NATS message (claim check)",
-			TTL: c.ttl, Storage: jetstream.FileStorage,
-		})
-		if c.err != nil {
-			c.err = fmt.Errorf("object store %s: %w", contracts.ClaimBucket, c.err)
-		}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.obs != nil {
+		return c.obs, nil
+	}
+	obs, err := c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: contracts.ClaimBucket, Description: "Aptix: events too big for a NATS message (claim check)",
+		TTL: c.ttl, Storage: jetstream.FileStorage,
 	})
-	return c.obs, c.err
+	if err != nil {
+		return nil, fmt.Errorf("object store %s: %w", contracts.ClaimBucket, err)
+	}
+	c.obs = obs
+	return obs, nil
 }
 
 // claimThreshold is the largest payload published inline on nc.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -55,7 +56,7 @@ func migrateSingleStream(ctx context.Context, js jetstream.JetStream, c StreamCo
 // (the retriever): only it may publish them everywhere (deploy/nats/auth.conf),
 // and another stage fetching the old consumer's requests would only spend
 // their deliveries.
-func drainOldQueueInBackground(ctx context.Context, js jetstream.JetStream, log interface{ Warn(string, ...any) }) {
+func drainOldQueueInBackground(ctx context.Context, js jetstream.JetStream, log *slog.Logger) {
 	if _, err := js.Consumer(ctx, contracts.StreamName, Durable("retriever")); err != nil {
 		return
 	}

@@ -68,14 +68,8 @@ func (s *Server) current(ctx context.Context, meta *responses.Meta) (responses.R
 // caller and a redelivery all see it, and a completion that comes later
 // never overwrites it.
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	meta, err := s.store.Get(r.Context(), id)
-	if err != nil {
-		s.fail(w, s.submitError(err))
-		return
-	}
-	if meta == nil {
-		s.fail(w, responses.NotFound(id))
+	meta, ok := s.record(w, r)
+	if !ok {
 		return
 	}
 	resp, err := s.cancelMeta(r.Context(), meta)

@@ -7,17 +7,27 @@ import (
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
-// get is GET /v1/responses/{id}: the record from KV, the status and result
-// from the turn's stored events, so any replica answers for any response.
-func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+// record reads the response named by the path's {id}, answering the
+// request itself (404, or 503 when the store is unreachable) when it cannot.
+func (s *Server) record(w http.ResponseWriter, r *http.Request) (*responses.Meta, bool) {
 	id := r.PathValue("id")
 	meta, err := s.store.Get(r.Context(), id)
 	if err != nil {
 		s.fail(w, s.submitError(err))
-		return
+		return nil, false
 	}
 	if meta == nil {
 		s.fail(w, responses.NotFound(id))
+		return nil, false
+	}
+	return meta, true
+}
+
+// get is GET /v1/responses/{id}: the record from KV, the status and result
+// from the turn's stored events, so any replica answers for any response.
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	meta, ok := s.record(w, r)
+	if !ok {
 		return
 	}
 	if r.URL.Query().Get("stream") == "true" {
@@ -40,14 +50,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 // previous_response_id answer 404/400 after it; the turn's events stay in
 // the stream's history until its retention removes them.
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	meta, err := s.store.Get(r.Context(), id)
-	if err != nil {
-		s.fail(w, s.submitError(err))
-		return
-	}
-	if meta == nil {
-		s.fail(w, responses.NotFound(id))
+	meta, ok := s.record(w, r)
+	if !ok {
 		return
 	}
 	// An in-flight response is cancelled first: deleting its record must
@@ -56,25 +60,19 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, s.submitError(err))
 		return
 	}
-	if err := s.store.Delete(r.Context(), id); err != nil {
+	if err := s.store.Delete(r.Context(), meta.ID); err != nil {
 		s.fail(w, s.submitError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
+	writeJSON(w, http.StatusOK, map[string]any{"id": meta.ID, "object": "response.deleted", "deleted": true})
 }
 
 // inputItems is GET /v1/responses/{id}/input_items: the items the client
 // sent, read from the turn's stored event (every stage's event carries the
 // request), paged with limit/order/after.
 func (s *Server) inputItems(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	meta, err := s.store.Get(r.Context(), id)
-	if err != nil {
-		s.fail(w, s.submitError(err))
-		return
-	}
-	if meta == nil {
-		s.fail(w, responses.NotFound(id))
+	meta, ok := s.record(w, r)
+	if !ok {
 		return
 	}
 	_, t, _, err := s.turnAt(r.Context(), meta.ConversationID, meta.TurnID)
@@ -87,7 +85,7 @@ func (s *Server) inputItems(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(t.Request.OpenAI.Input, &items)
 	}
 	q := r.URL.Query()
-	list, e := responses.Page(responses.InputItems(id, items), q.Get("limit"), q.Get("order"), q.Get("after"))
+	list, e := responses.Page(responses.InputItems(meta.ID, items), q.Get("limit"), q.Get("order"), q.Get("after"))
 	if e != nil {
 		s.fail(w, e)
 		return
