@@ -15,7 +15,7 @@ help: ## list the targets
 
 .PHONY: build
 build: build-aptix ## build the aptix CLI, every stage binary and the HTTP gateway into ./bin
-	$(GO) build -o $(BIN)/ ./services/retriever/cmd/retriever ./services/envelope/cmd/envelope ./services/llmcaller/cmd/llmcaller ./services/mapper/cmd/mapper ./services/gateway/cmd/gateway
+	$(GO) build -o $(BIN)/ ./services/retriever/cmd/retriever ./services/envelope/cmd/envelope ./services/llmcaller/cmd/llmcaller ./services/mapper/cmd/mapper ./services/toolrunner/cmd/toolrunner ./services/gateway/cmd/gateway
 
 # Only the CLI and all-in-one binary: what run and bench execute.
 .PHONY: build-aptix
@@ -70,7 +70,7 @@ generate: ## regenerate the committed JSON Schemas from the Go types
 # on this machine, and nats-server is built from its pinned Go module.
 LINUX_BIN := bin/linux
 IMAGE_TAG ?= dev
-STAGES := retriever envelope llmcaller mapper
+STAGES := retriever envelope llmcaller mapper toolrunner
 # SERVICES are the binaries under services/<name>/cmd/<name>, each its own image.
 SERVICES := $(STAGES) gateway
 GOBUILD_STATIC := CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '-s -w'
@@ -84,7 +84,7 @@ binaries: ## static linux binaries of every service into bin/linux
 	cp /etc/ssl/certs/ca-certificates.crt $(LINUX_BIN)/ca-certificates.crt
 
 .PHONY: images
-images: binaries ## FROM scratch images: aptix/{nats-server,retriever,envelope,llmcaller,mapper,gateway,aptix}:$(IMAGE_TAG)
+images: binaries ## FROM scratch images: aptix/{nats-server,retriever,envelope,llmcaller,mapper,toolrunner,gateway,aptix}:$(IMAGE_TAG)
 	docker build -q -f deploy/nats/Dockerfile -t aptix/nats-server:$(IMAGE_TAG) .
 	docker build -q -f deploy/Dockerfile --build-arg BIN=aptix -t aptix/aptix:$(IMAGE_TAG) .
 	$(foreach s,$(SERVICES),docker build -q -f deploy/Dockerfile --build-arg BIN=$(s) -t aptix/$(s):$(IMAGE_TAG) . &&) true

@@ -221,7 +221,9 @@ type liveText struct {
 	mu      sync.Mutex
 	w       io.Writer
 	printed strings.Builder
-	lastUp  int
+	// lastUp is the highest upstreamSeq printed in round (a tool loop's
+	// later calls number their upstream events afresh).
+	lastUp, round int
 }
 
 func (l *liveText) onDelta(m *nats.Msg) {
@@ -229,12 +231,18 @@ func (l *liveText) onDelta(m *nats.Msg) {
 		Type        string `json:"type"`
 		Text        string `json:"text"`
 		UpstreamSeq int    `json:"upstreamSeq"`
+		Round       int    `json:"round"`
 	}
 	if json.Unmarshal(m.Data, &d) != nil || d.Type != "text" {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if d.Round > l.round {
+		l.round, l.lastUp = d.Round, 0
+	} else if d.Round < l.round {
+		return
+	}
 	if d.UpstreamSeq > 0 {
 		if d.UpstreamSeq <= l.lastUp {
 			return

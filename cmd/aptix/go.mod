@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/aptix-dev/aptix/services/gateway v0.0.0
 	github.com/google/uuid v1.6.0
+	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/openai/openai-go/v3 v3.96.0
@@ -51,6 +52,7 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/golang/snappy v1.0.0 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.31.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
@@ -72,10 +74,13 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/sabhiram/go-gitignore v0.0.0-20210923224102-525f6e181f06 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.etcd.io/bbolt v1.4.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/bridges/prometheus v0.72.0 // indirect
@@ -99,6 +104,7 @@ require (
 	go.opentelemetry.io/proto/otlp v1.11.1 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
@@ -119,6 +125,7 @@ require (
 	github.com/aptix-dev/aptix/services/llmcaller v0.0.0
 	github.com/aptix-dev/aptix/services/mapper v0.0.0
 	github.com/aptix-dev/aptix/services/retriever v0.0.0
+	github.com/aptix-dev/aptix/services/toolrunner v0.0.0
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 )
@@ -130,6 +137,7 @@ replace (
 	github.com/aptix-dev/aptix/services/llmcaller => ../../services/llmcaller
 	github.com/aptix-dev/aptix/services/mapper => ../../services/mapper
 	github.com/aptix-dev/aptix/services/retriever => ../../services/retriever
+	github.com/aptix-dev/aptix/services/toolrunner => ../../services/toolrunner
 )
 
 replace github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles

@@ -23,7 +23,9 @@ import (
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
+	"github.com/aptix-dev/aptix/services/retriever/mcpserver"
 	"github.com/aptix-dev/aptix/services/retriever/retrieval"
+	"github.com/aptix-dev/aptix/services/toolrunner/mcp"
 )
 
 func init() {
@@ -40,11 +42,15 @@ func init() {
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4222", "address the embedded NATS listens on")
 	cmd.Flags().StringVar(&upHTTP, "http", "127.0.0.1:8080", "address the OpenAI Responses API gateway listens on (empty: no gateway)")
+	cmd.Flags().StringVar(&upMCP, "mcp", "127.0.0.1:8090", "address the code index is served on as MCP server \"aptix\" for the tool loop and any MCP client (empty: not served)")
 	root.AddCommand(cmd)
 }
 
 // upHTTP is the --http address of `aptix up` (a variable so tests can use a free port).
 var upHTTP string
+
+// upMCP is the --mcp address of `aptix up`.
+var upMCP string
 
 func runUp(ctx context.Context, listen string, out io.Writer) error {
 	// The data dir first: a second `aptix up` on it must fail before it
@@ -128,9 +134,17 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	}
 	defer idx.Close()
 
+	tools, mcpLine, stopTools, err := upTools(ctx, js, idx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTools()
+
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
-	go func() { errc <- stack.Run(ctx, nc, stack.Config{Profiles: set, Searcher: idx, Logger: log}, ready) }()
+	go func() {
+		errc <- stack.Run(ctx, nc, stack.Config{Profiles: set, Searcher: idx, Logger: log, Tools: tools}, ready)
+	}()
 	select {
 	case <-ready:
 	case err := <-errc:
@@ -146,10 +160,10 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		httpLine = fmt.Sprintf("  HTTP:   %s (OpenAI Responses API: POST /v1/responses, GET /v1/models)\n", base)
 		curlLine = fmt.Sprintf("Or over HTTP, with any OpenAI SDK or curl:\n  curl -s %s/v1/responses -H 'Content-Type: application/json' -d '{\"model\":\"%s\",\"input\":\"Explain what this service does\"}'\n", base, def.Model(""))
 	}
-	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (%sJetStream data in %s)\n  Model:  %s\n%s  Stages: retriever, envelope, llmcaller, mapper (nats micro ls)\n\n"+
+	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (%sJetStream data in %s)\n  Model:  %s\n%s%s  Stages: retriever, envelope, llmcaller, mapper, toolrunner (nats micro ls)\n\n"+
 		"Send a first turn from another terminal:\n  %s\n%s"+
 		"Give it your code to retrieve from:\n  %s && %s\n\nCtrl-C stops it; in-flight turns finish first.\n",
-		natsAddr, listening(natsAddr, listen), dataDir, model, httpLine, hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
+		natsAddr, listening(natsAddr, listen), dataDir, model, httpLine, mcpLine, hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
 		hint(natsAddr, "index", "."), hint(natsAddr, "exec", `"Where are retries scheduled?"`))
 	err = <-errc
 	stopGateway()
@@ -161,6 +175,37 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	}
 	fmt.Fprintln(out, "Aptix stopped.")
 	return err
+}
+
+// upTools serves the code index as MCP server "aptix" (--mcp) and returns
+// the toolrunner's MCP servers: APTIX_MCP_CONFIG's, plus "aptix" unless the
+// file names its own.
+func upTools(ctx context.Context, js jetstream.JetStream, idx *retrieval.Index, log *slog.Logger) (*mcp.Registry, string, func(), error) {
+	cfg, err := mcp.ConfigFromEnv()
+	if err != nil {
+		return nil, "", nil, usagef("%w", err)
+	}
+	stop, line := func() {}, ""
+	if upMCP != "" {
+		src, err := mcpserver.NewSource(ctx, js, idx)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		url, stopMCP, err := serveMCP(ctx, src, upMCP, log.With("component", "mcp"))
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("serve the index over MCP on %s (--mcp \"\" turns it off): %w", upMCP, err)
+		}
+		stop = stopMCP
+		line = fmt.Sprintf("  MCP:    %s (the code index as MCP server \"aptix\": search_code, read_file_lines, list_repos)\n", url)
+		if cfg.Servers == nil {
+			cfg.Servers = map[string]mcp.ServerConfig{}
+		}
+		if _, ok := cfg.Servers["aptix"]; !ok {
+			cfg.Servers["aptix"] = mcp.ServerConfig{Type: mcp.TypeHTTP, URL: url}
+		}
+	}
+	reg := mcp.NewRegistry(cfg, mcp.Options{Logger: log.With("component", "toolrunner")})
+	return reg, line, func() { _ = reg.Close(); stop() }, nil
 }
 
 // serveGateway serves the HTTP gateway (services/gateway) on ln over the

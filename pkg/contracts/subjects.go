@@ -40,7 +40,7 @@ func StreamSubjects() []string {
 	for _, s := range Stages[1:] {
 		subjects = append(subjects, StageFilter(s))
 	}
-	return append(subjects, DeadPrefix+".>")
+	return append(subjects, StageFilter(StageToolRound), DeadPrefix+".>")
 }
 
 // ClaimBucket is the object store of events too big to publish (claim check).

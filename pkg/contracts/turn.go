@@ -18,6 +18,8 @@ type Turn struct {
 	Envelope  *Envelope             `json:"envelope,omitempty"`
 	LLM       *LLMResult            `json:"llm,omitempty"`
 	Response  *AgentExecuteResponse `json:"response,omitempty"`
+	// Tools is the server-side tool loop, when the request enabled MCP tools.
+	Tools *ToolLoop `json:"tools,omitempty"`
 
 	// Warnings accumulate across stages and end up in AgentExecuteResponse.Warnings.
 	Warnings []string `json:"warnings,omitempty"`

@@ -21,7 +21,12 @@ type Conversation struct {
 	TurnId     string          `json:"turnId"`
 	Backend    string          `json:"backend,omitempty"`
 	Tools      json.RawMessage `json:"tools,omitempty"`
-	UpdatedAt  time.Time       `json:"updatedAt"`
+	// Pending are function_call_output items of server-side tool calls the
+	// last turn ran in a round that also called the client's functions
+	// (contracts.ToolLoop.Pending): the next turn continuing ResponseId
+	// sends them with the client's own outputs.
+	Pending   []json.RawMessage `json:"pending,omitempty"`
+	UpdatedAt time.Time         `json:"updatedAt"`
 }
 
 // Conversations stores Conversation records in JetStream KV, so every

@@ -55,6 +55,11 @@ type Stage struct {
 	Name    string // service name: retriever, envelope, llmcaller, mapper
 	In, Out string // event stages, e.g. contracts.StageRequested → contracts.StageRetrieved
 	Handle  Handler
+	// Route, when set, picks the event stage a handled turn goes to instead
+	// of Out: the server-side tool loop (DESIGN.md §12) sends a turn whose
+	// model called a server-side tool to the toolrunner, and its results
+	// back to the LLM caller.
+	Route func(t *contracts.Turn) string
 	// Counters, when set, adds the stage's own counters to its micro
 	// service stats (e.g. the LLM caller's re-attached and repeated calls).
 	Counters func() map[string]int64
@@ -253,7 +258,11 @@ func (r *runner) handle(msg *message.Message) (err error) {
 			return err
 		}
 	}
-	if err := r.publish(ctx, r.st.Out, &turn); err != nil {
+	out := r.st.Out
+	if r.st.Route != nil {
+		out = r.st.Route(&turn)
+	}
+	if err := r.publish(ctx, out, &turn); err != nil {
 		span.RecordError(err)
 		if delivered < r.sub.MaxDeliver || IsAtCapacity(err) {
 			return err
@@ -261,7 +270,7 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		// A publish that keeps failing for another reason than a full
 		// stream (the claim store broken, a permission) ends the turn
 		// loudly instead of leaving it undelivered.
-		reason := fmt.Sprintf("publishing aptix.%s failed on all %d deliveries: %v", r.st.Out, delivered, err)
+		reason := fmt.Sprintf("publishing aptix.%s failed on all %d deliveries: %v", out, delivered, err)
 		log.Error("turn dead-lettered", "reason", reason)
 		if derr := r.deadLetter(ctx, msg, delivered, reason); derr != nil {
 			return derr
@@ -328,12 +337,12 @@ func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) e
 		return fmt.Errorf("encode turn: %w", err)
 	}
 	err = untilStored(ctx, r.log, "aptix."+stage, func() error {
-		return publishEvent(ctx, r.pub, "aptix/"+r.st.Name, stage, t.ConversationId, t.TurnId, data)
+		return publishEventID(ctx, r.pub, "aptix/"+r.st.Name, stage, t.ConversationId, t.TurnId, contracts.EventMsgID(t, stage), data)
 	})
 	if err == nil && stage == contracts.StageCompleted {
 		observeCompleted(ctx, t) // metrics.go
 	}
-	if err == nil && stage == contracts.StageResponded {
+	if err == nil && (stage == contracts.StageResponded || stage == contracts.StageToolRound && t.LLM != nil) {
 		observeCall(ctx, t)
 	}
 	return err

@@ -244,7 +244,7 @@ func TestProvisionIsIdempotent(t *testing.T) {
 		}
 	}
 	s, _ := js.Stream(context.Background(), contracts.StreamName)
-	if subs := s.CachedInfo().Config.Subjects; len(subs) != 5 || subs[0] != "aptix.retrieved.>" {
+	if subs := s.CachedInfo().Config.Subjects; len(subs) != 6 || subs[0] != "aptix.retrieved.>" || subs[4] != "aptix.toolround.>" {
 		t.Fatalf("stream subjects %v", subs)
 	}
 	q, _ := js.Stream(context.Background(), contracts.QueueStreamName)

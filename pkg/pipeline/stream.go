@@ -252,6 +252,9 @@ var Stages = []struct{ Name, In, Out string }{
 	{"envelope", contracts.StageRetrieved, contracts.StageEnveloped},
 	{"llmcaller", contracts.StageEnveloped, contracts.StageResponded},
 	{"mapper", contracts.StageResponded, contracts.StageCompleted},
+	// The toolrunner answers a round of server-side tool calls with the
+	// next round's enveloped event (DESIGN.md §12).
+	{"toolrunner", contracts.StageToolRound, contracts.StageEnveloped},
 }
 
 // Provision creates the streams and every stage's consumer, for operators who

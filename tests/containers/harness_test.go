@@ -152,7 +152,7 @@ func (d *deployment) stage(stage, name string, nodes []string, extra map[string]
 // pipelineStages starts one replica of each stage (llmcallers of them for the LLM stage).
 func (d *deployment) pipelineStages(nodes []string, llmcallers int, extra map[string]string) map[string][]*testcontainers.DockerContainer {
 	out := map[string][]*testcontainers.DockerContainer{}
-	for _, st := range []string{"retriever", "envelope", "llmcaller", "mapper"} {
+	for _, st := range []string{"retriever", "envelope", "llmcaller", "mapper", "toolrunner"} {
 		n := 1
 		if st == "llmcaller" {
 			n = llmcallers

@@ -31,11 +31,22 @@ type Envelope struct {
 	Conversations ConversationStore
 	// Budget bounds the [CONTEXT] block.
 	Budget contextblock.Options
+	// MCP turns a request's mcp tools into a server-side tool loop.
+	MCP request.MCPOptions
 }
 
 // Stage returns the pipeline stage.
 func (e *Envelope) Stage() pipeline.Stage {
-	return pipeline.Stage{Name: "envelope", In: contracts.StageRetrieved, Out: contracts.StageEnveloped, Handle: e.Handle}
+	return pipeline.Stage{Name: "envelope", In: contracts.StageRetrieved, Out: contracts.StageEnveloped, Handle: e.Handle, Route: route}
+}
+
+// route sends a turn with server-side tools to the toolrunner first, which
+// lists them and offers them to the model (DESIGN.md §12).
+func route(t *contracts.Turn) string {
+	if t.Tools != nil && len(t.Tools.Tools) == 0 && t.LLM == nil {
+		return contracts.StageToolRound
+	}
+	return contracts.StageEnveloped
 }
 
 // Handle fills turn.Envelope.
@@ -55,6 +66,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 	}
 
 	var prior []request.Tool
+	var pending []json.RawMessage
 	// A replay sees the conversation as its original did: aptix replay pins
 	// the original's continuation in the request, and the record, which may
 	// have moved on since, is not consulted (unless the replay continues the
@@ -70,6 +82,9 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 			if req.ResponseContinuationId == "" && rec.ResponseId != "" {
 				req.ResponseContinuationId = rec.ResponseId
 				t.Request.ResponseContinuationId = rec.ResponseId
+			}
+			if len(rec.Pending) > 0 && req.ResponseContinuationId == rec.ResponseId {
+				pending = rec.Pending
 			}
 			if len(rec.Tools) > 0 && rec.Backend == profile.Name {
 				if err := json.Unmarshal(rec.Tools, &prior); err != nil {
@@ -92,6 +107,19 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 		// An HTTP gateway client's fields and input items beyond the turn's
 		// own (seed 004) go upstream too.
 		res.Body, err = request.ApplyPassthrough(res.Body, req.OpenAI)
+	}
+	var loop *contracts.ToolLoop
+	if err == nil {
+		var fields json.RawMessage
+		if req.OpenAI != nil {
+			fields = req.OpenAI.Fields
+		}
+		res.Body, loop, err = request.ServerSide(res.Body, fields, e.MCP)
+	}
+	if err == nil && len(pending) > 0 {
+		// The last turn's tool loop ran server-side calls beside the
+		// client's: the upstream wants their outputs with the client's.
+		res.Body, err = request.PrependInput(res.Body, pending)
 	}
 	var coded interface{ Code() string }
 	if errors.As(err, &coded) {
@@ -120,6 +148,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 		}
 		t.Envelope.ToolEmulation = &contracts.ToolEmulation{Tools: emulated, ToolChoice: res.Emulation.ToolChoice}
 	}
+	t.Tools = loop
 	dropChunkContent(t.Retrieval)
 	return nil
 }

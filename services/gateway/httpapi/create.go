@@ -109,6 +109,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if t.Failure != nil && t.Failure.Code == contracts.LoopMaxDepthExceeded {
+		// Seed 004: the response fails with an execution_error and keeps the
+		// tool calls that ran, so it is the answer, not an error body.
+		writeJSON(w, http.StatusOK, responses.FromTurn(*meta, &t, s.cfg.Now().Unix()))
+		return
+	}
 	if fe := responses.Failure(&t); fe != nil {
 		s.fail(w, fe) // the stored response is failed with this error (GET shows it)
 		return

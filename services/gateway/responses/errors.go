@@ -12,6 +12,8 @@ import "fmt"
 const (
 	TypeInvalidRequest = "invalid_request_error"
 	TypeServer         = "server_error"
+	// TypeExecution is the seed's error type of a tool loop that could not finish.
+	TypeExecution = "execution_error"
 
 	CodeUnknownParameter   = "unknown_parameter"
 	CodeInvalidType        = "invalid_type"

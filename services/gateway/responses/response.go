@@ -64,6 +64,9 @@ type Response struct {
 	FailedAt    *int64 `json:"failed_at,omitempty"`
 	// Webhook is the delivery of metadata.webhook_url's webhook, once tried.
 	Webhook *WebhookStatus `json:"webhook,omitempty"`
+	// The seed's record of a server-side tool loop (toolloop.go).
+	ToolExecutions    []ToolExecution    `json:"tool_executions,omitempty"`
+	ExecutionMetadata *ExecutionMetadata `json:"execution_metadata,omitempty"`
 }
 
 // WebhookStatus is how a response's webhook delivery went: delivered, or
@@ -84,6 +87,8 @@ type ConversationRef struct {
 type ResponseError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Type is set where the seed names one (execution_error).
+	Type string `json:"type,omitempty"`
 }
 
 // Usage is the response's token usage.
@@ -255,6 +260,7 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 	r.Status = StatusCompleted
 	r.CompletedAt = &completedAt
 	var up upstream
+	var mapped *Usage
 	if t.LLM != nil && t.LLM.Error == nil && t.LLM.Body != "" && json.Unmarshal([]byte(t.LLM.Body), &up) == nil {
 		if up.Status != "" {
 			r.Status = up.Status
@@ -278,11 +284,16 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 			r.Error = &ResponseError{Code: up.Error.Code, Message: up.Error.Message}
 		}
 	} else if t.Response != nil && t.Response.Kind != contracts.KindError {
+		// The mapper's usage already sums a tool loop's rounds.
 		u := t.Response.Usage
-		r.Usage = &Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+		mapped = &Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
 	}
 	if r.Model == "" && t.LLM != nil {
 		r.Model = t.LLM.Model
+	}
+	loopItems := withToolLoop(&r, t)
+	if mapped != nil {
+		r.Usage = mapped
 	}
 	e := Failure(t)
 	if meta.FileSearch && e == nil {
@@ -295,7 +306,10 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 			code = *e.Code
 		}
 		r.Error = &ResponseError{Code: code, Message: e.Message}
-		r.Output = []json.RawMessage{}
+		if e.Type == TypeExecution {
+			r.Error.Type = TypeExecution
+		}
+		r.Output = loopItems // the tool calls that ran are kept (seed 004)
 	}
 	if r.Status == StatusFailed && r.Usage == nil {
 		r.Usage = &Usage{}
@@ -307,6 +321,7 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 var clientCodes = map[string]bool{
 	request.CodeInvalidTools: true, request.CodeUnknownToolChoice: true, request.CodeInvalidRequest: true,
 	"unknown_backend": true, "unknown_conversation_context": true, "invalid_event": true,
+	"unknown_mcp_server": true,
 }
 
 // Failure is the HTTP error a sync create answers for a failed turn, or nil
@@ -322,6 +337,9 @@ func Failure(t *contracts.Turn) *Error {
 		typ := TypeServer
 		if status == 400 {
 			typ = TypeInvalidRequest
+		}
+		if f.Code == contracts.LoopMaxDepthExceeded {
+			typ = TypeExecution
 		}
 		return &Error{Status: status, Type: typ, Code: ptr(f.Code), Message: f.Message}
 	}

@@ -18,6 +18,13 @@ type Delta struct {
 	// caller re-attaches (issue 22): after a crash it relays the call again
 	// from the start, and the streamer drops what it has already shown.
 	UpstreamSeq int `json:"upstreamSeq,omitempty"`
+	// Round is the tool loop's round of the call that sent the delta; a new
+	// round numbers its upstream events afresh.
+	Round int `json:"round,omitempty"`
+	// Item is a whole output item of the server-side tool loop (types
+	// mcp_list_tools, mcp_call when a call starts, mcp_call_done when it
+	// ends), published by the toolrunner.
+	Item json.RawMessage `json:"item,omitempty"`
 }
 
 // Event is one Server-Sent Event of a streamed response: Type is both the
@@ -56,8 +63,8 @@ type Streamer struct {
 	seq   int
 	items []*liveItem
 	byID  map[string]*liveItem
-	// lastUp is the highest UpstreamSeq shown.
-	lastUp int
+	// lastUp is the highest UpstreamSeq shown in round.
+	lastUp, round int
 }
 
 type liveItem struct {
@@ -110,6 +117,11 @@ func (s *Streamer) InProgress(r Response) []Event {
 // Delta returns the events for one live delta: the item (and content part)
 // added on its first delta, then the text or arguments delta.
 func (s *Streamer) Delta(d Delta) []Event {
+	if d.Round > s.round {
+		s.round, s.lastUp = d.Round, 0
+	} else if d.Round < s.round {
+		return nil // an earlier round's call relayed again after a crash
+	}
 	if d.UpstreamSeq > 0 {
 		if d.UpstreamSeq <= s.lastUp {
 			return nil // a re-attached call relaying what was already shown
@@ -117,6 +129,9 @@ func (s *Streamer) Delta(d Delta) []Event {
 		s.lastUp = d.UpstreamSeq
 	}
 	var out []Event
+	if len(d.Item) > 0 {
+		return s.toolItem(d)
+	}
 	it := s.byID[d.ItemID]
 	switch d.Type {
 	case "text":
@@ -187,6 +202,10 @@ func (s *Streamer) Finish(r Response) []Event {
 		_ = json.Unmarshal(raw, &head)
 		final[head.ID] = true
 		it := s.byID[head.ID]
+		if isToolItem(head.Type) {
+			out = append(out, s.finishToolItem(it, head.ID, raw)...)
+			continue
+		}
 		if it == nil || it.done || it.kind != head.Type {
 			// Not streamed live: added, its parts, done.
 			it = s.add(head.ID, head.Type, head.CallID, head.Name)

@@ -41,6 +41,10 @@ type Delta struct {
 	// with the same UpstreamSeq: a client drops any not above the last it
 	// saw. (A redelivery in the same process resumes without repeats.)
 	UpstreamSeq int `json:"upstreamSeq,omitempty"`
+	// Round is the tool loop's round of the call (0 for a turn's first
+	// call): each call numbers its upstream events from the start, so a
+	// client compares UpstreamSeq within a round only.
+	Round int `json:"round,omitempty"`
 	// Status (done only): completed | incomplete | failed | error | cached.
 	Status string `json:"status,omitempty"`
 	// Error (done only) is the failure message, if the call failed.
@@ -74,4 +78,17 @@ func (n natsDeltas) Delta(ctx context.Context, d Delta) {
 	// Core publish is fire-and-forget; a lost delta is recovered from the
 	// final result, so the error is not worth failing the call for.
 	_ = n.nc.PublishMsg(msg)
+}
+
+// RoundDeltas marks every delta of a tool loop's later call with its round.
+func RoundDeltas(sink DeltaSink, round int) DeltaSink { return roundDeltas{sink, round} }
+
+type roundDeltas struct {
+	sink  DeltaSink
+	round int
+}
+
+func (r roundDeltas) Delta(ctx context.Context, d Delta) {
+	d.Round = r.round
+	r.sink.Delta(ctx, d)
 }

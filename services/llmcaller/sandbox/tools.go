@@ -70,14 +70,21 @@ type marker struct {
 // callMarkers finds every well-formed marker in text, in order. The JSON
 // object is optional ("[call:ping]" calls ping with {}); a marker whose JSON
 // does not parse is left alone, as plain text.
-func callMarkers(text string) []marker {
+func callMarkers(text string) []marker { return markersAfter(text, "[call:") }
+
+// repeatMarkers are "[repeat:NAME {json}]": a model that calls NAME again
+// on every round, however many outputs it got (a tool loop's depth limit
+// is tested with it).
+func repeatMarkers(text string) []marker { return markersAfter(text, "[repeat:") }
+
+func markersAfter(text, prefix string) []marker {
 	var out []marker
 	for rest := text; ; {
-		i := strings.Index(rest, "[call:")
+		i := strings.Index(rest, prefix)
 		if i < 0 {
 			return out
 		}
-		rest = rest[i+len("[call:"):]
+		rest = rest[i+len(prefix):]
 		m, n, ok := parseMarker(rest)
 		if ok {
 			out = append(out, m)
@@ -189,6 +196,11 @@ func readTurn(chain []json.RawMessage) turnState {
 		}
 		st.pending = append(st.pending, functionCallItem{ID: newID("fc_"), Type: "function_call", Status: "completed",
 			CallID: id, Name: m.name, Arguments: m.arguments})
+	}
+	round := strconv.Itoa(len(st.outputs))
+	for idx, m := range repeatMarkers(text) {
+		st.pending = append(st.pending, functionCallItem{ID: newID("fc_"), Type: "function_call", Status: "completed",
+			CallID: callID(st.userIndex, text+"\x00repeat "+round, idx, m), Name: m.name, Arguments: m.arguments})
 	}
 	return st
 }

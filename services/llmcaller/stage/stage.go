@@ -29,7 +29,17 @@ type LLMCaller struct {
 // Stage returns the pipeline stage.
 func (l *LLMCaller) Stage() pipeline.Stage {
 	return pipeline.Stage{Name: "llmcaller", In: contracts.StageEnveloped, Out: contracts.StageResponded, Handle: l.Handle,
-		Counters: l.counters}
+		Route: Route, Counters: l.counters}
+}
+
+// Route sends a result whose model called a server-side (MCP) tool to the
+// toolrunner, which runs the calls and answers with the next round
+// (DESIGN.md §12); every other result goes on to the mapper.
+func Route(t *contracts.Turn) string {
+	if t.Tools != nil && t.LLM != nil && t.LLM.Error == nil && t.Tools.ServerCalls(t.LLM.Body) > 0 {
+		return contracts.StageToolRound
+	}
+	return contracts.StageResponded
 }
 
 // counters exports what happened to interrupted calls (caller.Stats) with
@@ -47,13 +57,18 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	if t.Envelope == nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "enveloped event has no envelope section")
 	}
+	// Each LLM call of a tool loop is paid once on its own: its key is the
+	// turn id, then the turn id and the round.
 	in := caller.Input{
-		ConversationID: t.ConversationId, TurnID: t.TurnId,
+		ConversationID: t.ConversationId, TurnID: contracts.CallKey(t),
 		Backend: t.Envelope.Backend, Model: t.Envelope.Model, Body: t.Envelope.Body,
 		Stream: t.Request.Stream, Emulation: t.Envelope.ToolEmulation,
 	}
 	if in.Stream && l.NC != nil {
 		in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
+		if t.Tools != nil && t.Tools.Round > 0 {
+			in.Deltas = caller.RoundDeltas(in.Deltas, t.Tools.Round)
+		}
 	}
 	callCtx := ctx
 	if l.Cancels != nil {
@@ -77,7 +92,7 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		}
 		// A background upstream response (capability reattach) keeps
 		// generating, and billing, after its stream is dropped: stop it too.
-		if upstream, err := l.Caller.CancelUpstream(ctx, t.TurnId); err == nil && upstream != "" {
+		if upstream, err := l.Caller.CancelUpstream(ctx, in.TurnID); err == nil && upstream != "" {
 			t.Warnings = append(t.Warnings, "upstream response "+upstream+" cancelled")
 		}
 		return pipeline.Reject(reason, "the response was cancelled (%s) while the model was called; the call was aborted", reason)

@@ -36,6 +36,18 @@ func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 	if t.LLM.Cached {
 		resp.Warnings = append(resp.Warnings, "result replayed from the pay-once store: the model was not called again")
 	}
+	if l := t.Tools; l != nil {
+		// Seed 004: a tool loop's usage is every round's, not the last call's.
+		resp.Usage.PromptTokens += l.Usage.PromptTokens
+		resp.Usage.CompletionTokens += l.Usage.CompletionTokens
+		resp.Usage.TotalTokens += l.Usage.TotalTokens
+		if l.Status == "" {
+			l.Status = contracts.LoopCompleted
+		}
+		if l.StartedAtMs > 0 && l.DurationMs == 0 {
+			l.DurationMs = time.Now().UnixMilli() - l.StartedAtMs
+		}
+	}
 	t.Response = &resp
 	// A replay leaves the conversation's record alone unless asked
 	// (aptix replay --continue): the conversation goes on from its own last turn.
@@ -44,8 +56,12 @@ func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 	}
 	// Recorded before the completed event is published: a client that reads
 	// its completion and sends the next turn at once finds the record.
-	return m.Conversations.Put(ctx, t.ConversationId, pipeline.Conversation{
+	rec := pipeline.Conversation{
 		ResponseId: resp.ResponseContinuationId, TurnId: t.TurnId, Backend: t.Envelope.Backend,
 		Tools: t.Envelope.Tools, UpdatedAt: time.Now().UTC(),
-	})
+	}
+	if t.Tools != nil {
+		rec.Pending = t.Tools.Pending
+	}
+	return m.Conversations.Put(ctx, t.ConversationId, rec)
 }

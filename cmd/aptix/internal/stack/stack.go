@@ -1,4 +1,4 @@
-// Package stack runs all four Aptix stages in one process on one NATS
+// Package stack runs all five Aptix stages in one process on one NATS
 // connection: the all-in-one `aptix up`, the integration tests and the
 // benchmarks use it, so they exercise exactly what the stage binaries run.
 package stack
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,11 +18,14 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/envelope/contextblock"
+	"github.com/aptix-dev/aptix/services/envelope/request"
 	envelopestage "github.com/aptix-dev/aptix/services/envelope/stage"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 	llmstage "github.com/aptix-dev/aptix/services/llmcaller/stage"
 	mapperstage "github.com/aptix-dev/aptix/services/mapper/stage"
 	retrieverstage "github.com/aptix-dev/aptix/services/retriever/stage"
+	"github.com/aptix-dev/aptix/services/toolrunner/mcp"
+	toolstage "github.com/aptix-dev/aptix/services/toolrunner/stage"
 )
 
 // Config is what the four stages need. Zero values take the defaults.
@@ -38,8 +42,15 @@ type Config struct {
 	Logger     *slog.Logger
 	// BeforePublish hooks, by stage name (tests crash stages with them).
 	BeforePublish map[string]func(*contracts.Turn) error
-	// Only runs just these stages (by name); empty runs all four.
+	// Only runs just these stages (by name); empty runs all five.
 	Only []string
+	// Tools are the MCP servers of the server-side tool loop; nil loads
+	// APTIX_MCP_CONFIG (none configured: a request naming one is refused).
+	Tools toolstage.Tools
+	// ToolTimeout bounds each tool call; zero reads APTIX_TOOL_TIMEOUT (45s).
+	ToolTimeout time.Duration
+	// MCP says how requests enable the tool loop; nil reads the environment.
+	MCP *request.MCPOptions
 }
 
 // Run runs the stages until ctx ends, then drains them. ready (if not nil)
@@ -79,11 +90,18 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	}
 	defer cancels.Close()
 
+	runner, mcpOpts, closeTools, err := toolLoop(ctx, js, nc, cfg, cancels)
+	if err != nil {
+		return err
+	}
+	defer closeTools()
+
 	stages := []pipeline.Stage{
 		(&retrieverstage.Retriever{Searcher: cfg.Searcher}).Stage(),
-		(&envelopestage.Envelope{Profiles: cfg.Profiles, Contexts: cfg.Contexts, Conversations: convs, Budget: cfg.Budget}).Stage(),
+		(&envelopestage.Envelope{Profiles: cfg.Profiles, Contexts: cfg.Contexts, Conversations: convs, Budget: cfg.Budget, MCP: mcpOpts}).Stage(),
 		(&llmstage.LLMCaller{Caller: c, NC: nc, Cancels: cancels}).Stage(),
 		(&mapperstage.Mapper{Conversations: convs}).Stage(),
+		runner.Stage(),
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	var readies []chan struct{}
@@ -118,6 +136,41 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 		}()
 	}
 	return g.Wait()
+}
+
+// toolLoop builds the toolrunner stage and the envelope's tool loop options.
+func toolLoop(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, cfg Config, cancels *pipeline.Cancels) (*toolstage.Runner, request.MCPOptions, func(), error) {
+	var o request.MCPOptions
+	if cfg.MCP != nil {
+		o = *cfg.MCP
+	} else {
+		var err error
+		if o, err = request.MCPOptionsFromEnv(); err != nil {
+			return nil, o, nil, err
+		}
+	}
+	closeTools := func() {}
+	tools := cfg.Tools
+	if tools == nil {
+		mc, err := mcp.ConfigFromEnv()
+		if err != nil {
+			return nil, o, nil, err
+		}
+		reg := mcp.NewRegistry(mc, mcp.Options{Logger: cfg.Logger})
+		tools, closeTools = reg, func() { _ = reg.Close() }
+	}
+	timeout := cfg.ToolTimeout
+	if timeout == 0 {
+		var err error
+		if timeout, err = toolstage.TimeoutFromEnv(); err != nil {
+			return nil, o, nil, err
+		}
+	}
+	results, err := toolstage.OpenResults(ctx, js, cfg.Stream.Replicas)
+	if err != nil {
+		return nil, o, nil, err
+	}
+	return &toolstage.Runner{Tools: tools, Results: results, Timeout: timeout, Cancels: cancels, NC: nc, Logger: cfg.Logger}, o, closeTools, nil
 }
 
 func selected(only []string, name string) bool {

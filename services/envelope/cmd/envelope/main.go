@@ -2,7 +2,8 @@
 // (AGN-002 context block + AGN-003 /responses body). Configured from the
 // environment: APTIX_NATS_URL, APTIX_NATS_CREDS, APTIX_PROFILES (profiles
 // file), APTIX_CONTEXT_MAX_CHARS, APTIX_CONVERSATION_CONTEXTS (a JSON file of
-// ConversationContexts by id).
+// ConversationContexts by id), and the server-side tool loop's
+// APTIX_MCP_DEFAULT_ALL, APTIX_MAX_TOOL_DEPTH and APTIX_MCP_ALLOW_URLS.
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/envelope/contextblock"
+	"github.com/aptix-dev/aptix/services/envelope/request"
 	"github.com/aptix-dev/aptix/services/envelope/stage"
 )
 
@@ -43,8 +45,12 @@ func main() {
 		if err != nil {
 			return pipeline.Stage{}, err
 		}
+		mcpOpts, err := request.MCPOptionsFromEnv()
+		if err != nil {
+			return pipeline.Stage{}, err
+		}
 		budget, _ := strconv.Atoi(os.Getenv("APTIX_CONTEXT_MAX_CHARS"))
-		e := &stage.Envelope{Profiles: set, Contexts: contexts, Conversations: convs, Budget: contextblock.Options{MaxChars: budget}}
+		e := &stage.Envelope{Profiles: set, Contexts: contexts, Conversations: convs, Budget: contextblock.Options{MaxChars: budget}, MCP: mcpOpts}
 		return e.Stage(), nil
 	})
 }

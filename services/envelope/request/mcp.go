@@ -1,0 +1,198 @@
+package request
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// Server-side tool loop settings (seed 004, DESIGN.md §12).
+const (
+	EnvMCPDefaultAll = "APTIX_MCP_DEFAULT_ALL"
+	EnvMaxToolDepth  = "APTIX_MAX_TOOL_DEPTH"
+	EnvMCPAllowURLs  = "APTIX_MCP_ALLOW_URLS"
+	// DefaultMaxToolDepth is the seed's depth limit; 1–15 are valid.
+	DefaultMaxToolDepth = 8
+)
+
+// MCPOptions say how a turn's mcp tools become a server-side tool loop.
+type MCPOptions struct {
+	// DefaultAll offers every configured MCP server to a request with no tools at all.
+	DefaultAll bool
+	// MaxDepth bounds the rounds of server-side calls (default 8, 1–15).
+	MaxDepth int
+	// AllowURLs are the URL prefixes a client may name as server_url; none by default.
+	AllowURLs []string
+}
+
+// MCPOptionsFromEnv reads APTIX_MCP_DEFAULT_ALL, APTIX_MAX_TOOL_DEPTH and APTIX_MCP_ALLOW_URLS.
+func MCPOptionsFromEnv() (MCPOptions, error) {
+	o := MCPOptions{MaxDepth: DefaultMaxToolDepth}
+	if v := os.Getenv(EnvMCPDefaultAll); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return o, fmt.Errorf("%s=%q: want true or false", EnvMCPDefaultAll, v)
+		}
+		o.DefaultAll = b
+	}
+	if v := os.Getenv(EnvMaxToolDepth); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 15 {
+			return o, fmt.Errorf("%s=%q: want a number from 1 to 15", EnvMaxToolDepth, v)
+		}
+		o.MaxDepth = n
+	}
+	for _, u := range strings.Split(os.Getenv(EnvMCPAllowURLs), ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			o.AllowURLs = append(o.AllowURLs, u)
+		}
+	}
+	return o, nil
+}
+
+var serverLabel = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ServerSide takes the mcp tools out of a built /responses body: Aptix runs
+// them (the toolrunner lists each server's tools and offers them to the
+// model as function tools), so the upstream never sees them. It returns the
+// body without them and the turn's tool loop, or a nil loop when the turn
+// has no server-side tools. fields are the client's passthrough fields
+// (max_tool_calls bounds the loop's calls).
+func ServerSide(body, fields json.RawMessage, o MCPOptions) (json.RawMessage, *contracts.ToolLoop, error) {
+	var b map[string]json.RawMessage
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, nil, fmt.Errorf("read the built body: %w", err)
+	}
+	var tools []json.RawMessage
+	if raw, ok := b["tools"]; ok {
+		if err := json.Unmarshal(raw, &tools); err != nil {
+			return nil, nil, &InvalidToolsError{Field: "tools", Index: -1, Err: err}
+		}
+	}
+	if o.MaxDepth == 0 {
+		o.MaxDepth = DefaultMaxToolDepth
+	}
+	loop := &contracts.ToolLoop{MaxDepth: o.MaxDepth}
+	var rest []json.RawMessage
+	for i, raw := range tools {
+		var t struct {
+			Type            string          `json:"type"`
+			ServerLabel     string          `json:"server_label"`
+			ServerURL       string          `json:"server_url"`
+			ConnectorID     string          `json:"connector_id"`
+			AllowedTools    json.RawMessage `json:"allowed_tools"`
+			RequireApproval json.RawMessage `json:"require_approval"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil || t.Type != "mcp" {
+			rest = append(rest, raw)
+			continue
+		}
+		use, err := mcpUse(t.ServerLabel, t.ServerURL, t.ConnectorID, t.AllowedTools, t.RequireApproval, o)
+		if err != nil {
+			return nil, nil, &InvalidToolsError{Field: "tools", Index: i, Err: err}
+		}
+		loop.Servers = append(loop.Servers, use)
+	}
+	if len(loop.Servers) == 0 {
+		if !o.DefaultAll || len(tools) > 0 {
+			return body, nil, nil
+		}
+		loop.AllServers = true
+	}
+	if raw, ok := fieldsMap(fields)["max_tool_calls"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &loop.MaxCalls); err != nil || loop.MaxCalls < 1 {
+			return nil, nil, &InvalidRequestError{Field: "max_tool_calls", Reason: "must be a positive integer"}
+		}
+	}
+	delete(b, "tools")
+	if len(rest) > 0 {
+		var err error
+		if b["tools"], err = json.Marshal(rest); err != nil {
+			return nil, nil, fmt.Errorf("encode tools: %w", err)
+		}
+	}
+	out, err := marshal(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode body: %w", err)
+	}
+	return out, loop, nil
+}
+
+func mcpUse(label, url, connector string, allowed, approval json.RawMessage, o MCPOptions) (contracts.MCPServerUse, error) {
+	use := contracts.MCPServerUse{Label: label, URL: url}
+	switch {
+	case connector != "":
+		return use, fmt.Errorf("mcp connector_id %q: Aptix runs only MCP servers its deployment configures (APTIX_MCP_CONFIG)", connector)
+	case !serverLabel.MatchString(label):
+		return use, fmt.Errorf("mcp tool needs a server_label of 1-64 characters [A-Za-z0-9_-] naming a configured server, got %q", label)
+	case url != "" && !allowedURL(url, o.AllowURLs):
+		return use, fmt.Errorf("mcp server_url %q refused: a client-supplied MCP server URL is allowed only where APTIX_MCP_ALLOW_URLS lists its prefix; name a configured server by server_label instead", url)
+	}
+	if len(allowed) > 0 && string(allowed) != "null" {
+		var names []string
+		var filter struct {
+			ToolNames []string `json:"tool_names"`
+		}
+		if json.Unmarshal(allowed, &names) != nil {
+			if err := json.Unmarshal(allowed, &filter); err != nil {
+				return use, fmt.Errorf("mcp allowed_tools: want a list of tool names or {\"tool_names\": [...]}")
+			}
+			names = filter.ToolNames
+		}
+		use.AllowedTools = names
+		if use.AllowedTools == nil {
+			use.AllowedTools = []string{}
+		}
+	}
+	use.RequireApproval = "never"
+	if len(approval) > 0 && string(approval) != "null" {
+		var s string
+		if json.Unmarshal(approval, &s) != nil || s != "never" {
+			// Approval requests need a client round trip Aptix does not run yet.
+			return use, fmt.Errorf("mcp require_approval %s: Aptix runs server-side tools without approval only; send \"never\"", approval)
+		}
+	}
+	return use, nil
+}
+
+func allowedURL(url string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if p == "*" || strings.HasPrefix(url, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func fieldsMap(fields json.RawMessage) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if len(fields) > 0 {
+		_ = json.Unmarshal(fields, &m)
+	}
+	return m
+}
+
+// PrependInput puts items at the start of a body's input.
+func PrependInput(body json.RawMessage, items []json.RawMessage) (json.RawMessage, error) {
+	var b map[string]json.RawMessage
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, fmt.Errorf("read the built body: %w", err)
+	}
+	var input []json.RawMessage
+	if raw, ok := b["input"]; ok {
+		if err := json.Unmarshal(raw, &input); err != nil {
+			return nil, fmt.Errorf("body input: %w", err)
+		}
+	}
+	all := append(append([]json.RawMessage{}, items...), input...)
+	var err error
+	if b["input"], err = json.Marshal(all); err != nil {
+		return nil, err
+	}
+	return marshal(b)
+}

@@ -1,0 +1,27 @@
+// Command toolrunner runs the server-side tool loop's stage:
+// aptix.toolround → aptix.enveloped (DESIGN.md §12). It lists and calls the
+// MCP servers of APTIX_MCP_CONFIG (an mcpServers JSON file; secrets in its
+// headers and env come from this process's environment) with each call
+// bounded by APTIX_TOOL_TIMEOUT. Also APTIX_NATS_URL, APTIX_NATS_CREDS.
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/services/toolrunner/stage"
+)
+
+func main() {
+	pipeline.Main("toolrunner", func(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) (pipeline.Stage, error) {
+		r, err := stage.FromEnv(ctx, nc, js, log)
+		if err != nil {
+			return pipeline.Stage{}, err
+		}
+		return r.Stage(), nil
+	})
+}
