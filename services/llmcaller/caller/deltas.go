@@ -80,15 +80,20 @@ func (n natsDeltas) Delta(ctx context.Context, d Delta) {
 	_ = n.nc.PublishMsg(msg)
 }
 
-// RoundDeltas marks every delta of a tool loop's later call with its round.
-func RoundDeltas(sink DeltaSink, round int) DeltaSink { return roundDeltas{sink, round} }
+// LoopDeltas relays a tool loop's call: every delta marked with its round,
+// and no arguments of calls to server-side tools, which the client sees as
+// mcp_call items once the toolrunner runs them.
+func LoopDeltas(sink DeltaSink, l *contracts.ToolLoop) DeltaSink { return loopDeltas{sink, l} }
 
-type roundDeltas struct {
-	sink  DeltaSink
-	round int
+type loopDeltas struct {
+	sink DeltaSink
+	loop *contracts.ToolLoop
 }
 
-func (r roundDeltas) Delta(ctx context.Context, d Delta) {
-	d.Round = r.round
+func (r loopDeltas) Delta(ctx context.Context, d Delta) {
+	if _, ok := r.loop.ServerTool(d.Name); ok && d.Type == DeltaArguments {
+		return
+	}
+	d.Round = r.loop.Round
 	r.sink.Delta(ctx, d)
 }

@@ -66,8 +66,8 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	}
 	if in.Stream && l.NC != nil {
 		in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
-		if t.Tools != nil && t.Tools.Round > 0 {
-			in.Deltas = caller.RoundDeltas(in.Deltas, t.Tools.Round)
+		if t.Tools != nil {
+			in.Deltas = caller.LoopDeltas(in.Deltas, t.Tools)
 		}
 	}
 	callCtx := ctx

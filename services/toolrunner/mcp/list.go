@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -41,7 +42,7 @@ func (s *server) cached() ([]Tool, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tools != nil && time.Since(s.toolsAt) < s.opts.TTL {
-		return s.tools, true
+		return slices.Clone(s.tools), true // callers may reorder or append
 	}
 	return nil, false
 }
@@ -87,7 +88,7 @@ func (s *server) store(gen uint64, tools []Tool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gen == gen {
-		s.tools, s.toolsAt = tools, time.Now()
+		s.tools, s.toolsAt = slices.Clone(tools), time.Now()
 	}
 }
 

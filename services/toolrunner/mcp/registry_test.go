@@ -38,6 +38,13 @@ func newTestRegistry(t *testing.T, servers map[string]ServerConfig, o Options) *
 	return r
 }
 
+// forEachHTTP runs test against a server with sessions (protocol 2025-11-25)
+// and a stateless one (2026-07-28: notifications on subscriptions/listen).
+func forEachHTTP(t *testing.T, test func(*testing.T, func(testing.TB) *mcptest.Server)) {
+	t.Run("sessions", func(t *testing.T) { test(t, mcptest.NewHTTP) })
+	t.Run("stateless", func(t *testing.T) { test(t, mcptest.NewStatelessHTTP) })
+}
+
 func httpServer(url string) ServerConfig { return ServerConfig{Type: TypeHTTP, URL: url} }
 
 func toolNames(tools []Tool) []string {
@@ -49,8 +56,10 @@ func toolNames(tools []Tool) []string {
 	return names
 }
 
-func TestRegistryListHTTP(t *testing.T) {
-	srv := mcptest.NewHTTP(t)
+func TestRegistryListHTTP(t *testing.T) { forEachHTTP(t, testRegistryListHTTP) }
+
+func testRegistryListHTTP(t *testing.T, serve func(testing.TB) *mcptest.Server) {
+	srv := serve(t)
 	r := newTestRegistry(t, map[string]ServerConfig{
 		"test": httpServer(srv.URL),
 		"off":  {URL: "http://off", Disabled: true},
@@ -95,8 +104,10 @@ func TestRegistryListHTTP(t *testing.T) {
 	}
 }
 
-func TestRegistryCallHTTP(t *testing.T) {
-	srv := mcptest.NewHTTP(t)
+func TestRegistryCallHTTP(t *testing.T) { forEachHTTP(t, testRegistryCallHTTP) }
+
+func testRegistryCallHTTP(t *testing.T, serve func(testing.TB) *mcptest.Server) {
+	srv := serve(t)
 	r := newTestRegistry(t, map[string]ServerConfig{"test": httpServer(srv.URL)}, Options{})
 	ctx := context.Background()
 
@@ -135,8 +146,10 @@ func TestRegistryCallHTTP(t *testing.T) {
 	}
 }
 
-func TestRegistryCallTimeout(t *testing.T) {
-	srv := mcptest.NewHTTP(t)
+func TestRegistryCallTimeout(t *testing.T) { forEachHTTP(t, testRegistryCallTimeout) }
+
+func testRegistryCallTimeout(t *testing.T, serve func(testing.TB) *mcptest.Server) {
+	srv := serve(t)
 	r := newTestRegistry(t, map[string]ServerConfig{"test": httpServer(srv.URL)}, Options{})
 	if _, err := r.Call(context.Background(), "test", "add", json.RawMessage(`{"a":1,"b":1}`)); err != nil {
 		t.Fatal(err) // connect first, so the timeout below measures the call only
@@ -159,8 +172,10 @@ func TestRegistryCallTimeout(t *testing.T) {
 	}
 }
 
-func TestRegistryParallelCalls(t *testing.T) {
-	srv := mcptest.NewHTTP(t)
+func TestRegistryParallelCalls(t *testing.T) { forEachHTTP(t, testRegistryParallelCalls) }
+
+func testRegistryParallelCalls(t *testing.T, serve func(testing.TB) *mcptest.Server) {
+	srv := serve(t)
 	r := newTestRegistry(t, map[string]ServerConfig{"test": httpServer(srv.URL)}, Options{})
 
 	const n, sleep = 10, 300 * time.Millisecond
@@ -268,8 +283,10 @@ func TestRegistryListCachedUntilTTL(t *testing.T) {
 	}
 }
 
-func TestRegistryListChanged(t *testing.T) {
-	srv := mcptest.NewHTTP(t)
+func TestRegistryListChanged(t *testing.T) { forEachHTTP(t, testRegistryListChanged) }
+
+func testRegistryListChanged(t *testing.T, serve func(testing.TB) *mcptest.Server) {
+	srv := serve(t)
 	// An hour's TTL: only the notification can make the new tool appear.
 	r := newTestRegistry(t, map[string]ServerConfig{"test": httpServer(srv.URL)}, Options{TTL: time.Hour})
 	ctx := context.Background()
@@ -401,5 +418,57 @@ func TestRegistryClosed(t *testing.T) {
 	}
 	if st := r.List(context.Background(), []string{"test"}); !errors.Is(st[0].Err, ErrClosed) {
 		t.Errorf("List after Close: %v, want ErrClosed", st[0].Err)
+	}
+}
+
+// hangingServer accepts connections and never answers, like a server that is
+// wedged rather than down.
+func hangingServer(t *testing.T) string {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		<-req.Context().Done()
+	}))
+	t.Cleanup(func() { hs.CloseClientConnections(); hs.Close() })
+	return hs.URL + "/mcp"
+}
+
+func TestRegistryConnectTimeout(t *testing.T) {
+	r := newTestRegistry(t, map[string]ServerConfig{"wedged": httpServer(hangingServer(t))}, Options{ConnectTimeout: 300 * time.Millisecond})
+	start := time.Now()
+	st := r.List(context.Background(), []string{"wedged"})
+	if st[0].Err == nil {
+		t.Fatal("List of a wedged server: no error")
+	}
+	if elapsed := time.Since(start); elapsed > 3*time.Second {
+		t.Errorf("List took %s with a 300ms connect timeout", elapsed)
+	}
+	if errors.Is(st[0].Err, context.DeadlineExceeded) {
+		t.Errorf("a connect timeout must not read as the caller's deadline: %v", st[0].Err)
+	}
+}
+
+func TestRegistryCloseAbortsConnect(t *testing.T) {
+	r := NewRegistry(Config{Servers: map[string]ServerConfig{"wedged": httpServer(hangingServer(t))}},
+		Options{ConnectTimeout: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := r.Call(context.Background(), "wedged", "add", nil)
+		callErr <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let the connect start
+	start := time.Now()
+	if err := r.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("Close waited %s for a connect with a 1m timeout", elapsed)
+	}
+	select {
+	case err := <-callErr:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("the waiting Call got %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the waiting Call did not return after Close")
 	}
 }

@@ -20,6 +20,8 @@ type server struct {
 	opts   Options
 	log    *slog.Logger
 	client *sdk.Client
+	base   context.Context    // parent of every connect; cancelled by close
+	stop   context.CancelFunc // cancels base
 
 	mu      sync.Mutex
 	cs      *sdk.ClientSession
@@ -42,6 +44,7 @@ type dialing struct {
 
 func newServer(label string, sc ServerConfig, o Options) *server {
 	s := &server{label: label, cfg: sc, opts: o, log: o.Logger.With("mcp_server", label), listing: make(chan struct{}, 1)}
+	s.base, s.stop = context.WithCancel(context.Background())
 	s.client = sdk.NewClient(&sdk.Implementation{Name: o.ClientName, Version: o.ClientVersion}, &sdk.ClientOptions{
 		// No roots, sampling or elicitation: Aptix only lists and calls tools.
 		Capabilities:           &sdk.ClientCapabilities{},
@@ -52,8 +55,11 @@ func newServer(label string, sc ServerConfig, o Options) *server {
 
 // session returns the open session, connecting if there is none. Concurrent
 // callers share one connect; each waits only as long as its own ctx allows,
-// while the connect itself is bounded by ConnectTimeout.
+// while the connect itself is bounded by ConnectTimeout (and Close).
 func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -68,7 +74,7 @@ func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
 	if d == nil {
 		d = &dialing{done: make(chan struct{})}
 		s.dial = d
-		go s.connect(context.WithoutCancel(ctx), d)
+		go s.connect(d)
 	}
 	s.mu.Unlock()
 	select {
@@ -79,8 +85,8 @@ func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
 	}
 }
 
-func (s *server) connect(ctx context.Context, d *dialing) {
-	cs, cmd, err := s.open(ctx)
+func (s *server) connect(d *dialing) {
+	cs, cmd, err := s.open(s.base)
 	s.mu.Lock()
 	s.dial = nil
 	closed := s.closed
@@ -91,8 +97,10 @@ func (s *server) connect(ctx context.Context, d *dialing) {
 		go s.watch(cs)
 	}
 	s.mu.Unlock()
-	if err == nil && closed {
-		_ = cs.Close() // close() waits for this dial, so no child outlives it
+	if closed {
+		if err == nil {
+			_ = cs.Close() // close() waits for this dial, so no child outlives it
+		}
 		cs, err = nil, ErrClosed
 	}
 	d.cs, d.err = cs, err
@@ -114,9 +122,10 @@ func (s *server) open(ctx context.Context) (*sdk.ClientSession, *exec.Cmd, error
 	defer cancel()
 	cs, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
-		if cmd != nil && cmd.Process != nil && cmd.ProcessState == nil {
-			_ = cmd.Process.Kill() // a child that failed the handshake must not linger
-			_ = cmd.Wait()
+		if cmd != nil && cmd.Process != nil {
+			// A child that failed the handshake must not linger. Its pipes'
+			// closing (now or already) reaps it.
+			_ = cmd.Process.Kill()
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, nil, fmt.Errorf("connect: timed out after %s", s.opts.ConnectTimeout)
@@ -175,6 +184,7 @@ func (s *server) invalidate() {
 }
 
 func (s *server) close() error {
+	s.stop() // abort a connect in progress
 	s.mu.Lock()
 	s.closed = true
 	cs, d := s.cs, s.dial
@@ -185,7 +195,7 @@ func (s *server) close() error {
 		err = s.closeErr(cs.Close())
 	}
 	if d != nil {
-		<-d.done // bounded by ConnectTimeout; the dial closes what it opened
+		<-d.done // the dial closes what it opened
 	}
 	s.closing.Wait()
 	return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,5 +56,24 @@ func FromEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *sl
 	} else {
 		log.Info("MCP servers configured", "servers", reg.Labels(), "tool_timeout", timeout.String())
 	}
-	return &Runner{Tools: reg, Results: results, Timeout: timeout, Cancels: cancels, NC: nc, Logger: log}, nil
+	return &Runner{Tools: reg, Results: results, Timeout: timeout, Cancels: cancels, NC: nc, Logger: log, URLTools: URLRegistries(log)}, nil
+}
+
+// URLRegistries connects to client-named servers (server_url), one
+// registry per label and URL, kept for the process's life. Only URLs the
+// envelope allowed (APTIX_MCP_ALLOW_URLS) reach it.
+func URLRegistries(log *slog.Logger) func(label, url string) Tools {
+	var mu sync.Mutex
+	regs := map[string]*mcp.Registry{}
+	return func(label, url string) Tools {
+		mu.Lock()
+		defer mu.Unlock()
+		key := label + "\x00" + url
+		if r, ok := regs[key]; ok {
+			return r
+		}
+		r := mcp.NewRegistry(mcp.Config{Servers: map[string]mcp.ServerConfig{label: {Type: mcp.TypeHTTP, URL: url}}}, mcp.Options{Logger: log})
+		regs[key] = r
+		return r
+	}
 }

@@ -54,8 +54,9 @@ type Runner struct {
 	NC     *nats.Conn
 	Logger *slog.Logger
 	// URLTools connects to a client-named server_url (allowed by
-	// APTIX_MCP_ALLOW_URLS in the envelope); nil refuses them.
-	URLTools func(url string) Tools
+	// APTIX_MCP_ALLOW_URLS in the envelope) under the request's label; nil
+	// refuses them.
+	URLTools func(label, url string) Tools
 }
 
 // Stage returns the pipeline stage.
@@ -118,7 +119,7 @@ func (r *Runner) tools(use contracts.MCPServerUse) (Tools, error) {
 		if r.URLTools == nil {
 			return nil, pipeline.Reject(CodeUnknownServer, "mcp server_url %q: this deployment runs only configured MCP servers", use.URL)
 		}
-		return r.URLTools(use.URL), nil
+		return r.URLTools(use.Label, use.URL), nil
 	}
 	if !r.Tools.Has(use.Label) {
 		return nil, pipeline.Reject(CodeUnknownServer, "mcp server_label %q names no configured MCP server (configured: %v; APTIX_MCP_CONFIG)", use.Label, r.Tools.Labels())
@@ -146,13 +147,8 @@ func (r *Runner) discover(ctx context.Context, t *contracts.Turn) error {
 		if err != nil {
 			return err
 		}
-		label := use.Label
-		if use.URL != "" {
-			label = firstNonEmpty(use.Label, "url")
-		}
-		got := src.List(ctx, []string{firstNonEmpty(use.Label, label)})
+		got := src.List(ctx, []string{use.Label})
 		for i := range got {
-			got[i].Server = label
 			got[i].Tools = allowed(got[i].Tools, use.AllowedTools)
 		}
 		listed = append(listed, got...)
@@ -273,8 +269,8 @@ func (r *Runner) run(ctx context.Context, t *contracts.Turn, c loop.Call) (contr
 	}
 	src := r.Tools
 	for _, use := range t.Tools.Servers {
-		if use.URL != "" && firstNonEmpty(use.Label, "url") == c.Tool.Server && r.URLTools != nil {
-			src = r.URLTools(use.URL)
+		if use.URL != "" && use.Label == c.Tool.Server && r.URLTools != nil {
+			src = r.URLTools(use.Label, use.URL)
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)

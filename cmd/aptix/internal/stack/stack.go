@@ -170,7 +170,8 @@ func toolLoop(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, cfg Co
 	if err != nil {
 		return nil, o, nil, err
 	}
-	return &toolstage.Runner{Tools: tools, Results: results, Timeout: timeout, Cancels: cancels, NC: nc, Logger: cfg.Logger}, o, closeTools, nil
+	return &toolstage.Runner{Tools: tools, Results: results, Timeout: timeout, Cancels: cancels, NC: nc, Logger: cfg.Logger,
+		URLTools: toolstage.URLRegistries(cfg.Logger)}, o, closeTools, nil
 }
 
 func selected(only []string, name string) bool {

@@ -26,7 +26,7 @@ import (
 // env is one pipeline: an embedded NATS server, the sandbox over httptest,
 // and the four stages in-process.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	url string
 	nc  *nats.Conn
 	js  jetstream.JetStream
@@ -39,7 +39,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // testSubscriber retries fast, so failure paths finish in test time.
 var testSubscriber = pipeline.SubscriberConfig{AckWait: 2 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{50 * time.Millisecond}, DrainTimeout: 3 * time.Second}
 
-func newEnv(t *testing.T, sb sandbox.Options, mutate ...func(*Config)) *env {
+func newEnv(t testing.TB, sb sandbox.Options, mutate ...func(*Config)) *env {
 	t.Helper()
 	_, url := natstest.Start(t)
 	nc, js := natstest.Connect(t, url)

@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/aptix-dev/aptix/pkg/conformance"
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/services/envelope/request"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -23,7 +24,7 @@ import (
 // toolEnv is a pipeline whose toolrunner reaches one real MCP server
 // (go-sdk, streamable HTTP) configured as "calc", plus "down", a configured
 // server nothing listens on.
-func toolEnv(t *testing.T, mutate ...func(*Config)) (*env, *mcptest.Server) {
+func toolEnv(t testing.TB, mutate ...func(*Config)) (*env, *mcptest.Server) {
 	t.Helper()
 	srv := mcptest.NewHTTP(t)
 	cfg, err := mcp.ParseConfig([]byte(`{"mcpServers": {"calc": {"url": "`+srv.URL+`"}, "down": {"url": "http://127.0.0.1:1/mcp"}}}`), func(string) string { return "" })
@@ -67,7 +68,7 @@ type loopFields struct {
 	Error *struct{ Code, Type, Message string } `json:"error"`
 }
 
-func loopOf(t *testing.T, raw string) loopFields {
+func loopOf(t testing.TB, raw string) loopFields {
 	t.Helper()
 	var f loopFields
 	if err := json.Unmarshal([]byte(raw), &f); err != nil {
@@ -346,6 +347,9 @@ func TestToolLoopStream(t *testing.T) {
 			t.Fatalf("no %s in %s", want, joined)
 		}
 	}
+	if strings.Contains(joined, "function_call_arguments") || strings.Count(joined, "response.output_item.done") != 3 {
+		t.Fatalf("a server-side call leaked as a function call, or an item was closed twice: %s", joined)
+	}
 	if strings.Index(joined, "response.mcp_call.completed") > strings.Index(joined, "response.output_text.delta") {
 		t.Fatalf("the answer streamed before the tool finished: %s", joined)
 	}
@@ -380,4 +384,80 @@ func TestToolLoopCancel(t *testing.T) {
 	}
 	_ = got
 	e.settled()
+}
+
+// TestToolLoopOpenResponses validates a tool loop's response and its stream
+// against the Open Responses schemas and stream lifecycle rules.
+func TestToolLoopOpenResponses(t *testing.T) {
+	e, _ := toolEnv(t)
+	url, _ := e.gateway()
+	body := `{"model":"sandbox-1","tools":[{"type":"mcp","server_label":"calc","require_approval":"never"}],"input":"[call:add {\"a\":1,\"b\":1}] [call:fail]"}`
+	code, resp := postJSON(t, url+"/v1/responses", body)
+	var v conformance.Validator
+	if code != 200 {
+		t.Fatalf("%d %s", code, resp)
+	}
+	if err := v.Response([]byte(resp)); err != nil {
+		t.Fatalf("response: %v\n%s", err, resp)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/responses", strings.NewReader(strings.Replace(body, `{"model"`, `{"stream":true,"model"`, 1)))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	st, err := conformance.ReadSSE(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// OpenAI's mcp_* events are not in the Open Responses schema: the rest
+	// is validated by it, those by the fields OpenAI documents for them.
+	std := conformance.Stream{Final: st.Final}
+	mcpEvents := 0
+	for _, ev := range st.Events {
+		if !strings.HasPrefix(ev.Type, "response.mcp_") {
+			std.Events = append(std.Events, ev)
+			continue
+		}
+		mcpEvents++
+		var f struct {
+			ItemID      *string `json:"item_id"`
+			OutputIndex *int    `json:"output_index"`
+		}
+		if err := json.Unmarshal(ev.Data, &f); err != nil || f.ItemID == nil || f.OutputIndex == nil || ev.Name != ev.Type {
+			t.Fatalf("%s lacks item_id or output_index: %s", ev.Type, ev.Data)
+		}
+	}
+	if mcpEvents != 10 {
+		t.Fatalf("%d mcp events", mcpEvents)
+	}
+	if err := v.CheckEvents(std); err != nil {
+		t.Fatalf("events: %v", err)
+	}
+	if err := conformance.CheckLifecycle(st); err != nil {
+		t.Fatalf("lifecycle: %v", err)
+	}
+}
+
+// TestToolLoopAllowedURL: where APTIX_MCP_ALLOW_URLS lists its prefix, a
+// client-named server_url is reached under the request's label.
+func TestToolLoopAllowedURL(t *testing.T) {
+	srv := mcptest.NewHTTP(t)
+	e, _ := toolEnv(t, func(c *Config) {
+		c.MCP = &request.MCPOptions{MaxDepth: 2, AllowURLs: []string{srv.URL}}
+	})
+	_, client := e.gateway()
+	tool := responses.ToolUnionParam{OfMcp: &responses.ToolMcpParam{ServerLabel: "mine", ServerURL: openai.String(srv.URL),
+		RequireApproval: responses.ToolMcpRequireApprovalUnionParam{OfMcpToolApprovalSetting: openai.String("never")}}}
+	r, err := client.Responses.New(ctxT(t), loopParams(`[call:echo {"text":"via url"}]`, tool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if call := r.Output[1].AsMcpCall(); call.ServerLabel != "mine" || call.Output != "via url" || srv.Calls("echo") != 1 {
+		t.Fatalf("mcp_call %+v, echo ran %d", call, srv.Calls("echo"))
+	}
+	if f := loopOf(t, r.RawJSON()); f.ExecutionMetadata.MaxDepth != 2 {
+		t.Fatalf("metadata %+v", f.ExecutionMetadata)
+	}
 }

@@ -88,18 +88,31 @@ func New() *Server {
 	return s
 }
 
-// NewHTTP serves a new Server over streamable HTTP on a local port; URL is
-// its endpoint. The server is closed when the test ends.
+// NewHTTP serves a new Server over streamable HTTP with sessions (clients
+// negotiate protocol 2025-11-25) on a local port; URL is its endpoint. The
+// server is closed when the test ends.
 func NewHTTP(t testing.TB) *Server {
 	t.Helper()
 	s := New()
-	hs := httptest.NewServer(s.Handler())
+	s.URL = serve(t, s.Handler())
+	return s
+}
+
+// NewStatelessHTTP is NewHTTP without sessions (see StatelessHandler).
+func NewStatelessHTTP(t testing.TB) *Server {
+	t.Helper()
+	s := New()
+	s.URL = serve(t, s.StatelessHandler())
+	return s
+}
+
+func serve(t testing.TB, h http.Handler) string {
+	hs := httptest.NewServer(h)
 	t.Cleanup(func() {
 		hs.CloseClientConnections() // streams left open must not stall Close
 		hs.Close()
 	})
-	s.URL = hs.URL + "/mcp"
-	return s
+	return hs.URL + "/mcp"
 }
 
 // Handler serves the MCP streamable HTTP transport (on any path), with
@@ -110,9 +123,11 @@ func (s *Server) Handler() http.Handler {
 
 // StatelessHandler serves streamable HTTP without sessions, the way servers
 // of protocol 2026-07-28 and later work: every request stands alone and
-// notifications travel on a subscriptions/listen stream.
+// notifications travel on a subscriptions/listen stream. A client that
+// gives up on a call cancels the tool's context, as with sessions.
 func (s *Server) StatelessHandler() http.Handler {
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.MCP }, &sdk.StreamableHTTPOptions{Stateless: true})
+	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.MCP },
+		&sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
 }
 
 // ServeStdio runs a new Server over stdin/stdout until the client closes
