@@ -22,8 +22,8 @@ func TestDeployDefinitionsInStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(entries) != 6 {
-			t.Fatalf("%d definition files, want 6", len(entries))
+		if len(entries) != 7 { // two streams, five stage consumers
+			t.Fatalf("%d definition files, want 7", len(entries))
 		}
 		for _, e := range entries {
 			want, _ := os.ReadFile(filepath.Join(dir, e.Name()))

@@ -33,7 +33,7 @@ func TestStatusReplicasAndDead(t *testing.T) {
 		}
 	}
 	replicas, err := microReplicas(d.js.Conn(), 300*time.Millisecond)
-	if err != nil || replicas["aptix-llmcaller"] != 1 || len(replicas) != 4 {
+	if err != nil || replicas["aptix-llmcaller"] != 1 || replicas["aptix-toolrunner"] != 1 || len(replicas) != 5 {
 		t.Fatalf("replicas %v %v", replicas, err)
 	}
 }

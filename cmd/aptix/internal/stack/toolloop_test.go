@@ -461,3 +461,26 @@ func TestToolLoopAllowedURL(t *testing.T) {
 		t.Fatalf("metadata %+v", f.ExecutionMetadata)
 	}
 }
+
+// TestToolLoopReplayedHistory: on a backend without previous_response_id
+// the loop's later calls carry the conversation's items from Aptix's own
+// history instead, and the loop ends the same way.
+func TestToolLoopReplayedHistory(t *testing.T) {
+	e, srv := toolEnv(t, func(c *Config) {
+		p, _ := c.Profiles.Get("sandbox")
+		p.Capabilities.SupportsPreviousResponseID = false
+		c.Profiles.Put(p)
+	})
+	_, client := e.gateway()
+	r, err := client.Responses.New(ctxT(t), loopParams(`[call:add {"a":40,"b":2}]`, mcpTool("calc")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.OutputText(), `"42"`) || srv.Calls("add") != 1 {
+		t.Fatalf("answer %q, add ran %d", r.OutputText(), srv.Calls("add"))
+	}
+	last := sentBody(t, e.sb.LastRequest())
+	if _, ok := last["previous_response_id"]; ok || len(last["input"].([]any)) < 3 {
+		t.Fatalf("the second call did not replay the items: %v", last)
+	}
+}
