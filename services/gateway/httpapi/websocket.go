@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -328,4 +330,26 @@ func (ws *socket) create(gen uint64, data []byte) {
 		}
 		return ws.emit(evs)
 	})
+}
+
+// WebSocketConfigFromEnv sets cfg's WebSocket settings from
+// APTIX_WS_MAX_AGE (the connection limit, default 60m),
+// APTIX_WS_PING_INTERVAL (30s) and APTIX_WS_WRITE_TIMEOUT (30s), Go
+// durations; unset keeps cfg's values.
+func WebSocketConfigFromEnv(cfg *Config) error {
+	for _, v := range []struct {
+		env string
+		dst *time.Duration
+	}{{"APTIX_WS_MAX_AGE", &cfg.WSMaxAge}, {"APTIX_WS_PING_INTERVAL", &cfg.WSPingInterval}, {"APTIX_WS_WRITE_TIMEOUT", &cfg.WSWriteTimeout}} {
+		s := os.Getenv(v.env)
+		if s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%s %q: want a positive duration such as 60m", v.env, s)
+		}
+		*v.dst = d
+	}
+	return nil
 }
