@@ -21,6 +21,8 @@ func TestParseSocketCreate(t *testing.T) {
 		{`{"model":"m","input":"x"}`, "type", CodeMissingParameter},
 		{`{"type":"response.cancel"}`, "type", CodeUnknownEvent},
 		{`{"type":"response.create","model":"m","input":"x","bogus":1}`, "bogus", CodeUnknownParameter},
+		// OpenAI's multiplexing; Open Responses allows one response in flight.
+		{`{"type":"response.create","model":"m","input":"x","stream_id":"lane-1"}`, "stream_id", CodeUnknownParameter},
 	} {
 		_, prev, e := ParseSocketCreate([]byte(tc.msg))
 		if e == nil || deref(e.Param) != tc.param || deref(e.Code) != tc.code || e.Status != 400 {
