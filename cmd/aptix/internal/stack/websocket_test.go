@@ -524,3 +524,34 @@ func TestWebSocketToolLoop(t *testing.T) {
 	}
 	e.settled()
 }
+
+// Keep-alive: a client that reads answers the gateway's pings and keeps its
+// socket; one that stops reading (no pongs) is closed within two intervals.
+func TestWebSocketKeepAlive(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	url, _ := e.gateway(func(c *httpapi.Config) { c.WSPingInterval = 50 * time.Millisecond })
+
+	live2 := wsDial(t, url)
+	frames := make(chan error, 1)
+	rctx, rcancel := context.WithCancel(context.Background())
+	defer rcancel()
+	go func() {
+		_, _, err := live2.Read(rctx)
+		frames <- err
+	}()
+	time.Sleep(400 * time.Millisecond)
+	select {
+	case err := <-frames:
+		t.Fatalf("a reading client lost its socket: %v", err)
+	default:
+	}
+	rcancel()
+
+	mute := wsDial(t, url)
+	time.Sleep(400 * time.Millisecond) // no Read: no pongs
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, _, err := mute.Read(ctx); err == nil || ctx.Err() != nil {
+		t.Fatalf("a client that never answered pings still has its socket (read: %v)", err)
+	}
+}
