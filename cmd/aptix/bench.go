@@ -22,7 +22,8 @@ func init() {
 		Short: "Measure turn latency and throughput against a direct call and a raw JetStream chain",
 		Long: "bench runs, in this process, on one embedded nats-server: openai-go straight to the sandbox\n" +
 			"(the LLM floor), a raw JetStream five-hop chain with Aptix's event sizes (the bus floor), Aptix\n" +
-			"itself at concurrency 1, 64 and 256 (sandbox at 0 ms, 8 RAG chunks per turn), and a soak of\n" +
+			"itself at concurrency 1, 64 and 256 (sandbox at 0 ms, 8 RAG chunks per turn), the HTTP gateway,\n" +
+			"a 20-round client-side tool loop over WebSocket mode vs HTTP+SSE, and a soak of\n" +
 			"1,000 turns in flight against a 1 s model. It prints a table and writes the figures as JSON.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

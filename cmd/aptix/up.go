@@ -226,6 +226,9 @@ func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *prof
 			return nil, fmt.Errorf("APTIX_BACKGROUND_TIMEOUT %q: %w", v, err)
 		}
 	}
+	if err := httpapi.WebSocketConfigFromEnv(&cfg); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	gw, err := httpapi.New(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

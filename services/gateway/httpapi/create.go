@@ -140,93 +140,177 @@ func ptr(s string) *string { return &s }
 // seeded like a branch, moves no head and keeps no record: it is not part of
 // any chain a client continues.
 func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, detached bool) (*responses.Meta, contracts.AgentExecuteRequest, *responses.Error) {
-	var exec contracts.AgentExecuteRequest
+	p, e := s.prepareFrom(ctx, req, detached, nil)
+	if e != nil {
+		return nil, contracts.AgentExecuteRequest{}, e
+	}
+	return p.meta, p.exec, nil
+}
+
+// prior is a response the caller already holds in memory (a WebSocket's
+// previous response): what a continuation of it needs, so prepareFrom reads
+// neither its record (KV) nor its completed event (stream).
+type prior struct {
+	meta *responses.Meta
+	// continueFrom is the upstream response id a continuation continues.
+	continueFrom string
+	// headRev is the KV revision of the conversation head this gateway
+	// wrote when meta became the head (0: unknown, read it).
+	headRev uint64
+	// callIDs are the call_ids of the function_call items of its output.
+	callIDs map[string]bool
+}
+
+// prepared is what prepareFrom made: the response record, the turn to
+// submit, and the head revision it wrote (0 when it wrote none).
+type prepared struct {
+	meta    *responses.Meta
+	exec    contracts.AgentExecuteRequest
+	headRev uint64
+}
+
+// continuation is the upstream response id a continuation of prev continues:
+// the completed turn's, or, for a failed one (it has none), what prev
+// itself continued.
+func continuation(prev *responses.Meta, t *contracts.Turn) string {
+	if t != nil && t.Response != nil && t.Response.ResponseContinuationId != "" && responses.Failure(t) == nil {
+		return t.Response.ResponseContinuationId
+	}
+	return prev.ContinuedFrom
+}
+
+// prepareFrom is prepare with an optional prior: when it is the response
+// req continues, the continuation is resolved from memory and the head is
+// moved with one compare-and-set at its known revision.
+func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, detached bool, known *prior) (prepared, *responses.Error) {
+	var p prepared
 	backend, model, e := responses.Resolve(s.cfg.Profiles, req.Model)
 	if e != nil {
-		return nil, exec, e
+		return p, e
 	}
 	turnID, respID := newIDs()
 	target := responses.Target{TurnID: turnID, Backend: backend, Model: model, ConversationID: newConversationID()}
 	var prev *responses.Meta
-	if req.PreviousID != "" {
+	var headRev uint64
+	if req.PreviousID != "" && known != nil && known.meta.ID == req.PreviousID {
+		prev, headRev = known.meta, known.headRev
+		target.ContinueFrom = known.continueFrom
+	} else if req.PreviousID != "" {
 		var err error
 		if prev, err = s.store.Get(ctx, req.PreviousID); err != nil {
-			return nil, exec, s.submitError(err)
+			return p, s.submitError(err)
 		}
 		if prev == nil {
-			return nil, exec, responses.PreviousNotFound(req.PreviousID)
+			return p, responses.PreviousNotFound(req.PreviousID)
 		}
 		stage, pt, _, err := s.turnAt(ctx, prev.ConversationID, prev.TurnID)
 		if err != nil {
-			return nil, exec, s.submitError(err)
+			return p, s.submitError(err)
 		}
 		switch {
 		case stage == "":
-			return nil, exec, responses.PreviousNotFound(req.PreviousID) // its events are past retention
+			return p, responses.PreviousNotFound(req.PreviousID) // its events are past retention
 		case stage != contracts.StageCompleted:
-			return nil, exec, responses.PreviousInProgress(req.PreviousID)
+			return p, responses.PreviousInProgress(req.PreviousID)
 		}
-		target.ContinueFrom = prev.ContinuedFrom // a failed response has no upstream id: continue what it continued
-		if pt.Response != nil && pt.Response.ResponseContinuationId != "" && responses.Failure(pt) == nil {
-			target.ContinueFrom = pt.Response.ResponseContinuationId
-		}
+		target.ContinueFrom = continuation(prev, pt)
 	} else if req.Conversation != "" && !detached {
 		if !contracts.IsToken(req.Conversation) {
-			return nil, exec, responses.BadRequest("conversation", responses.CodeInvalidValue,
+			return p, responses.BadRequest("conversation", responses.CodeInvalidValue,
 				"Invalid 'conversation': must match [A-Za-z0-9_-]{1,128}.")
 		}
 		target.ConversationID = req.Conversation // the envelope continues its newest response
 	}
 	// Everything the client can get wrong is checked before a head moves.
-	if exec, e = responses.ToExecute(req, target); e != nil {
-		return nil, exec, e
+	if p.exec, e = responses.ToExecute(req, target); e != nil {
+		return p, e
 	}
 	m, e := responses.MetaFor(req)
 	if e != nil {
-		return nil, exec, e
+		return p, e
 	}
 	if !detached {
 		same := false
 		if prev != nil {
 			var err error
-			if same, err = s.store.ClaimHead(ctx, prev.ConversationID, prev.ID, respID); err != nil {
-				return nil, exec, s.submitError(err)
+			if headRev != 0 {
+				same, p.headRev, err = s.store.ClaimHeadAt(ctx, prev.ConversationID, respID, headRev)
+			} else {
+				same, p.headRev, err = s.store.claimHead(ctx, prev.ConversationID, prev.ID, respID)
+			}
+			if err != nil {
+				return p, s.submitError(err)
 			}
 		}
 		if same {
 			target.ConversationID = prev.ConversationID
-			exec.ConversationId = prev.ConversationID
-		} else if err := s.store.SetHead(ctx, target.ConversationID, respID); err != nil {
-			return nil, exec, s.submitError(err)
+			p.exec.ConversationId = prev.ConversationID
+		} else {
+			var err error
+			if p.headRev, err = s.store.setHead(ctx, target.ConversationID, respID); err != nil {
+				return p, s.submitError(err)
+			}
 		}
 	}
 	meta := &m
 	meta.ID, meta.ConversationID, meta.TurnID = respID, target.ConversationID, turnID
 	meta.CreatedAt, meta.ContinuedFrom = s.cfg.Now().Unix(), target.ContinueFrom
 	if meta.Model == "" {
-		if p, err := s.cfg.Profiles.Get(backend); err == nil {
-			meta.Model = p.Model("")
+		if pr, err := s.cfg.Profiles.Get(backend); err == nil {
+			meta.Model = pr.Model("")
 		}
 	}
+	p.meta = meta
 	if detached || !req.Store {
 		// store: false (OpenAI's): the response is answered, not kept, so
 		// GET and previous_response_id do not find it.
-		return meta, exec, nil
+		return p, nil
 	}
 	if err := s.store.Put(ctx, *meta); err != nil {
-		return nil, exec, s.submitError(err)
+		return prepared{}, s.submitError(err)
 	}
-	return meta, exec, nil
+	return p, nil
 }
 
-// serveEvents answers a stream:true create with Server-Sent Events: created and
-// in_progress at once, the live deltas as they come, then the done events
-// and the terminal event built from the completion. A client that goes away
-// stops the writing, not the turn; the completion is still claimed so the
-// shared watch does not keep it.
+// serveEvents answers a stream:true create with Server-Sent Events (relay
+// writes them). A client that goes away stops the writing, not the turn.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, meta *responses.Meta, deltas chan *nats.Msg, g *watchGen) {
-	ctx := context.WithoutCancel(r.Context())
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	s.relay(r.Context(), meta, deltas, g, nil, func(evs []responses.Event) bool {
+		for _, ev := range evs {
+			b, err := json.Marshal(ev)
+			if err == nil {
+				_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Type, b)
+			}
+			if err != nil {
+				return false
+			}
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return true
+	})
+}
+
+// relay streams one response to a client, whatever the transport (SSE or
+// WebSocket): created and in_progress at once, the live deltas as they
+// come, then the done events and the terminal event built from the
+// completion. emit writes events and reports false once the client is
+// gone; relay then stops writing (also when client is done), not the turn:
+// the completion is still claimed, so the shared watch does not keep it.
+// onFinal, when set, sees the terminal response and the completed turn
+// (nil after a timeout) before the terminal events are emitted. It returns
+// the terminal response and the completed turn (both nil when the client
+// went away first).
+func (s *Server) relay(client context.Context, meta *responses.Meta, deltas chan *nats.Msg, g *watchGen,
+	onFinal func(*responses.Response, *contracts.Turn), emit func([]responses.Event) bool) (*responses.Response, *contracts.Turn) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(client), s.cfg.SyncTimeout)
 	done := make(chan contracts.Turn, 1)
 	waitErr := make(chan error, 1)
 	go func() {
@@ -239,64 +323,57 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, meta *respo
 		done <- t
 	}()
 
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	gone := false
-	write := func(evs []responses.Event) {
-		for _, ev := range evs {
-			if gone {
-				return
-			}
-			b, err := json.Marshal(ev)
-			if err == nil {
-				_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Type, b)
-			}
-			if err != nil {
-				gone = true
-				return
-			}
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-	}
 	st := responses.NewStreamer()
-	write(st.Start(responses.Pending(*meta, responses.StatusInProgress)))
-	onDelta := func(m *nats.Msg) {
+	if !emit(st.Start(responses.Pending(*meta, responses.StatusInProgress))) {
+		return nil, nil
+	}
+	onDelta := func(m *nats.Msg) bool {
 		var d responses.Delta
 		if json.Unmarshal(m.Data, &d) == nil {
-			write(st.Delta(d))
+			if evs := st.Delta(d); len(evs) > 0 {
+				return emit(evs)
+			}
 		}
+		return true
 	}
 	for {
 		select {
 		case m := <-deltas:
-			onDelta(m)
+			if !onDelta(m) {
+				return nil, nil
+			}
 		case t := <-done:
 			// Deltas published before the completion may still be queued.
 			for drained := false; !drained; {
 				select {
 				case m := <-deltas:
-					onDelta(m)
+					if !onDelta(m) {
+						return nil, nil
+					}
 				default:
 					drained = true
 				}
 			}
-			write(st.Finish(responses.FromTurn(*meta, &t, s.cfg.Now().Unix())))
-			return
+			final := responses.FromTurn(*meta, &t, s.cfg.Now().Unix())
+			if onFinal != nil {
+				onFinal(&final, &t)
+			}
+			if !emit(st.Finish(final)) {
+				return nil, nil
+			}
+			return &final, &t
 		case err := <-waitErr:
 			failed := responses.Pending(*meta, responses.StatusFailed)
 			failed.Error = &responses.ResponseError{Code: "timeout", Message: fmt.Sprintf("no completion within %s: %v; GET /v1/responses/%s later", s.cfg.SyncTimeout, err, meta.ID)}
-			write(st.Finish(failed))
-			return
-		case <-r.Context().Done():
+			if onFinal != nil {
+				onFinal(&failed, nil)
+			}
+			emit(st.Finish(failed))
+			return &failed, nil
+		case <-client.Done():
 			// The waiting goroutine still claims the completion (its channels
 			// are buffered), so the turn and the shared watch are unaffected.
-			return
+			return nil, nil
 		}
 	}
 }

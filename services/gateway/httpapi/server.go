@@ -52,6 +52,15 @@ type Config struct {
 	Webhooks *WebhookConfig
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// WSMaxAge is how long a WebSocket lives (then the error
+	// websocket_connection_limit_reached and a close). Default 60m.
+	WSMaxAge time.Duration
+	// WSPingInterval is how often the gateway pings a socket; a socket
+	// that does not answer within the interval is closed. Default 30s.
+	WSPingInterval time.Duration
+	// WSWriteTimeout bounds one frame's write: a reader that takes longer
+	// is disconnected (its response still completes). Default 30s.
+	WSWriteTimeout time.Duration
 }
 
 // Server is the gateway's http.Handler.
@@ -101,6 +110,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.WSMaxAge <= 0 {
+		cfg.WSMaxAge = DefaultWSMaxAge
+	}
+	if cfg.WSPingInterval <= 0 {
+		cfg.WSPingInterval = 30 * time.Second
+	}
+	if cfg.WSWriteTimeout <= 0 {
+		cfg.WSWriteTimeout = 30 * time.Second
 	}
 	js, err := jetstream.New(cfg.NC)
 	if err != nil {
@@ -154,6 +172,10 @@ func (s *Server) routes() {
 		m.Handle(pattern, otelhttp.NewHandler(h, pattern))
 	}
 	handle("POST /v1/responses", s.create)
+	// WebSocket mode (websocket.go) on the same path. Not wrapped in a
+	// server span: the socket lives up to an hour; each response.create
+	// is a turn with its own trace.
+	m.HandleFunc("GET /v1/responses", s.websocket)
 	handle("POST /v1/responses/compact", s.compact)
 	handle("GET /v1/responses/{id}", s.get)
 	handle("DELETE /v1/responses/{id}", s.delete)

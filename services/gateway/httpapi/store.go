@@ -80,32 +80,53 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 // concurrent continuation of prev won), and the caller then branches into a
 // new conversation so the branch never sees turns after prev.
 func (s *Store) ClaimHead(ctx context.Context, conv, prev, next string) (bool, error) {
+	ok, _, err := s.claimHead(ctx, conv, prev, next)
+	return ok, err
+}
+
+// claimHead is ClaimHead that also returns the head's new KV revision.
+func (s *Store) claimHead(ctx context.Context, conv, prev, next string) (bool, uint64, error) {
 	e, err := s.kv.Get(ctx, headKey(conv))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read head of %s: %w", conv, err)
+		return false, 0, fmt.Errorf("read head of %s: %w", conv, err)
 	}
 	if string(e.Value()) != prev {
-		return false, nil
+		return false, 0, nil
 	}
-	if _, err := s.kv.Update(ctx, headKey(conv), []byte(next), e.Revision()); err != nil {
+	return s.ClaimHeadAt(ctx, conv, next, e.Revision())
+}
+
+// ClaimHeadAt moves the conversation's head to next if it is still at
+// revision rev (the revision the caller itself wrote when the previous
+// response became the head): the WebSocket hot path, one compare-and-set
+// and no read. It reports false when the head moved since (branch).
+func (s *Store) ClaimHeadAt(ctx context.Context, conv, next string, rev uint64) (bool, uint64, error) {
+	nrev, err := s.kv.Update(ctx, headKey(conv), []byte(next), rev)
+	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) &&
 			(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-			return false, nil // lost the race: branch
+			return false, 0, nil // lost the race: branch
 		}
-		return false, fmt.Errorf("move head of %s: %w", conv, err)
+		return false, 0, fmt.Errorf("move head of %s: %w", conv, err)
 	}
-	return true, nil
+	return true, nrev, nil
 }
 
 // SetHead makes id the conversation's head (a new conversation, or one the
 // client named with the conversation parameter).
 func (s *Store) SetHead(ctx context.Context, conv, id string) error {
-	if _, err := s.kv.Put(ctx, headKey(conv), []byte(id)); err != nil {
-		return fmt.Errorf("set head of %s: %w", conv, err)
+	_, err := s.setHead(ctx, conv, id)
+	return err
+}
+
+func (s *Store) setHead(ctx context.Context, conv, id string) (uint64, error) {
+	rev, err := s.kv.Put(ctx, headKey(conv), []byte(id))
+	if err != nil {
+		return 0, fmt.Errorf("set head of %s: %w", conv, err)
 	}
-	return nil
+	return rev, nil
 }

@@ -131,12 +131,12 @@ func TestStreamer(t *testing.T) {
 	}
 	want := "response.created response.in_progress response.output_item.added response.content_part.added response.output_text.delta response.output_text.delta " +
 		"response.output_text.done response.content_part.done response.output_item.done " +
-		"response.output_item.added response.function_call_arguments.done response.output_item.done response.completed"
+		"response.output_item.added response.function_call_arguments.delta response.function_call_arguments.done response.output_item.done response.completed"
 	if got := strings.Join(types, " "); got != want {
 		t.Errorf("events\n got %s\nwant %s", got, want)
 	}
 	b, _ := json.Marshal(evs[len(evs)-1])
-	if !strings.HasPrefix(string(b), `{"type":"response.completed","sequence_number":12,"response":{`) || !json.Valid(b) {
+	if !strings.HasPrefix(string(b), `{"type":"response.completed","sequence_number":13,"response":{`) || !json.Valid(b) {
 		t.Errorf("terminal event %s", b)
 	}
 }

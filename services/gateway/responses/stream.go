@@ -219,6 +219,10 @@ func (s *Streamer) Finish(r Response) []Event {
 				added["arguments"] = ""
 			}
 			out = append(out, s.ev("response.output_item.added", map[string]any{"output_index": it.index, "item": added}))
+			if head.Type == "function_call" && head.Arguments != "" {
+				// One delta with the whole arguments: the deltas add up to the done event's.
+				out = append(out, s.ev("response.function_call_arguments.delta", map[string]any{"item_id": it.id, "output_index": it.index, "delta": head.Arguments}))
+			}
 			if head.Type == "message" {
 				for ci, c := range head.Content {
 					part := textPart("")

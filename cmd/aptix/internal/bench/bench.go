@@ -24,6 +24,10 @@ type Options struct {
 	// SoakTurns are all sent at once against a sandbox with SoakLatency.
 	SoakTurns   int
 	SoakLatency time.Duration
+	// ToolLoops are the client-side tool loops of each transport at
+	// concurrency 1 (WebSocket vs HTTP+SSE); ToolLoopReps the interleaved
+	// phases at ToolLoopConcurrency; ToolLoopRounds the rounds of a loop.
+	ToolLoops, ToolLoopReps, ToolLoopConcurrency, ToolLoopRounds int
 	// Progress receives one line per phase.
 	Progress func(format string, args ...any)
 }
@@ -40,6 +44,18 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SoakLatency == 0 {
 		o.SoakLatency = time.Second
+	}
+	if o.ToolLoops == 0 {
+		o.ToolLoops = 30
+	}
+	if o.ToolLoopReps == 0 {
+		o.ToolLoopReps = 3
+	}
+	if o.ToolLoopConcurrency == 0 {
+		o.ToolLoopConcurrency = 64
+	}
+	if o.ToolLoopRounds == 0 {
+		o.ToolLoopRounds = 20
 	}
 	if o.Progress == nil {
 		o.Progress = func(string, ...any) {}
@@ -60,7 +76,10 @@ type Report struct {
 	Aptix  map[int]Load `json:"aptix"`
 	// Gateway is the same turn through the HTTP gateway: openai-go → POST
 	// /v1/responses → pipeline → sandbox, on the same pipeline as Aptix.
-	Gateway    map[int]Load    `json:"gateway"`
+	Gateway map[int]Load `json:"gateway"`
+	// ToolLoop is a 20-round client-side tool loop over WebSocket mode and
+	// over HTTP+SSE on that gateway (issue 23).
+	ToolLoop   ToolLoop        `json:"toolLoop"`
 	PeakRSSMiB float64         `json:"peakRssMiB"`
 	Soak       SoakResult      `json:"soak"`
 	Ratios     Ratios          `json:"ratios"`
@@ -188,6 +207,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		o.Progress("gateway: openai-go → POST /v1/responses → pipeline, concurrency %d, %d turns", c, n)
 		r.Gateway[c] = closedLoop(ctx, n, c, func(ctx context.Context, _ int) error { return gw.turn(ctx) })
 	}
+	if r.ToolLoop, err = runToolLoop(ctx, gw.base, o.ToolLoopRounds, o.ToolLoops, o.ToolLoopConcurrency, o.ToolLoopReps, o.Progress); err != nil {
+		return r, fmt.Errorf("tool loop: %w", err)
+	}
 	gw.close()
 	r.PeakRSSMiB = peakRSSMiB()
 	for c, l := range r.Gateway {
@@ -245,13 +267,15 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		r.Ratios.GatewayVsBus[c] = ratio(r.Gateway[c].PerSecond, r.Aptix[c].PerSecond)
 	}
 	r.Goals = map[string]bool{
-		"addedLatencyP50<=0.5ms":    r.Ratios.AddedLatencyP50Ms <= 0.5,
-		"throughput>=70%ofChain64":  r.Ratios.ThroughputVsChain[64] >= 0.7,
-		"throughput>=70%ofChain256": r.Ratios.ThroughputVsChain[256] >= 0.7,
-		"gatewayAddedP50<=0.3ms":    r.Ratios.GatewayAddedP50Ms <= 0.3,
-		"gateway>=90%ofBus64":       r.Ratios.GatewayVsBus[64] >= 0.9,
-		"gateway>=90%ofBus256":      r.Ratios.GatewayVsBus[256] >= 0.9,
-		"soakNoTurnLost":            r.Soak.Completed == r.Soak.Turns && r.Soak.Duplicates == 0 && r.Soak.UpstreamCalls == r.Soak.Turns,
+		"addedLatencyP50<=0.5ms":          r.Ratios.AddedLatencyP50Ms <= 0.5,
+		"throughput>=70%ofChain64":        r.Ratios.ThroughputVsChain[64] >= 0.7,
+		"throughput>=70%ofChain256":       r.Ratios.ThroughputVsChain[256] >= 0.7,
+		"gatewayAddedP50<=0.3ms":          r.Ratios.GatewayAddedP50Ms <= 0.3,
+		"gateway>=90%ofBus64":             r.Ratios.GatewayVsBus[64] >= 0.9,
+		"gateway>=90%ofBus256":            r.Ratios.GatewayVsBus[256] >= 0.9,
+		"wsToolLoopTime<=0.75xHTTP@1":     r.ToolLoop.TimeRatio <= 0.75,
+		"wsToolLoopThroughput>=1xHTTP@64": r.ToolLoop.ThroughputRatio >= 1.0,
+		"soakNoTurnLost":                  r.Soak.Completed == r.Soak.Turns && r.Soak.Duplicates == 0 && r.Soak.UpstreamCalls == r.Soak.Turns,
 	}
 	return r, nil
 }

@@ -13,7 +13,8 @@ import (
 func TestRunSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := Run(ctx, Options{LatencyTurns: 20, ThroughputTurns: 64, SoakTurns: 50, SoakLatency: 100 * time.Millisecond})
+	r, err := Run(ctx, Options{LatencyTurns: 20, ThroughputTurns: 64, SoakTurns: 50, SoakLatency: 100 * time.Millisecond,
+		ToolLoops: 2, ToolLoopReps: 1, ToolLoopConcurrency: 4, ToolLoopRounds: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,6 +29,9 @@ func TestRunSmall(t *testing.T) {
 	if r.Gateway[1].Latency.N != 20 || r.Gateway[64].Latency.N != 64 || r.Gateway[256].Latency.N != 64 {
 		t.Errorf("gateway samples: %+v", r.Gateway)
 	}
+	if tl := r.ToolLoop; tl.WS.Median <= 0 || tl.HTTP.Median <= 0 || tl.WSThroughput.Median <= 0 || tl.HTTPThroughput.Median <= 0 {
+		t.Errorf("tool loop: %+v", tl)
+	}
 	if s := r.Soak; s.Completed != 50 || s.Duplicates != 0 || s.UpstreamCalls != 50 || s.Latency.P50 < 100 {
 		t.Errorf("soak: %+v", s)
 	}
@@ -40,7 +44,7 @@ func TestRunSmall(t *testing.T) {
 	if err := Table(&out, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"direct openai-go", "raw JetStream 5-hop chain", "aptix turn", "gateway: openai-go → HTTP → aptix", "throughput gateway / bus", "soak: 50 turns", "goals:"} {
+	for _, want := range []string{"direct openai-go", "raw JetStream 5-hop chain", "aptix turn", "gateway: openai-go → HTTP → aptix", "throughput gateway / bus", "tool loop, 3 client-side rounds", "soak: 50 turns", "goals:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

@@ -23,6 +23,7 @@ type gatewayRun struct {
 	srv    *httpapi.Server
 	hs     *http.Server
 	client openai.Client
+	base   string // http://host:port
 }
 
 func startGateway(ctx context.Context, p *pipelineRun, set *profiles.Set, maxC int) (*gatewayRun, error) {
@@ -40,7 +41,7 @@ func startGateway(ctx context.Context, p *pipelineRun, set *profiles.Set, maxC i
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 2 * maxC, MaxIdleConnsPerHost: 2 * maxC}}
 	client := openai.NewClient(option.WithBaseURL("http://"+ln.Addr().String()+"/v1"), option.WithAPIKey("unused"),
 		option.WithHTTPClient(hc), option.WithMaxRetries(0))
-	return &gatewayRun{srv: srv, hs: hs, client: client}, nil
+	return &gatewayRun{srv: srv, hs: hs, client: client, base: "http://" + ln.Addr().String()}, nil
 }
 
 // turn is benchRequest over HTTP: the same boot prompt, tools, instruction

@@ -43,6 +43,12 @@ func Table(w io.Writer, r Report) error {
 	for _, c := range sortedKeys(r.Ratios.GatewayVsBus) {
 		fmt.Fprintf(w, "throughput gateway / bus at concurrency %d: %.2f\n", c, r.Ratios.GatewayVsBus[c])
 	}
+	if tl := r.ToolLoop; tl.Rounds > 0 {
+		fmt.Fprintf(w, "tool loop, %d client-side rounds, concurrency 1, %d loops each (s per loop, p10 / median / p90): WebSocket %.3f / %.3f / %.3f, HTTP+SSE %.3f / %.3f / %.3f; WebSocket / HTTP = %.2f\n",
+			tl.Rounds, tl.Loops, tl.WS.P10, tl.WS.Median, tl.WS.P90, tl.HTTP.P10, tl.HTTP.Median, tl.HTTP.P90, tl.TimeRatio)
+		fmt.Fprintf(w, "tool loop at concurrency %d, %d interleaved phases (responses/s, min / median / max): WebSocket %.0f / %.0f / %.0f, HTTP+SSE %.0f / %.0f / %.0f; WebSocket / HTTP = %.2f\n",
+			tl.Concurrency, tl.Reps, tl.WSThroughput.Min, tl.WSThroughput.Median, tl.WSThroughput.Max, tl.HTTPThroughput.Min, tl.HTTPThroughput.Median, tl.HTTPThroughput.Max, tl.ThroughputRatio)
+	}
 	fmt.Fprintf(w, "peak RSS of the process (NATS server, sandbox and stages included): %.1f MiB\n", r.PeakRSSMiB)
 	s := r.Soak
 	fmt.Fprintf(w, "soak: %d turns in flight, model latency %.0f ms: %d completed, %d duplicates, %d upstream calls (max %d at once), turn p50 %.1f ms p99 %.1f ms, added p99 %.1f ms, %.1f s\n",
@@ -58,7 +64,7 @@ func Table(w io.Writer, r Report) error {
 		if r.Goals[g] {
 			mark = "met"
 		}
-		fmt.Fprintf(w, "  %-28s %s\n", g, mark)
+		fmt.Fprintf(w, "  %-32s %s\n", g, mark)
 	}
 	return nil
 }

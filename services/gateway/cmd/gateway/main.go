@@ -80,6 +80,9 @@ func run(log *slog.Logger) error {
 	if cfg.Webhooks, err = httpapi.WebhookConfigFromEnv(); err != nil {
 		return err
 	}
+	if err := httpapi.WebSocketConfigFromEnv(&cfg); err != nil {
+		return err
+	}
 	// The stages create the stream; a gateway started first waits for it.
 	var srv *httpapi.Server
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {
