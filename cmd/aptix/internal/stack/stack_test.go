@@ -119,6 +119,9 @@ func (e *env) settled() {
 	for _, st := range pipeline.Stages {
 		for {
 			c, err := e.js.Consumer(context.Background(), contracts.StreamOf(st.In), pipeline.Durable(st.Name))
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				break // a stage this test never ran holds nothing
+			}
 			if err != nil {
 				e.t.Fatal(err)
 			}
