@@ -29,8 +29,10 @@ type Result struct {
 // request (a JSON-RPC error such as an unknown tool), or ctx done (the error
 // wraps ctx.Err()).
 //
-// A session found broken is reopened and the call sent once more. Calls on
-// one server may run concurrently.
+// A session found broken (a stdio child that died, an HTTP server that
+// restarted and forgot the session) is reopened and the call sent once more;
+// a tool whose request reached the server just before the break may thus run
+// twice. Calls on one server may run concurrently.
 func (r *Registry) Call(ctx context.Context, label, tool string, args json.RawMessage) (Result, error) {
 	s, err := r.server(label)
 	if err != nil {

@@ -126,8 +126,10 @@ func (r *Registry) List(ctx context.Context, labels []string) []ServerTools {
 }
 
 // Close closes every session and stops stdio subprocesses (closing their
-// stdin, then SIGTERM, then SIGKILL). Later List and Call calls fail with
-// ErrClosed.
+// stdin, then SIGTERM, then SIGKILL, 2s apart), and aborts connects in
+// progress. Later List and Call calls fail with ErrClosed. It returns only
+// failures to stop a subprocess: an HTTP server that is already gone is not
+// one.
 func (r *Registry) Close() error {
 	r.mu.Lock()
 	if r.closed {

@@ -421,14 +421,27 @@ func TestRegistryClosed(t *testing.T) {
 	}
 }
 
-// hangingServer accepts connections and never answers, like a server that is
-// wedged rather than down.
+// hangingServer never answers a request, like a server wedged in its
+// handshake. Notifications (such as the client's notifications/cancelled)
+// are accepted, as a live HTTP server would.
 func hangingServer(t *testing.T) string {
 	t.Helper()
+	release := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		<-req.Context().Done()
+		body, _ := io.ReadAll(req.Body)
+		var msg struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(body, &msg) == nil && msg.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		select {
+		case <-req.Context().Done():
+		case <-release:
+		}
 	}))
-	t.Cleanup(func() { hs.CloseClientConnections(); hs.Close() })
+	t.Cleanup(func() { close(release); hs.Close() })
 	return hs.URL + "/mcp"
 }
 
