@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -54,7 +55,19 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	// A client that goes away does not cancel its turn: everything from here
 	// runs on a context detached from the request.
 	ctx := context.WithoutCancel(r.Context())
-	meta, exec, e := s.prepare(ctx, req, false)
+	turnID, respID := newIDs()
+	if req.Background {
+		ok, err := s.admitBackground(ctx, principal(ctx), respID)
+		if err != nil {
+			s.fail(w, s.submitError(err))
+			return
+		}
+		if !ok {
+			s.tooMany(w, 5*time.Second, fmt.Sprintf("Too many background responses in flight: at most %d queued or running per caller. Retry when one ends.", s.cfg.LimitBackground))
+			return
+		}
+	}
+	meta, exec, e := s.prepare(ctx, req, false, turnID, respID)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -133,13 +146,18 @@ func ptr(s string) *string { return &s }
 // A detached turn (a compaction's summary) always runs in a new conversation
 // seeded like a branch, moves no head and keeps no record: it is not part of
 // any chain a client continues.
-func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, detached bool) (*responses.Meta, contracts.AgentExecuteRequest, *responses.Error) {
+//
+// The caller (the principal in ctx) owns the new response; another
+// principal's previous_response_id answers as an unknown one, and a
+// conversation named by an authenticated caller is scoped to it
+// (scopeConversation), so callers never share one.
+func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, detached bool, turnID, respID string) (*responses.Meta, contracts.AgentExecuteRequest, *responses.Error) {
 	var exec contracts.AgentExecuteRequest
 	backend, model, e := responses.Resolve(s.cfg.Profiles, req.Model)
 	if e != nil {
 		return nil, exec, e
 	}
-	turnID, respID := newIDs()
+	owner := principal(ctx)
 	target := responses.Target{TurnID: turnID, Backend: backend, Model: model, ConversationID: newConversationID()}
 	var prev *responses.Meta
 	if req.PreviousID != "" {
@@ -147,7 +165,7 @@ func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, deta
 		if prev, err = s.store.Get(ctx, req.PreviousID); err != nil {
 			return nil, exec, s.submitError(err)
 		}
-		if prev == nil {
+		if prev == nil || prev.Owner != owner {
 			return nil, exec, responses.PreviousNotFound(req.PreviousID)
 		}
 		stage, pt, _, err := s.turnAt(ctx, prev.ConversationID, prev.TurnID)
@@ -169,7 +187,12 @@ func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, deta
 			return nil, exec, responses.BadRequest("conversation", responses.CodeInvalidValue,
 				"Invalid 'conversation': must match [A-Za-z0-9_-]{1,128}.")
 		}
-		target.ConversationID = req.Conversation // the envelope continues its newest response
+		conv, ok := scopeConversation(owner, req.Conversation)
+		if !ok {
+			return nil, exec, responses.BadRequest("conversation", responses.CodeInvalidValue,
+				fmt.Sprintf("Invalid 'conversation': at most %d characters for this caller.", contracts.MaxIDLen-scopeLen))
+		}
+		target.ConversationID = conv // the envelope continues its newest response
 	}
 	// Everything the client can get wrong is checked before a head moves.
 	if exec, e = responses.ToExecute(req, target); e != nil {
@@ -194,8 +217,9 @@ func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, deta
 			return nil, exec, s.submitError(err)
 		}
 	}
+	exec.Principal = owner
 	meta := &m
-	meta.ID, meta.ConversationID, meta.TurnID = respID, target.ConversationID, turnID
+	meta.ID, meta.ConversationID, meta.TurnID, meta.Owner = respID, target.ConversationID, turnID, owner
 	meta.CreatedAt, meta.ContinuedFrom = s.cfg.Now().Unix(), target.ContinueFrom
 	if meta.Model == "" {
 		if p, err := s.cfg.Profiles.Get(backend); err == nil {
