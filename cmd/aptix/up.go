@@ -148,8 +148,11 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		base := "http://" + httpLn.Addr().String()
 		httpLine = fmt.Sprintf("  HTTP:   %s (OpenAI Responses API: POST /v1/responses, GET /v1/models)\n  Auth:   %s\n", base, authLine)
 		hdr := ""
-		if !strings.HasPrefix(authLine, "none") {
-			hdr = " -H \"Authorization: Bearer $APTIX_API_KEY\""
+		switch {
+		case strings.HasPrefix(authLine, "keys"):
+			hdr = " -H \"Authorization: Bearer $APTIX_API_KEY\"" // aptix keys create --name NAME
+		case strings.HasPrefix(authLine, "jwt"):
+			hdr = " -H \"Authorization: Bearer $TOKEN\""
 		}
 		curlLine = fmt.Sprintf("Or over HTTP, with any OpenAI SDK or curl:\n  curl -s %s/v1/responses%s -H 'Content-Type: application/json' -d '{\"model\":\"%s\",\"input\":\"Explain what this service does\"}'\n", base, hdr, def.Model(""))
 	}
