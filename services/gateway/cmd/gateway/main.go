@@ -3,7 +3,7 @@
 // balancer; every response record is in JetStream.
 //
 // Environment: APTIX_HTTP_ADDR (default :8080), APTIX_NATS_URL,
-// APTIX_NATS_CREDS, APTIX_PROFILES (the backend profiles, as the envelope and
+// APTIX_NATS_CREDS, APTIX_NATS_NKEY (an nkey seed file), APTIX_PROFILES (the backend profiles, as the envelope and
 // LLM caller read them: `model` picks one), APTIX_STREAM_REPLICAS (of the KV
 // bucket), APTIX_HTTP_MAX_BODY (bytes), APTIX_SYNC_TIMEOUT (a Go duration),
 // APTIX_LOG_LEVEL and the standard OTEL_* variables; authentication and
@@ -57,10 +57,11 @@ func run(log *slog.Logger) error {
 	addr := envOr("APTIX_HTTP_ADDR", ":8080")
 	url := envOr(pipeline.EnvNATSURL, nats.DefaultURL)
 	opts := []nats.Option{nats.Name("aptix-gateway"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
-	if creds := os.Getenv(pipeline.EnvNATSCreds); creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
+	natsAuth, err := pipeline.AuthOptions(os.Getenv(pipeline.EnvNATSCreds), os.Getenv(pipeline.EnvNATSNkey))
+	if err != nil {
+		return err
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(url, append(opts, natsAuth...)...)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", url, err)
 	}
