@@ -89,6 +89,9 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	}
 	var httpLn net.Listener
 	if upHTTP != "" {
+		if err := auth.Precheck(upHTTP); err != nil {
+			return usagef("--http %s: %w", upHTTP, err)
+		}
 		if httpLn, err = net.Listen("tcp", upHTTP); err != nil {
 			return fmt.Errorf("cannot listen on %s for the HTTP gateway (--http \"\" disables it): %w", upHTTP, err)
 		}

@@ -82,12 +82,10 @@ func FromEnv(ctx context.Context, listen string, js jetstream.JetStream, replica
 			}
 		}
 	}
+	if err := Precheck(listen); err != nil {
+		return s, err
+	}
 	if s.Mode.None() {
-		if !s.Explicit && !Loopback(listen) {
-			return s, ConfigError{fmt.Errorf("the gateway listens on %s, beyond loopback, and APTIX_AUTH is not set: "+
-				"set APTIX_AUTH=keys (aptix keys create), jwt (APTIX_JWKS_URL…) or keys,jwt; "+
-				"or APTIX_AUTH=none to serve anyone without credentials", listen)}
-		}
 		if !Loopback(listen) {
 			log.Warn("APTIX_AUTH=none on a non-loopback address: anyone who reaches it can read and cancel every response", "addr", listen)
 		}
@@ -119,6 +117,23 @@ func FromEnv(ctx context.Context, listen string, js jetstream.JetStream, replica
 	}
 	s.Auth = c
 	return s, nil
+}
+
+// Precheck applies the loopback rule alone (no I/O), so a command can
+// refuse a bad configuration before it starts anything: an unset
+// APTIX_AUTH on an address beyond loopback is an error.
+func Precheck(listen string) error {
+	raw, explicit := os.LookupEnv("APTIX_AUTH")
+	m, err := ParseMode(raw)
+	if err != nil {
+		return ConfigError{err}
+	}
+	if m.None() && !(explicit && raw != "") && !Loopback(listen) {
+		return ConfigError{fmt.Errorf("the gateway listens on %s, beyond loopback, and APTIX_AUTH is not set: "+
+			"set APTIX_AUTH=keys (aptix keys create), jwt (APTIX_JWKS_URL…) or keys,jwt; "+
+			"or APTIX_AUTH=none to serve anyone without credentials", listen)}
+	}
+	return nil
 }
 
 // ConfigError is a configuration mistake: retrying does not help.
