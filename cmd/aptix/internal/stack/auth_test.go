@@ -256,8 +256,18 @@ func TestGatewayAuthKeys(t *testing.T) {
 		_, conv := e.lastCompleted()
 		return conv
 	}
-	if a, b := convOf(ca), convOf(cb); a == b || !strings.HasSuffix(a, "-support") || !strings.HasSuffix(b, "-support") {
-		t.Fatalf("conversation 'support': alice %s, bob %s", a, b)
+	aliceConv, bobConv := convOf(ca), convOf(cb)
+	if aliceConv == bobConv || !strings.HasSuffix(aliceConv, "-support") || !strings.HasSuffix(bobConv, "-support") {
+		t.Fatalf("conversation 'support': alice %s, bob %s", aliceConv, bobConv)
+	}
+	// Bob naming Alice's scoped conversation id still lands in his own.
+	if _, err := cb.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("into Alice's")},
+		Conversation: responses.ResponseNewParamsConversationUnion{OfString: openai.String(aliceConv)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, conv := e.lastCompleted(); conv == aliceConv || !strings.HasPrefix(conv, bobConv[:14]) {
+		t.Fatalf("bob naming %s ran in %s", aliceConv, conv)
 	}
 	// /v1/aptix/execute: the principal is the caller's, whatever the body says,
 	// and a conversation id is scoped the same way.
