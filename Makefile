@@ -95,15 +95,23 @@ definitions: build ## regenerate deploy/nats/jetstream (stream and consumer defi
 	$(BIN)/aptix provision --replicas 3 --write-definitions deploy/nats/jetstream/r3
 
 COMPOSE := docker-compose --compatibility -p aptix -f deploy/compose.yaml
+NKEYS := deploy/nats/nkeys
+
+# Per-service nkeys (git-ignored): a seed per user of deploy/nats/auth.conf,
+# the matching auth.conf, and the server configs with a random route
+# password. Kept when run again (ARGS=-rotate for new ones).
+.PHONY: nkeys
+nkeys: ## per-service NATS nkeys and configs into deploy/nats/nkeys (git-ignored; used by compose)
+	cd deploy/nats/tools && GOWORK=off $(GO) run ./nkeysgen -in .. -out $(CURDIR)/$(NKEYS) $(ARGS)
 
 .PHONY: compose-up
-compose-up: images ## three NATS nodes, two replicas of every stage and the sandbox; then a smoke turn
+compose-up: images nkeys ## three NATS nodes, two replicas of every stage and the sandbox; then a smoke turn
 	$(COMPOSE) up -d
 	$(MAKE) compose-smoke
 
 .PHONY: compose-smoke
 compose-smoke: build ## send one turn to the compose deployment over NATS and one over HTTP (gateway-2), and print them
-	$(BIN)/aptix exec --timeout 60s --nats nats://client:aptix-dev-client@127.0.0.1:4222,nats://client:aptix-dev-client@127.0.0.1:4223 "Smoke test: explain the retry policy"
+	$(BIN)/aptix exec --timeout 60s --nats nats://127.0.0.1:4222,nats://127.0.0.1:4223 --nkey $(NKEYS)/client.nk "Smoke test: explain the retry policy"
 	@for i in $$(seq 30); do curl -sf http://127.0.0.1:8081/v1/responses -H 'Content-Type: application/json' \
 	  -d '{"model":"sandbox-1","input":"Smoke test over HTTP"}' && echo && exit 0; sleep 2; done; echo "gateway did not answer"; exit 1
 

@@ -9,12 +9,15 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 // Connection flags shared by every subcommand that talks to NATS.
 var (
 	natsURL   = envOr("APTIX_NATS_URL", "")
 	natsCreds = envOr("APTIX_NATS_CREDS", "")
+	natsNkey  = envOr("APTIX_NATS_NKEY", "")
 	dataDir   = envOr("APTIX_DATA", defaultDataDir())
 )
 
@@ -25,6 +28,7 @@ func init() {
 	f := root.PersistentFlags()
 	f.StringVar(&natsURL, "nats", natsURL, "NATS `URL` (env APTIX_NATS_URL); default: a running aptix up at "+DefaultNATSURL+", else an embedded server")
 	f.StringVar(&natsCreds, "creds", natsCreds, "NATS credentials file (env APTIX_NATS_CREDS)")
+	f.StringVar(&natsNkey, "nkey", natsNkey, "NATS nkey seed file, e.g. deploy/nats/nkeys/client.nk (env APTIX_NATS_NKEY)")
 	f.StringVar(&dataDir, "data", dataDir, "data directory for embedded NATS and local indexes (env APTIX_DATA)")
 }
 
@@ -51,9 +55,11 @@ func defaultDataDir() string {
 // as `aptix index` work with nothing running. close releases both.
 func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 	opts := []nats.Option{nats.Name("aptix " + name)}
-	if natsCreds != "" {
-		opts = append(opts, nats.UserCredentials(natsCreds))
+	auth, err := pipeline.AuthOptions(natsCreds, natsNkey)
+	if err != nil {
+		return nil, nil, usagef("%w", err)
 	}
+	opts = append(opts, auth...)
 	if natsURL != "" {
 		nc, err = nats.Connect(natsURL, opts...)
 		if err != nil {
@@ -107,9 +113,11 @@ func drainAndWait(nc *nats.Conn) {
 // sent to a server with no stages would wait forever, so it fails fast instead.
 func connectRunning(name string) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("aptix " + name), nats.Timeout(2 * time.Second)}
-	if natsCreds != "" {
-		opts = append(opts, nats.UserCredentials(natsCreds))
+	auth, err := pipeline.AuthOptions(natsCreds, natsNkey)
+	if err != nil {
+		return nil, usagef("%w", err)
 	}
+	opts = append(opts, auth...)
 	u := natsURL
 	if u == "" {
 		u = DefaultNATSURL

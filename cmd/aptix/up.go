@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +22,7 @@ import (
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/stack"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	"github.com/aptix-dev/aptix/services/retriever/mcpserver"
@@ -93,6 +95,9 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	}
 	var httpLn net.Listener
 	if upHTTP != "" {
+		if err := auth.Precheck(upHTTP); err != nil {
+			return usagef("--http %s: %w", upHTTP, err)
+		}
 		if httpLn, err = net.Listen("tcp", upHTTP); err != nil {
 			return fmt.Errorf("cannot listen on %s for the HTTP gateway (--http \"\" disables it): %w", upHTTP, err)
 		}
@@ -153,12 +158,20 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	httpLine, curlLine := "", ""
 	stopGateway := func() {}
 	if httpLn != nil {
-		if stopGateway, err = serveGateway(ctx, httpLn, nc, set, log); err != nil {
+		var authLine string
+		if stopGateway, authLine, err = serveGateway(ctx, httpLn, nc, set, log); err != nil {
 			return err
 		}
 		base := "http://" + httpLn.Addr().String()
-		httpLine = fmt.Sprintf("  HTTP:   %s (OpenAI Responses API: POST /v1/responses, GET /v1/models)\n", base)
-		curlLine = fmt.Sprintf("Or over HTTP, with any OpenAI SDK or curl:\n  curl -s %s/v1/responses -H 'Content-Type: application/json' -d '{\"model\":\"%s\",\"input\":\"Explain what this service does\"}'\n", base, def.Model(""))
+		httpLine = fmt.Sprintf("  HTTP:   %s (OpenAI Responses API: POST /v1/responses, GET /v1/models)\n  Auth:   %s\n", base, authLine)
+		hdr := ""
+		switch {
+		case strings.HasPrefix(authLine, "keys"):
+			hdr = " -H \"Authorization: Bearer $APTIX_API_KEY\"" // aptix keys create --name NAME
+		case strings.HasPrefix(authLine, "jwt"):
+			hdr = " -H \"Authorization: Bearer $TOKEN\""
+		}
+		curlLine = fmt.Sprintf("Or over HTTP, with any OpenAI SDK or curl:\n  curl -s %s/v1/responses%s -H 'Content-Type: application/json' -d '{\"model\":\"%s\",\"input\":\"Explain what this service does\"}'\n", base, hdr, def.Model(""))
 	}
 	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (%sJetStream data in %s)\n  Model:  %s\n%s%s  Stages: retriever, envelope, llmcaller, mapper, toolrunner (nats micro ls)\n\n"+
 		"Send a first turn from another terminal:\n  %s\n%s"+
@@ -210,28 +223,43 @@ func upTools(ctx context.Context, js jetstream.JetStream, idx *retrieval.Index, 
 
 // serveGateway serves the HTTP gateway (services/gateway) on ln over the
 // in-process pipeline; the returned func stops it, letting requests finish.
-func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *profiles.Set, log *slog.Logger) (func(), error) {
+// Authentication follows APTIX_AUTH (services/gateway/auth.FromEnv): none
+// by default on loopback, required beyond it; the string describes it.
+func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *profiles.Set, log *slog.Logger) (func(), string, error) {
 	hooks, err := httpapi.WebhookConfigFromEnv()
 	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return nil, "", fmt.Errorf("gateway: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, "", err
+	}
+	setup, err := auth.FromEnv(ctx, ln.Addr().String(), js, 1, log.With("component", "gateway"))
+	if err != nil {
+		var ce auth.ConfigError
+		if errors.As(err, &ce) {
+			return nil, "", usagef("gateway: %w", err)
+		}
+		return nil, "", fmt.Errorf("gateway: %w", err)
 	}
 	if os.Getenv("APTIX_WEBHOOK_ALLOW_PRIVATE") == "" {
 		// A local development stack: webhooks to a local receiver work.
 		hooks.AllowPrivate = true
 		log.Info("webhooks may go to loopback and private addresses (local stack; APTIX_WEBHOOK_ALLOW_PRIVATE=0 refuses them)")
 	}
-	cfg := httpapi.Config{NC: nc, Profiles: set, Logger: log.With("component", "gateway"), Webhooks: hooks}
+	cfg := httpapi.Config{NC: nc, Profiles: set, Logger: log.With("component", "gateway"), Webhooks: hooks,
+		Auth: setup.Auth, LimitRPM: setup.LimitRPM, LimitBackground: setup.LimitBackground}
 	if v := os.Getenv("APTIX_BACKGROUND_TIMEOUT"); v != "" {
 		if cfg.BackgroundTimeout, err = time.ParseDuration(v); err != nil {
-			return nil, fmt.Errorf("APTIX_BACKGROUND_TIMEOUT %q: %w", v, err)
+			return nil, "", fmt.Errorf("APTIX_BACKGROUND_TIMEOUT %q: %w", v, err)
 		}
 	}
 	if err := httpapi.WebSocketConfigFromEnv(&cfg); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return nil, "", fmt.Errorf("gateway: %w", err)
 	}
 	gw, err := httpapi.New(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return nil, "", fmt.Errorf("gateway: %w", err)
 	}
 	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
@@ -240,7 +268,7 @@ func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *prof
 		defer cancel()
 		_ = hs.Shutdown(c)
 		gw.Close()
-	}, nil
+	}, setup.Describe(), nil
 }
 
 // serveSandbox serves the sandbox model on baseURL's host:port. When that

@@ -85,6 +85,11 @@ type AgentExecuteRequest struct {
 	// Responses request beyond the fields above, so nothing it sent is lost
 	// on the way upstream (seed 004). Nil for clients of the bus.
 	OpenAI *OpenAIPassthrough `json:"openai,omitempty"`
+
+	// Principal is the authenticated caller the HTTP gateway submitted the
+	// turn for ("key:<name>" or "jwt:<sub>"; never a key or token). Empty
+	// for clients of the bus and for a gateway without authentication.
+	Principal string `json:"principal,omitempty" jsonschema:"maxLength=512"`
 }
 
 // OpenAIPassthrough carries the parts of a client's OpenAI Responses request

@@ -16,8 +16,11 @@ import (
 
 // Env names every stage binary reads.
 const (
-	EnvNATSURL       = "APTIX_NATS_URL"
-	EnvNATSCreds     = "APTIX_NATS_CREDS"
+	EnvNATSURL   = "APTIX_NATS_URL"
+	EnvNATSCreds = "APTIX_NATS_CREDS"
+	// EnvNATSNkey is the path of the service's nkey seed file (make nkeys
+	// writes one per service into deploy/nats/nkeys).
+	EnvNATSNkey      = "APTIX_NATS_NKEY"
 	EnvMaxAckPending = "APTIX_MAX_ACK_PENDING"
 	EnvMaxDeliver    = "APTIX_MAX_DELIVER"
 	EnvAckWait       = "APTIX_ACK_WAIT"
@@ -66,10 +69,11 @@ func runMain(service string, build Build, log *slog.Logger) error {
 		url = nats.DefaultURL
 	}
 	opts := []nats.Option{nats.Name("aptix-" + service), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
-	if creds := os.Getenv(EnvNATSCreds); creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
+	auth, err := AuthOptions(os.Getenv(EnvNATSCreds), os.Getenv(EnvNATSNkey))
+	if err != nil {
+		return err
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(url, append(opts, auth...)...)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", url, err)
 	}
@@ -147,4 +151,22 @@ func envInt(key string) int {
 func envDuration(key string) time.Duration {
 	d, _ := time.ParseDuration(os.Getenv(key))
 	return d
+}
+
+// AuthOptions are the NATS options for a credentials file (a user JWT and
+// seed) and/or an nkey seed file; either may be empty. A URL's
+// user:password needs neither.
+func AuthOptions(creds, nkeySeed string) ([]nats.Option, error) {
+	var opts []nats.Option
+	if creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	if nkeySeed != "" {
+		o, err := nats.NkeyOptionFromSeed(nkeySeed)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", EnvNATSNkey, nkeySeed, err)
+		}
+		opts = append(opts, o)
+	}
+	return opts, nil
 }

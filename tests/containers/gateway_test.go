@@ -24,7 +24,9 @@ func (d *deployment) gateway(name string, nodes []string) (*testcontainers.Docke
 		urls[i] = fmt.Sprintf("nats://gateway:aptix-dev-gateway@%s:4222", n)
 	}
 	c := d.run(name, "aptix/gateway"+tag,
-		testcontainers.WithEnv(map[string]string{"APTIX_NATS_URL": strings.Join(urls, ","), "APTIX_SANDBOX_URL": "http://sandbox:8089/v1"}),
+		// A gateway listening beyond loopback needs APTIX_AUTH; these tests
+		// are about the bus, so it is told none explicitly.
+		testcontainers.WithEnv(map[string]string{"APTIX_NATS_URL": strings.Join(urls, ","), "APTIX_SANDBOX_URL": "http://sandbox:8089/v1", "APTIX_AUTH": "none"}),
 		testcontainers.WithExposedPorts("8080/tcp"),
 		testcontainers.WithWaitStrategy(wait.ForHTTP("/readyz").WithPort("8080/tcp").WithStartupTimeout(120*time.Second)))
 	return c, "http://" + d.endpoint(c, "8080", "")

@@ -4,11 +4,17 @@ package containers
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
@@ -262,4 +268,99 @@ func total(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// TestSecurityNkeys: the configuration `make nkeys` generates (run here
+// into a temporary folder): each service connects with its own nkey; the
+// development passwords, no credentials, and an unknown nkey are refused;
+// the permissions are auth.conf's, including the gateway's (it publishes
+// turns and reads the API keys but cannot write them, nor another stage's
+// events) and the toolrunner's (aptix.enveloped.> and aptix.responded.>,
+// not another stage's input).
+func TestSecurityNkeys(t *testing.T) {
+	dir := t.TempDir()
+	gen := exec.Command("go", "run", "./nkeysgen", "-in", "..", "-out", dir, "-service-uid", "-1")
+	gen.Dir = "../../deploy/nats/tools"
+	gen.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("nkeysgen: %v\n%s", err, out)
+	}
+	d := newDeployment(t)
+	n := d.run("nats", "aptix/nats-server"+tag,
+		testcontainers.WithCmd("-c", "/etc/nats/nkeys/single.conf"),
+		testcontainers.WithEnv(map[string]string{"NATS_SERVER_NAME": "nats"}),
+		testcontainers.WithFiles(
+			testcontainers.ContainerFile{HostFilePath: filepath.Join(dir, "single.conf"), ContainerFilePath: "/etc/nats/nkeys/single.conf", FileMode: 0o644},
+			testcontainers.ContainerFile{HostFilePath: filepath.Join(dir, "auth.conf"), ContainerFilePath: "/etc/nats/nkeys/auth.conf", FileMode: 0o644}),
+		testcontainers.WithExposedPorts("4222/tcp"),
+		testcontainers.WithWaitStrategy(wait.ForLog("Server is ready").WithStartupTimeout(60*time.Second)))
+	ep := "nats://" + d.endpoint(n, "4222/tcp", "")
+
+	refused := func(what string, opts ...nats.Option) {
+		t.Helper()
+		nc, err := nats.Connect(ep, opts...)
+		if err == nil {
+			nc.Close()
+			t.Fatalf("%s: accepted", what)
+		}
+		if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	refused("no credentials")
+	refused("a development password", nats.UserInfo("gateway", "aptix-dev-gateway"))
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	refused("an unknown nkey", nats.Nkey(pub, kp.Sign))
+
+	as := func(user string) (*nats.Conn, chan error) {
+		t.Helper()
+		opt, err := nats.NkeyOptionFromSeed(filepath.Join(dir, user+".nk"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		violations := make(chan error, 8)
+		nc, err := nats.Connect(ep, opt, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+		if err != nil {
+			t.Fatalf("%s with its nkey: %v", user, err)
+		}
+		t.Cleanup(nc.Close)
+		return nc, violations
+	}
+	check := func(user string, nc *nats.Conn, violations chan error, subject string, allowed bool) {
+		t.Helper()
+		if err := nc.Publish(subject, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.Flush()
+		select {
+		case err := <-violations:
+			if allowed {
+				t.Fatalf("%s publishing %s refused: %v", user, subject, err)
+			}
+			if !strings.Contains(err.Error(), "Permissions Violation") || !strings.Contains(err.Error(), subject) {
+				t.Fatalf("%s publishing %s: unexpected error %v", user, subject, err)
+			}
+		case <-time.After(time.Second):
+			if !allowed {
+				t.Fatalf("%s published %s without a violation", user, subject)
+			}
+		}
+	}
+	gw, gv := as("gateway")
+	check("gateway", gw, gv, "aptix.requested.conv.turn", true)
+	check("gateway", gw, gv, "$KV.aptix_responses.resp.x", true)
+	check("gateway", gw, gv, "aptix.retrieved.conv.turn", false)
+	check("gateway", gw, gv, "$KV.aptix_keys.key.0123456789abcdef", false)
+	tr, tv := as("toolrunner")
+	check("toolrunner", tr, tv, "aptix.enveloped.conv.turn", true)
+	check("toolrunner", tr, tv, "aptix.responded.conv.turn", true) // a round that ends the loop (client calls too)
+	check("toolrunner", tr, tv, "aptix.retrieved.conv.turn", false)
+	check("toolrunner", tr, tv, "aptix.requested.conv.turn", false)
+	env, ev := as("envelope")
+	check("envelope", env, ev, "aptix.enveloped.conv.turn", true)
+	check("envelope", env, ev, "aptix.retrieved.conv.turn", false)
+	for _, u := range []string{"admin", "client", "retriever", "llmcaller", "mapper"} {
+		as(u)
+	}
 }

@@ -31,7 +31,8 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 		s.forwardCompact(ctx, w, p, model, req)
 		return
 	}
-	meta, exec, e := s.prepare(ctx, req, true)
+	turnID, respID := newIDs()
+	meta, exec, e := s.prepare(ctx, req, true, turnID, respID)
 	if e != nil {
 		s.fail(w, e)
 		return

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -54,7 +55,19 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	// A client that goes away does not cancel its turn: everything from here
 	// runs on a context detached from the request.
 	ctx := context.WithoutCancel(r.Context())
-	meta, exec, e := s.prepare(ctx, req, false)
+	turnID, respID := newIDs()
+	if req.Background {
+		ok, err := s.admitBackground(ctx, principal(ctx), respID)
+		if err != nil {
+			s.fail(w, s.submitError(err))
+			return
+		}
+		if !ok {
+			s.tooMany(w, 5*time.Second, fmt.Sprintf("Too many background responses in flight: at most %d queued or running per caller. Retry when one ends.", s.cfg.LimitBackground))
+			return
+		}
+	}
+	meta, exec, e := s.prepare(ctx, req, false, turnID, respID)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -139,8 +152,8 @@ func ptr(s string) *string { return &s }
 // A detached turn (a compaction's summary) always runs in a new conversation
 // seeded like a branch, moves no head and keeps no record: it is not part of
 // any chain a client continues.
-func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, detached bool) (*responses.Meta, contracts.AgentExecuteRequest, *responses.Error) {
-	p, e := s.prepareFrom(ctx, req, detached, nil)
+func (s *Server) prepare(ctx context.Context, req *responses.CreateRequest, detached bool, turnID, respID string) (*responses.Meta, contracts.AgentExecuteRequest, *responses.Error) {
+	p, e := s.prepareFrom(ctx, req, detached, nil, turnID, respID)
 	if e != nil {
 		return nil, contracts.AgentExecuteRequest{}, e
 	}
@@ -182,13 +195,18 @@ func continuation(prev *responses.Meta, t *contracts.Turn) string {
 // prepareFrom is prepare with an optional prior: when it is the response
 // req continues, the continuation is resolved from memory and the head is
 // moved with one compare-and-set at its known revision.
-func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, detached bool, known *prior) (prepared, *responses.Error) {
+//
+// The caller (the principal in ctx) owns the new response; another
+// principal's previous_response_id answers as an unknown one, and a
+// conversation named by an authenticated caller is scoped to it
+// (scopeConversation), so callers never share one.
+func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, detached bool, known *prior, turnID, respID string) (prepared, *responses.Error) {
 	var p prepared
 	backend, model, e := responses.Resolve(s.cfg.Profiles, req.Model)
 	if e != nil {
 		return p, e
 	}
-	turnID, respID := newIDs()
+	owner := principal(ctx)
 	target := responses.Target{TurnID: turnID, Backend: backend, Model: model, ConversationID: newConversationID()}
 	var prev *responses.Meta
 	var headRev uint64
@@ -200,7 +218,7 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		if prev, err = s.store.Get(ctx, req.PreviousID); err != nil {
 			return p, s.submitError(err)
 		}
-		if prev == nil {
+		if prev == nil || prev.Owner != owner {
 			return p, responses.PreviousNotFound(req.PreviousID)
 		}
 		stage, pt, _, err := s.turnAt(ctx, prev.ConversationID, prev.TurnID)
@@ -219,7 +237,12 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 			return p, responses.BadRequest("conversation", responses.CodeInvalidValue,
 				"Invalid 'conversation': must match [A-Za-z0-9_-]{1,128}.")
 		}
-		target.ConversationID = req.Conversation // the envelope continues its newest response
+		conv, ok := scopeConversation(owner, req.Conversation)
+		if !ok {
+			return p, responses.BadRequest("conversation", responses.CodeInvalidValue,
+				fmt.Sprintf("Invalid 'conversation': at most %d characters for this caller.", contracts.MaxIDLen-scopeLen))
+		}
+		target.ConversationID = conv // the envelope continues its newest response
 	}
 	// Everything the client can get wrong is checked before a head moves.
 	if p.exec, e = responses.ToExecute(req, target); e != nil {
@@ -252,8 +275,9 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 			}
 		}
 	}
+	p.exec.Principal = owner
 	meta := &m
-	meta.ID, meta.ConversationID, meta.TurnID = respID, target.ConversationID, turnID
+	meta.ID, meta.ConversationID, meta.TurnID, meta.Owner = respID, target.ConversationID, turnID, owner
 	meta.CreatedAt, meta.ContinuedFrom = s.cfg.Now().Unix(), target.ContinueFrom
 	if meta.Model == "" {
 		if pr, err := s.cfg.Profiles.Get(backend); err == nil {

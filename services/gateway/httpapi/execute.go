@@ -38,7 +38,16 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.ConversationId == "" {
 		req.ConversationId = newConversationID()
+	} else if conv, ok := scopeConversation(principal(r.Context()), req.ConversationId); ok {
+		// An authenticated caller's conversations are its own (scopeConversation).
+		req.ConversationId = conv
+	} else {
+		s.fail(w, responses.BadRequest("conversationId", responses.CodeInvalidValue,
+			fmt.Sprintf("conversationId: at most %d characters for this caller.", contracts.MaxIDLen-scopeLen)))
+		return
 	}
+	// The turn carries who asked for it; a client cannot name someone else.
+	req.Principal = principal(r.Context())
 	stream := r.URL.Query().Get("stream") == "true"
 	req.Stream = req.Stream || stream
 	if err := req.Validate(); err != nil {

@@ -16,7 +16,8 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) (*responses.Meta
 		s.fail(w, s.submitError(err))
 		return nil, false
 	}
-	if meta == nil {
+	if meta == nil || !owns(r.Context(), meta) {
+		// Another principal's response does not exist for this caller.
 		s.fail(w, responses.NotFound(id))
 		return nil, false
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -61,6 +62,14 @@ type Config struct {
 	// WSWriteTimeout bounds one frame's write: a reader that takes longer
 	// is disconnected (its response still completes). Default 30s.
 	WSWriteTimeout time.Duration
+	// Auth says who calls (auth.Chain); nil serves every caller as the
+	// anonymous principal "" (APTIX_AUTH=none). Health endpoints are open.
+	Auth auth.Authenticator
+	// LimitRPM bounds each principal's requests per minute (0: no limit),
+	// counted per replica. LimitBackground bounds each principal's
+	// background responses queued or running (0: no limit), across replicas.
+	LimitRPM        int
+	LimitBackground int
 }
 
 // Server is the gateway's http.Handler.
@@ -78,6 +87,7 @@ type Server struct {
 	dl      jetstream.ConsumeContext
 	mux     *http.ServeMux
 	log     *slog.Logger
+	limits  *rateLimits
 }
 
 // New connects the gateway to the bus: the KV bucket, the stream and one
@@ -124,7 +134,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	s := &Server{cfg: cfg, js: js, log: cfg.Logger}
+	s := &Server{cfg: cfg, js: js, log: cfg.Logger, limits: newRateLimits(cfg.LimitRPM)}
 	if s.stream, err = js.Stream(ctx, contracts.StreamName); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
 	}
@@ -194,8 +204,17 @@ func (s *Server) routes() {
 	s.mux = m
 }
 
-// ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the API: the health endpoints to anyone, everything
+// else to an authenticated caller within its rate (auth.go).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !open(r.URL.Path) {
+		var ok bool
+		if r, ok = s.authenticate(w, r); !ok {
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)

@@ -287,7 +287,8 @@ func (ws *socket) create(gen uint64, data []byte) {
 	// The turn runs on a context detached from the socket: a socket that
 	// goes away does not cancel it.
 	ctx := context.WithoutCancel(ws.ctx)
-	p, e := s.prepareFrom(ctx, req, false, known)
+	turnID, respID := newIDs()
+	p, e := s.prepareFrom(ctx, req, false, known, turnID, respID)
 	if e != nil {
 		fail(e)
 		return

@@ -133,6 +133,9 @@ type Meta struct {
 	NamedConversation string `json:"namedConversation,omitempty"`
 	// Background: created with background true (status starts queued).
 	Background bool `json:"background,omitempty"`
+	// Owner is the principal that created the response ("" without
+	// authentication): only it can read, cancel, delete or continue it.
+	Owner string `json:"owner,omitempty"`
 }
 
 // MetaFor is the Meta of a new response to r (the adapter adds the ids,

@@ -3,10 +3,14 @@
 // balancer; every response record is in JetStream.
 //
 // Environment: APTIX_HTTP_ADDR (default :8080), APTIX_NATS_URL,
-// APTIX_NATS_CREDS, APTIX_PROFILES (the backend profiles, as the envelope and
+// APTIX_NATS_CREDS, APTIX_NATS_NKEY (an nkey seed file), APTIX_PROFILES (the backend profiles, as the envelope and
 // LLM caller read them: `model` picks one), APTIX_STREAM_REPLICAS (of the KV
 // bucket), APTIX_HTTP_MAX_BODY (bytes), APTIX_SYNC_TIMEOUT (a Go duration),
-// APTIX_LOG_LEVEL and the standard OTEL_* variables.
+// APTIX_LOG_LEVEL and the standard OTEL_* variables; authentication and
+// limits: APTIX_AUTH (none | keys | jwt | keys,jwt; required beyond
+// loopback), APTIX_JWKS_URL, APTIX_JWT_ISSUER, APTIX_JWT_AUDIENCE,
+// APTIX_JWT_PRINCIPAL_CLAIM, APTIX_JWT_LEEWAY, APTIX_LIMIT_RPM,
+// APTIX_LIMIT_BACKGROUND (services/gateway/README.md, "Auth").
 package main
 
 import (
@@ -22,9 +26,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 )
 
@@ -51,10 +57,11 @@ func run(log *slog.Logger) error {
 	addr := envOr("APTIX_HTTP_ADDR", ":8080")
 	url := envOr(pipeline.EnvNATSURL, nats.DefaultURL)
 	opts := []nats.Option{nats.Name("aptix-gateway"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true)}
-	if creds := os.Getenv(pipeline.EnvNATSCreds); creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
+	natsAuth, err := pipeline.AuthOptions(os.Getenv(pipeline.EnvNATSCreds), os.Getenv(pipeline.EnvNATSNkey))
+	if err != nil {
+		return err
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(url, append(opts, natsAuth...)...)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", url, err)
 	}
@@ -83,11 +90,24 @@ func run(log *slog.Logger) error {
 	if err := httpapi.WebSocketConfigFromEnv(&cfg); err != nil {
 		return err
 	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
 	// The stages create the stream; a gateway started first waits for it.
 	var srv *httpapi.Server
+	var setup auth.Setup
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {
-		if srv, err = httpapi.New(ctx, cfg); err == nil {
-			break
+		setup, err = auth.FromEnv(ctx, addr, js, cfg.Replicas, log)
+		var ce auth.ConfigError
+		if errors.As(err, &ce) {
+			return err
+		}
+		if err == nil {
+			cfg.Auth, cfg.LimitRPM, cfg.LimitBackground = setup.Auth, setup.LimitRPM, setup.LimitBackground
+			if srv, err = httpapi.New(ctx, cfg); err == nil {
+				break
+			}
 		}
 		log.Warn("gateway not ready, retrying", "err", err, "retry_in", wait)
 		select {
@@ -101,7 +121,7 @@ func run(log *slog.Logger) error {
 	hs := &http.Server{Addr: addr, Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.ListenAndServe() }()
-	log.Info("serving the Responses API", "addr", addr, "nats", url)
+	log.Info("serving the Responses API", "addr", addr, "nats", url, "auth", setup.Describe())
 	select {
 	case err := <-errc:
 		return err
