@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aptix-dev/aptix/pkg/conformance"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -553,5 +554,56 @@ func TestWebSocketKeepAlive(t *testing.T) {
 	defer cancel()
 	if _, _, err := mute.Read(ctx); err == nil || ctx.Err() != nil {
 		t.Fatalf("a client that never answered pings still has its socket (read: %v)", err)
+	}
+}
+
+// TestWebSocketAuthAtHandshake: with API keys required, an upgrade without
+// a key (or with a revoked one) is refused with 401 before any socket
+// exists; with a key the socket works, and its responses belong to the
+// key's principal (another caller's GET is a 404).
+func TestWebSocketAuthAtHandshake(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	ctx := ctxT(t)
+	keys, err := auth.OpenKeys(ctx, e.js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, arec, err := keys.Create(ctx, "alice", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, _, _ := keys.Create(ctx, "bob", "", 0)
+	url := e.authGateway(&auth.Chain{Keys: keys}, &logBuf{})
+	wsURL := "ws" + strings.TrimPrefix(url, "http") + "/v1/responses"
+	dial := func(key string) (*websocket.Conn, *http.Response, error) {
+		o := &websocket.DialOptions{HTTPHeader: http.Header{}}
+		if key != "" {
+			o.HTTPHeader.Set("Authorization", "Bearer "+key)
+		}
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return websocket.Dial(dctx, wsURL, o)
+	}
+	if _, resp, err := dial(""); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no key: err %v, response %v", err, resp)
+	}
+	c, _, err := dial(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(32 << 20)
+	t.Cleanup(func() { _ = c.CloseNow() })
+	r := wsCompleted(t, wsCreate(t, c, map[string]any{"model": "sandbox-1", "input": "hello over an authenticated socket"}))
+	if st, _, _ := call(t, "GET", url+"/v1/responses/"+r.ID, "", bearer(bob)); st != http.StatusNotFound {
+		t.Fatalf("bob read alice's socket response: %d", st)
+	}
+	if st, _, _ := call(t, "GET", url+"/v1/responses/"+r.ID, "", bearer(alice)); st != http.StatusOK {
+		t.Fatalf("alice GET: %d", st)
+	}
+	if _, err := keys.Revoke(ctx, arec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, resp, err := dial(alice); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("revoked key: err %v, response %v", err, resp)
 	}
 }
