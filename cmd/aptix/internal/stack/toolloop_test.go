@@ -15,6 +15,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/conformance"
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/services/envelope/request"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	"github.com/aptix-dev/aptix/services/toolrunner/mcp"
@@ -482,5 +483,52 @@ func TestToolLoopReplayedHistory(t *testing.T) {
 	last := sentBody(t, e.sb.LastRequest())
 	if _, ok := last["previous_response_id"]; ok || len(last["input"].([]any)) < 3 {
 		t.Fatalf("the second call did not replay the items: %v", last)
+	}
+}
+
+// TestToolLoopKilledMidRound: the toolrunner's process dies while a round
+// runs (its connection gone, its context cancelled), one call finished and
+// one still sleeping. A new toolrunner gets the redelivered round, runs only
+// the unfinished call again, and the turn completes once.
+func TestToolLoopKilledMidRound(t *testing.T) {
+	e, srv := toolEnv(t, func(c *Config) { c.Only = []string{"retriever", "envelope", "llmcaller", "mapper"} })
+	doomed, _ := natstest.Connect(t, e.url)
+	dying := e.cfg
+	dying.Only = []string{"toolrunner"}
+	dctx, kill := context.WithCancel(context.Background())
+	defer kill()
+	ready := make(chan struct{})
+	go func() { _ = Run(dctx, doomed, dying, ready) }()
+	<-ready
+
+	_, client := e.gateway()
+	p := loopParams(`[call:add {"a":1,"b":1}] [call:sleep {"ms":1500}]`, mcpTool("calc"))
+	p.Background = openai.Bool(true)
+	r, err := client.Responses.New(ctxT(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for (srv.Calls("add") == 0 || srv.Calls("sleep") == 0) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // add's result is recorded
+	doomed.Close()                     // the process is gone: no ack, no publish
+	kill()
+
+	fresh, _ := natstest.Connect(t, e.url)
+	restarted := e.cfg
+	restarted.Only = []string{"toolrunner"}
+	e.run(fresh, restarted)
+	got, _ := waitStatus(t, client, r.ID, "completed")
+	f := loopOf(t, got.RawJSON())
+	if srv.Calls("add") != 1 || srv.Calls("sleep") != 2 {
+		t.Fatalf("add ran %d times (want 1: it had finished), sleep %d (want 2: it had not)", srv.Calls("add"), srv.Calls("sleep"))
+	}
+	if len(f.ToolExecutions) != 2 || f.ToolExecutions[0].Output != "2" || f.ToolExecutions[1].Status != "completed" {
+		t.Fatalf("executions %+v", f.ToolExecutions)
+	}
+	if n := e.count(contracts.Subject(contracts.StageCompleted, awaitTurn(t, e, r.ID).ConversationId, awaitTurn(t, e, r.ID).TurnId)); n != 1 {
+		t.Fatalf("%d completions", n)
 	}
 }
