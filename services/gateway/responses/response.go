@@ -171,7 +171,7 @@ func Echo(r *CreateRequest) (json.RawMessage, *Error) {
 		if err != nil {
 			return nil, invalid("tools", CodeInvalidValue, "Invalid 'tools': %v.", err)
 		}
-		m["tools"] = tools
+		m["tools"] = echoTools(tools)
 	}
 	if len(r.ToolChoiceRaw) > 0 {
 		m["tool_choice"] = r.ToolChoiceRaw
@@ -441,4 +441,23 @@ func fileSearchCall(meta Meta, t *contracts.Turn) json.RawMessage {
 	}
 	b, _ := json.Marshal(item)
 	return b
+}
+
+// echoTools is the response's tools: function tools flat with every field
+// the Open Responses schema requires (a missing description is null, not
+// absent), other tools as sent.
+func echoTools(tools []request.Tool) []any {
+	out := make([]any, 0, len(tools))
+	for _, t := range tools {
+		if !t.IsFunction() {
+			out = append(out, t)
+			continue
+		}
+		var desc any
+		if t.Description != "" {
+			desc = t.Description
+		}
+		out = append(out, map[string]any{"type": "function", "name": t.Name, "description": desc, "parameters": t.Parameters, "strict": t.Strict})
+	}
+	return out
 }
