@@ -77,5 +77,6 @@ func init() {
 	f.IntVar(&o.ThroughputTurns, "throughput-turns", 0, "turns per throughput run (default 6000)")
 	f.IntVar(&o.SoakTurns, "soak-turns", 0, "turns in flight in the soak (default 1000)")
 	f.DurationVar(&o.SoakLatency, "soak-latency", 0, "model latency in the soak (default 1s)")
+	f.BoolVar(&o.Quick, "quick", false, "measure only the direct call, the bus path and the raw chain (no gateway, tool loop or soak): for A/B runs of two builds")
 	root.AddCommand(cmd)
 }
