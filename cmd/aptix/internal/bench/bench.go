@@ -82,11 +82,14 @@ type Report struct {
 	Gateway map[int]Load `json:"gateway"`
 	// ToolLoop is a 20-round client-side tool loop over WebSocket mode and
 	// over HTTP+SSE on that gateway (issue 23).
-	ToolLoop   ToolLoop        `json:"toolLoop"`
-	PeakRSSMiB float64         `json:"peakRssMiB"`
-	Soak       SoakResult      `json:"soak"`
-	Ratios     Ratios          `json:"ratios"`
-	Goals      map[string]bool `json:"goals"`
+	ToolLoop   ToolLoop `json:"toolLoop"`
+	PeakRSSMiB float64  `json:"peakRssMiB"`
+	// StageMsC1 is each stage's mean handling time per event at
+	// concurrency 1 (handler, store round trips, publish).
+	StageMsC1 map[string]float64 `json:"stageMsC1,omitempty"`
+	Soak      SoakResult         `json:"soak"`
+	Ratios    Ratios             `json:"ratios"`
+	Goals     map[string]bool    `json:"goals"`
 }
 
 // Ratios compare Aptix with the floors measured in the same run.
@@ -182,10 +185,12 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 
 	o.Progress("aptix: concurrency 1, %d turns", o.LatencyTurns)
+	busy := stageBusy(p.client)
 	r.Aptix[1] = closedLoop(ctx, o.LatencyTurns, 1, func(ctx context.Context, i int) error {
 		_, err := p.turn(ctx, benchRequest("c1", i))
 		return err
 	})
+	r.StageMsC1 = stageMs(busy, stageBusy(p.client))
 	for _, c := range Concurrencies {
 		o.Progress("aptix: concurrency %d, %d turns", c, o.ThroughputTurns)
 		r.Aptix[c] = closedLoop(ctx, o.ThroughputTurns, c, func(ctx context.Context, i int) error {

@@ -36,6 +36,10 @@ func Table(w io.Writer, r Report) error {
 	}
 	fmt.Fprintf(w, "\nadded latency (aptix − direct) at concurrency 1: p50 %.3f ms, p99 %.3f ms; aptix p50 / chain p50 = %.2f\n",
 		r.Ratios.AddedLatencyP50Ms, r.Ratios.AddedLatencyP99Ms, r.Ratios.LatencyVsChainP50)
+	if len(r.StageMsC1) > 0 {
+		fmt.Fprintf(w, "stage handling at concurrency 1, ms per event (handler, its store round trips, its publish): retriever %.3f, envelope %.3f, llmcaller %.3f (model call included), mapper %.3f\n",
+			r.StageMsC1["retriever"], r.StageMsC1["envelope"], r.StageMsC1["llmcaller"], r.StageMsC1["mapper"])
+	}
 	for _, c := range sortedKeys(r.Ratios.ThroughputVsChain) {
 		fmt.Fprintf(w, "throughput aptix / chain at concurrency %d: %.2f\n", c, r.Ratios.ThroughputVsChain[c])
 	}
