@@ -5,10 +5,12 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +23,8 @@ import (
 type Options struct {
 	// Turns at concurrency 1 (latency) and at 64/256 (throughput).
 	LatencyTurns, ThroughputTurns int
-	// SoakTurns are all sent at once against a sandbox with SoakLatency.
+	// SoakTurns (default 10,000) are all sent at once against a sandbox
+	// with SoakLatency (default 1 s), in a child process.
 	SoakTurns   int
 	SoakLatency time.Duration
 	// ToolLoops are the client-side tool loops of each transport at
@@ -43,7 +46,7 @@ func (o Options) withDefaults() Options {
 		o.ThroughputTurns = 6000
 	}
 	if o.SoakTurns == 0 {
-		o.SoakTurns = 1000
+		o.SoakTurns = 10000
 	}
 	if o.SoakLatency == 0 {
 		o.SoakLatency = time.Second
@@ -115,6 +118,10 @@ type SoakResult struct {
 	AddedLatencyP99  float64 `json:"addedLatencyP99Ms"`
 	Seconds          float64 `json:"seconds"`
 	MaxUpstreamInFly int     `json:"maxUpstreamInFlight"`
+	// PeakRSSMiB is the peak RSS of the soak's process: embedded
+	// nats-server, the stages and the client, the sandbox not included.
+	PeakRSSMiB          float64 `json:"peakRssMiB"`
+	SandboxOutOfProcess bool    `json:"sandboxOutOfProcess"`
 }
 
 // Concurrencies of the throughput runs.
@@ -241,8 +248,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return r, err
 	}
 
-	o.Progress("soak: %d turns in flight, sandbox latency %s", o.SoakTurns, o.SoakLatency)
-	if r.Soak, err = soak(ctx, url, chunks, o.SoakTurns, o.SoakLatency); err != nil {
+	o.Progress("soak: %d turns in flight, sandbox latency %s (a child process: bench --soak-only)", o.SoakTurns, o.SoakLatency)
+	if r.Soak, err = soakChild(ctx, o); err != nil {
 		return r, err
 	}
 	setRatios(&r)
@@ -324,26 +331,35 @@ func setRatios(r *Report) {
 		"wsToolLoopTime<=0.75xHTTP@1":     r.ToolLoop.TimeRatio <= 0.75,
 		"wsToolLoopThroughput>=1xHTTP@64": r.ToolLoop.ThroughputRatio >= 1.0,
 		"soakNoTurnLost":                  r.Soak.Completed == r.Soak.Turns && r.Soak.Duplicates == 0 && r.Soak.UpstreamCalls == r.Soak.Turns,
+		"soak10000InFlight":               r.Soak.Turns >= 10000,
+		"soakPeakRSS<=2GiB":               r.Soak.PeakRSSMiB > 0 && r.Soak.PeakRSSMiB <= 2048,
 	} {
 		r.Goals[k] = v
 	}
 }
 
 // soak sends every turn at once to a pipeline whose model takes latency to
-// answer: all must complete, once, with one upstream call each.
+// answer: all must complete, once, with one upstream call each. The sandbox
+// runs in its own process (`aptix sandbox`, as beside `aptix up`), so the
+// process's peak RSS is the pipeline's: the embedded nats-server, the four
+// stages and the client holding every turn.
 func soak(ctx context.Context, url string, chunks []contracts.RagChunk, turns int, latency time.Duration) (SoakResult, error) {
 	res := SoakResult{Turns: turns, ModelLatencyMs: ms(latency)}
-	sb, err := startSandbox(latency)
+	sb, err := startSandboxProcess(ctx, latency)
 	if err != nil {
 		return res, err
 	}
+	res.SandboxOutOfProcess = true
 	defer sb.close()
 	p, err := startPipeline(ctx, url, sb, chunks, turns+turns/4)
 	if err != nil {
 		return res, err
 	}
-	before := sb.Requests()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	before, _, err := sb.requests()
+	if err != nil {
+		return res, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	l := closedLoop(ctx, turns, turns, func(ctx context.Context, i int) error {
 		_, err := p.turn(ctx, benchRequest("soak", i))
@@ -353,11 +369,16 @@ func soak(ctx context.Context, url string, chunks []contracts.RagChunk, turns in
 	time.Sleep(500 * time.Millisecond)
 	completed, dups, _ := p.comp.Counts()
 	res.Completed, res.Duplicates = completed, dups
-	res.UpstreamCalls = sb.Requests() - before
-	res.MaxUpstreamInFly = sb.MaxInFlight()
+	after, maxFly, err := sb.requests()
+	if err != nil {
+		return res, err
+	}
+	res.UpstreamCalls = after - before
+	res.MaxUpstreamInFly = maxFly
 	res.Latency = l.Latency
 	res.AddedLatencyP99 = round3(l.Latency.P99 - ms(latency))
 	res.Seconds = l.Seconds
+	res.PeakRSSMiB = peakRSSMiB()
 	if err := p.close(); err != nil {
 		return res, err
 	}
@@ -365,6 +386,59 @@ func soak(ctx context.Context, url string, chunks []contracts.RagChunk, turns in
 		return res, err
 	}
 	return res, nil
+}
+
+// RunSoak runs only the soak, on its own embedded nats-server: `aptix bench
+// --soak-only`, which `aptix bench` runs as a child process so the soak's
+// peak RSS is its own, not the earlier phases'.
+func RunSoak(ctx context.Context, o Options) (SoakResult, error) {
+	o = o.withDefaults()
+	dir, err := os.MkdirTemp("", "aptix-soak-")
+	if err != nil {
+		return SoakResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		return SoakResult{}, err
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return SoakResult{}, fmt.Errorf("nats-server not ready")
+	}
+	chunks, err := fixtureChunks()
+	if err != nil {
+		return SoakResult{}, err
+	}
+	o.Progress("soak: %d turns in flight, sandbox latency %s, sandbox in its own process", o.SoakTurns, o.SoakLatency)
+	return soak(ctx, ns.ClientURL(), chunks, o.SoakTurns, o.SoakLatency)
+}
+
+// soakChild runs RunSoak in a child process (this binary's bench --soak-only).
+func soakChild(ctx context.Context, o Options) (SoakResult, error) {
+	var res SoakResult
+	exe, err := os.Executable()
+	if err != nil {
+		return res, err
+	}
+	out, err := os.CreateTemp("", "aptix-soak-*.json")
+	if err != nil {
+		return res, err
+	}
+	out.Close()
+	defer os.Remove(out.Name())
+	cmd := exec.CommandContext(ctx, exe, "bench", "--soak-only", "--soak-turns", strconv.Itoa(o.SoakTurns),
+		"--soak-latency", o.SoakLatency.String(), "--out", out.Name())
+	cmd.Stderr = os.Stderr
+	if b, err := cmd.Output(); err != nil {
+		return res, fmt.Errorf("soak: %w\n%s", err, b)
+	}
+	data, err := os.ReadFile(out.Name())
+	if err != nil {
+		return res, err
+	}
+	return res, json.Unmarshal(data, &res)
 }
 
 func round3(f float64) float64 { return ms(time.Duration(f * 1e6)) }

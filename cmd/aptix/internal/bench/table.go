@@ -55,8 +55,11 @@ func Table(w io.Writer, r Report) error {
 	}
 	fmt.Fprintf(w, "peak RSS of the process (NATS server, sandbox and stages included): %.1f MiB\n", r.PeakRSSMiB)
 	s := r.Soak
-	fmt.Fprintf(w, "soak: %d turns in flight, model latency %.0f ms: %d completed, %d duplicates, %d upstream calls (max %d at once), turn p50 %.1f ms p99 %.1f ms, added p99 %.1f ms, %.1f s\n",
-		s.Turns, s.ModelLatencyMs, s.Completed, s.Duplicates, s.UpstreamCalls, s.MaxUpstreamInFly, s.Latency.P50, s.Latency.P99, s.AddedLatencyP99, s.Seconds)
+	if s.Turns > 0 {
+		fmt.Fprintf(w, "soak: %d turns in flight, model latency %.0f ms: %d completed, %d duplicates, %d upstream calls (max %d at once), turn p50 %.1f ms p99 %.1f ms, added p99 %.1f ms, %.1f s\n",
+			s.Turns, s.ModelLatencyMs, s.Completed, s.Duplicates, s.UpstreamCalls, s.MaxUpstreamInFly, s.Latency.P50, s.Latency.P99, s.AddedLatencyP99, s.Seconds)
+		fmt.Fprintf(w, "soak peak RSS (its own process: embedded nats-server, four stages, the client; sandbox out of process: %v): %.1f MiB\n", s.SandboxOutOfProcess, s.PeakRSSMiB)
+	}
 	names := make([]string, 0, len(r.Goals))
 	for g := range r.Goals {
 		names = append(names, g)
