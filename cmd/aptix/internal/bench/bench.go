@@ -105,6 +105,9 @@ type Ratios struct {
 	// gateway's throughput over the bus path's.
 	GatewayAddedP50Ms float64         `json:"gatewayAddedP50Ms"`
 	GatewayVsBus      map[int]float64 `json:"gatewayVsBus"`
+	// CPUChainOverAptix is the chain's CPU per operation over Aptix's: the
+	// throughput ratio the two would reach on cores of their own.
+	CPUChainOverAptix map[int]float64 `json:"cpuChainOverAptix"`
 }
 
 // SoakResult is the many-turns-in-flight run against a slow model.
@@ -311,10 +314,12 @@ func setRatios(r *Report) {
 		ThroughputVsChain: map[int]float64{},
 		GatewayAddedP50Ms: round3(r.Gateway[1].Latency.P50 - r.Aptix[1].Latency.P50),
 		GatewayVsBus:      map[int]float64{},
+		CPUChainOverAptix: map[int]float64{},
 	}
 	for _, c := range Concurrencies {
 		r.Ratios.ThroughputVsChain[c] = ratio(r.Aptix[c].PerSecond, r.Chain[c].PerSecond)
 		r.Ratios.GatewayVsBus[c] = ratio(r.Gateway[c].PerSecond, r.Aptix[c].PerSecond)
+		r.Ratios.CPUChainOverAptix[c] = ratio(r.Chain[c].CPUMsPerOp, r.Aptix[c].CPUMsPerOp)
 	}
 	r.Goals = map[string]bool{
 		"addedLatencyP50<=0.5ms":    r.Ratios.AddedLatencyP50Ms <= 0.5,

@@ -13,9 +13,9 @@ func Table(w io.Writer, r Report) error {
 	fmt.Fprintf(w, "Aptix benchmark, %s, %s, %d CPUs, %s\n", r.When.Format("2006-01-02 15:04 UTC"), r.GoVersion, r.CPUs, r.Storage)
 	fmt.Fprintf(w, "event sizes (bytes) requested/retrieved/enveloped/responded/completed: %v; 8 RAG chunks per turn\n\n", r.EventBytes)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\tconcurrency\tops\tp50 ms\tp90 ms\tp99 ms\tops/s\t")
+	fmt.Fprintln(tw, "path\tconcurrency\tops\tp50 ms\tp90 ms\tp99 ms\tops/s\tCPU ms/op\t")
 	row := func(name string, l Load) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.0f\t\n", name, l.Concurrency, l.Ops, l.Latency.P50, l.Latency.P90, l.Latency.P99, l.PerSecond)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.0f\t%.3f\t\n", name, l.Concurrency, l.Ops, l.Latency.P50, l.Latency.P90, l.Latency.P99, l.PerSecond, l.CPUMsPerOp)
 	}
 	row("direct openai-go → sandbox", r.Direct)
 	for _, c := range sortedKeys(r.Chain) {
@@ -41,7 +41,7 @@ func Table(w io.Writer, r Report) error {
 			r.StageMsC1["retriever"], r.StageMsC1["envelope"], r.StageMsC1["llmcaller"], r.StageMsC1["mapper"])
 	}
 	for _, c := range sortedKeys(r.Ratios.ThroughputVsChain) {
-		fmt.Fprintf(w, "throughput aptix / chain at concurrency %d: %.2f\n", c, r.Ratios.ThroughputVsChain[c])
+		fmt.Fprintf(w, "throughput aptix / chain at concurrency %d: %.2f (CPU per op chain / aptix: %.2f)\n", c, r.Ratios.ThroughputVsChain[c], r.Ratios.CPUChainOverAptix[c])
 	}
 	fmt.Fprintf(w, "gateway added latency (gateway − bus) at concurrency 1: p50 %.3f ms\n", r.Ratios.GatewayAddedP50Ms)
 	for _, c := range sortedKeys(r.Ratios.GatewayVsBus) {
