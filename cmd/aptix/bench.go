@@ -39,6 +39,7 @@ func init() {
 				}
 				defer pprof.StopCPUProfile()
 			}
+			bench.SelfExec = true // the soak and its sandbox run as child processes of this binary
 			o.Progress = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "bench: "+format+"\n", args...) }
 			if soakOnly {
 				s, err := bench.RunSoak(cmd.Context(), o)

@@ -251,8 +251,13 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return r, err
 	}
 
-	o.Progress("soak: %d turns in flight, sandbox latency %s (a child process: bench --soak-only)", o.SoakTurns, o.SoakLatency)
-	if r.Soak, err = soakChild(ctx, o); err != nil {
+	o.Progress("soak: %d turns in flight, sandbox latency %s (a child process when run by aptix: bench --soak-only)", o.SoakTurns, o.SoakLatency)
+	if SelfExec {
+		r.Soak, err = soakChild(ctx, o)
+	} else {
+		r.Soak, err = soak(ctx, url, chunks, o.SoakTurns, o.SoakLatency)
+	}
+	if err != nil {
 		return r, err
 	}
 	setRatios(&r)
@@ -350,11 +355,17 @@ func setRatios(r *Report) {
 // stages and the client holding every turn.
 func soak(ctx context.Context, url string, chunks []contracts.RagChunk, turns int, latency time.Duration) (SoakResult, error) {
 	res := SoakResult{Turns: turns, ModelLatencyMs: ms(latency)}
-	sb, err := startSandboxProcess(ctx, latency)
+	var sb upstream
+	var err error
+	if SelfExec {
+		sb, err = startSandboxProcess(ctx, latency)
+		res.SandboxOutOfProcess = true
+	} else {
+		sb, err = startSandbox(latency)
+	}
 	if err != nil {
 		return res, err
 	}
-	res.SandboxOutOfProcess = true
 	defer sb.close()
 	p, err := startPipeline(ctx, url, sb, chunks, turns+turns/4)
 	if err != nil {
@@ -419,6 +430,11 @@ func RunSoak(ctx context.Context, o Options) (SoakResult, error) {
 	o.Progress("soak: %d turns in flight, sandbox latency %s, sandbox in its own process", o.SoakTurns, o.SoakLatency)
 	return soak(ctx, ns.ClientURL(), chunks, o.SoakTurns, o.SoakLatency)
 }
+
+// SelfExec is set by the aptix binary: this process can run `aptix sandbox`
+// and `aptix bench --soak-only` as child processes. Unset (a test binary),
+// the soak and its sandbox run in this process.
+var SelfExec bool
 
 // soakChild runs RunSoak in a child process (this binary's bench --soak-only).
 func soakChild(ctx context.Context, o Options) (SoakResult, error) {
