@@ -70,6 +70,8 @@ func Table(w io.Writer, r Report) error {
 		mark := "MISSED"
 		if r.Goals[g] {
 			mark = "met"
+		} else if c := missCause(g, r); c != "" {
+			mark += ": " + c
 		}
 		fmt.Fprintf(w, "  %-32s %s\n", g, mark)
 	}
@@ -83,4 +85,34 @@ func sortedKeys[V any](m map[int]V) []int {
 	}
 	sort.Ints(keys)
 	return keys
+}
+
+// missCause says, from this run's own figures, why a goal was missed.
+func missCause(goal string, r Report) string {
+	a1, d, ch := r.Aptix[1], r.Direct, r.Chain[1]
+	switch goal {
+	case "addedLatencyP50<=0.5ms":
+		st := r.StageMsC1
+		return fmt.Sprintf("p50 %.3f ms over the direct call's %.3f; the five-hop bus floor alone is %.3f ms here, and the stages' handling (store round trips, JSON, publish) is retriever %.3f + envelope %.3f + llmcaller %.3f (model call included) + mapper %.3f ms",
+			a1.Latency.P50, d.Latency.P50, ch.Latency.P50, st["retriever"], st["envelope"], st["llmcaller"], st["mapper"])
+	case "throughput>=70%ofChain64", "throughput>=70%ofChain256":
+		c := 64
+		if goal == "throughput>=70%ofChain256" {
+			c = 256
+		}
+		return fmt.Sprintf("CPU-bound on %d cores: a turn costs %.3f ms of CPU (stages, nats-server, the in-process sandbox) against the chain's %.3f ms",
+			r.CPUs, r.Aptix[c].CPUMsPerOp, r.Chain[c].CPUMsPerOp)
+	case "gatewayAddedP50<=0.3ms":
+		return fmt.Sprintf("gateway p50 %.3f ms vs the bus path's %.3f; CPU per turn %.3f vs %.3f ms (HTTP, the Responses translation, the passthrough merge)",
+			r.Gateway[1].Latency.P50, a1.Latency.P50, r.Gateway[1].CPUMsPerOp, a1.CPUMsPerOp)
+	case "gateway>=90%ofBus64", "gateway>=90%ofBus256":
+		c := 64
+		if goal == "gateway>=90%ofBus256" {
+			c = 256
+		}
+		return fmt.Sprintf("CPU-bound: %.3f ms of CPU per gateway turn vs %.3f on the bus path", r.Gateway[c].CPUMsPerOp, r.Aptix[c].CPUMsPerOp)
+	case "soakPeakRSS<=2GiB":
+		return fmt.Sprintf("peak RSS %.1f MiB", r.Soak.PeakRSSMiB)
+	}
+	return ""
 }
