@@ -16,6 +16,7 @@ func init() {
 	var (
 		out, cpuProfile, memProfile string
 		o                           bench.Options
+		soakOnly                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--out FILE]",
@@ -23,8 +24,8 @@ func init() {
 		Long: "bench runs, in this process, on one embedded nats-server: openai-go straight to the sandbox\n" +
 			"(the LLM floor), a raw JetStream five-hop chain with Aptix's event sizes (the bus floor), Aptix\n" +
 			"itself at concurrency 1, 64 and 256 (sandbox at 0 ms, 8 RAG chunks per turn), the HTTP gateway,\n" +
-			"a 20-round client-side tool loop over WebSocket mode vs HTTP+SSE, and a soak of\n" +
-			"1,000 turns in flight against a 1 s model. It prints a table and writes the figures as JSON.",
+			"a 20-round client-side tool loop over WebSocket mode vs HTTP+SSE, and (in a child process, the\n" +
+			"sandbox in another) a soak of 10,000 turns in flight against a 1 s model. It prints a table and writes the figures as JSON.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cpuProfile != "" {
@@ -38,7 +39,23 @@ func init() {
 				}
 				defer pprof.StopCPUProfile()
 			}
+			bench.SelfExec = true // the soak and its sandbox run as child processes of this binary
 			o.Progress = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "bench: "+format+"\n", args...) }
+			if soakOnly {
+				s, err := bench.RunSoak(cmd.Context(), o)
+				if err != nil {
+					return err
+				}
+				data, err := json.MarshalIndent(s, "", "  ")
+				if err != nil {
+					return err
+				}
+				if out == "" {
+					_, err = cmd.OutOrStdout().Write(append(data, '\n'))
+					return err
+				}
+				return os.WriteFile(out, append(data, '\n'), 0o644)
+			}
 			r, err := bench.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -75,7 +92,9 @@ func init() {
 	f.StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations of the whole run) at the end")
 	f.IntVar(&o.LatencyTurns, "latency-turns", 0, "turns at concurrency 1 (default 2000)")
 	f.IntVar(&o.ThroughputTurns, "throughput-turns", 0, "turns per throughput run (default 6000)")
-	f.IntVar(&o.SoakTurns, "soak-turns", 0, "turns in flight in the soak (default 1000)")
+	f.IntVar(&o.SoakTurns, "soak-turns", 0, "turns in flight in the soak (default 10000)")
+	f.BoolVar(&soakOnly, "soak-only", false, "run only the soak (the sandbox in its own process) and print its figures as JSON; bench runs it so as a child process")
 	f.DurationVar(&o.SoakLatency, "soak-latency", 0, "model latency in the soak (default 1s)")
+	f.BoolVar(&o.Quick, "quick", false, "measure only the direct call, the bus path and the raw chain (no gateway, tool loop or soak): for A/B runs of two builds")
 	root.AddCommand(cmd)
 }

@@ -124,6 +124,36 @@ func (c *Cancels) Reason(ctx context.Context, turnID string) (at time.Time, reas
 	return e.Created(), reason, true, nil
 }
 
+// Watch registers the turn like Track and then reads its cancel once: a
+// cancel stored before the read is returned (reason, ok), one stored after
+// it aborts tctx. One KV read where Reason followed by Track made two (the
+// LLM caller did both on every turn). On an error or a cancel, the
+// registration is already released.
+func (c *Cancels) Watch(ctx context.Context, turnID string) (tctx context.Context, release func(), reason string, ok bool, err error) {
+	tctx, cancel := context.WithCancelCause(ctx)
+	me := &tracked{cancel: cancel}
+	c.mu.Lock()
+	c.flight[turnID] = append(c.flight[turnID], me)
+	c.mu.Unlock()
+	release = func() {
+		c.mu.Lock()
+		rest := slices.DeleteFunc(c.flight[turnID], func(t *tracked) bool { return t == me })
+		if len(rest) == 0 {
+			delete(c.flight, turnID)
+		} else {
+			c.flight[turnID] = rest
+		}
+		c.mu.Unlock()
+		cancel(nil)
+	}
+	_, reason, ok, err = c.Reason(ctx, turnID)
+	if err != nil || ok {
+		release()
+		return nil, nil, reason, ok, err
+	}
+	return tctx, release, "", false, nil
+}
+
 // Track returns a context that ends, with cause ErrCancelled, when turnID
 // is cancelled (already, or while the returned context is in use); release
 // stops tracking it.

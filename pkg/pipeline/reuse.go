@@ -34,6 +34,13 @@ func recordedRequest(ctx context.Context, js jetstream.JetStream, conv, turnID s
 	if err != nil {
 		return nil, err
 	}
+	return recordedRequestIn(ctx, js, s, conv, turnID)
+}
+
+// recordedRequestIn is recordedRequest on a stream handle the caller keeps:
+// the retriever looks every turn up, and fetching the handle each time cost
+// a STREAM.INFO round trip (and the server's JSON for it) per turn.
+func recordedRequestIn(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, conv, turnID string) (*contracts.AgentExecuteRequest, error) {
 	m, err := s.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageRetrieved, conv, turnID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -91,6 +92,26 @@ type runner struct {
 	// admit is set on the stage that brings new turns into APTIX.
 	admit *admission
 	stats workStats
+	// events is the APTIX stream's handle, fetched once (recordedRequest).
+	eventsMu sync.Mutex
+	events   jetstream.Stream
+}
+
+// recordedRequest looks a turn id up on the kept stream handle.
+func (r *runner) recordedRequest(ctx context.Context, conv, turnID string) (*contracts.AgentExecuteRequest, error) {
+	r.eventsMu.Lock()
+	s := r.events
+	r.eventsMu.Unlock()
+	if s == nil {
+		var err error
+		if s, err = r.js.Stream(ctx, contracts.StreamName); err != nil {
+			return nil, err
+		}
+		r.eventsMu.Lock()
+		r.events = s
+		r.eventsMu.Unlock()
+	}
+	return recordedRequestIn(ctx, r.js, s, conv, turnID)
 }
 
 // Run runs a stage until ctx ends, then drains: it stops fetching, lets the
@@ -186,6 +207,7 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		trace.WithAttributes(attribute.String("messaging.consumer.group.name", r.sub.Durable), attribute.Int("messaging.nats.delivered", delivered)))
 	defer span.End()
 	ctx = withCarried(ctx, msg.Metadata) // replay and redrive marks (replay.go)
+	ctx = context.WithValue(ctx, deliveredKey{}, delivered)
 
 	payload := msg.Payload
 	if key := msg.Metadata.Get(contracts.HeaderClaim); key != "" {
@@ -214,7 +236,7 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	log := r.log.With("conversation", turn.ConversationId, "turn", turn.TurnId, "trace_id", span.SpanContext().TraceID().String())
 
 	if r.st.In == contracts.StageRequested {
-		prev, err := recordedRequest(ctx, r.js, turn.ConversationId, turn.TurnId)
+		prev, err := r.recordedRequest(ctx, turn.ConversationId, turn.TurnId)
 		if err != nil {
 			return err // cannot tell yet: retry rather than answer twice
 		}
@@ -279,6 +301,18 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	}
 	r.stats.processed.Add(1)
 	return nil
+}
+
+type deliveredKey struct{}
+
+// Delivered is JetStream's delivery count of the event a handler is
+// handling (1: the first delivery; 0: unknown, not called from a stage). A
+// first delivery cannot find anything an earlier delivery of the same event
+// left, so a handler may skip looking for it (the LLM caller's pay-once
+// lookup) when a create-if-absent write still catches what is there.
+func Delivered(ctx context.Context) int {
+	n, _ := ctx.Value(deliveredKey{}).(int)
+	return n
 }
 
 // safeHandle turns a handler panic into an error, so it is retried and

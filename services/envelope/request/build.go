@@ -5,11 +5,14 @@
 package request
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
@@ -210,11 +213,14 @@ func firstNonEmpty(s ...string) string {
 // marshal encodes without HTML escaping: context blocks are full of <, > and
 // &, and \u003c in a prompt helps no one reading the event.
 func marshal(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return jsonv2.Marshal(v, v1NoHTMLEscape)
 }
+
+// v1NoHTMLEscape is encoding/json's output with SetEscapeHTML(false),
+// through the v2 engine (as pkg/pipeline's turn codec): every body is
+// marshalled here, the context block included, and encoding/json validated
+// and compacted each embedded raw item again (the benchmark's profile).
+var v1NoHTMLEscape = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsontext.EscapeForHTML(false))
+
+// unmarshal is json.Unmarshal through the v2 engine with v1 semantics.
+func unmarshal(data []byte, v any) error { return jsonv2.Unmarshal(data, v, jsonv1.DefaultOptionsV1()) }

@@ -31,7 +31,7 @@ func ApplyPassthrough(body json.RawMessage, p *contracts.OpenAIPassthrough) (jso
 		return body, nil
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
+	if err := unmarshal(body, &fields); err != nil {
 		return nil, fmt.Errorf("decode built body: %w", err)
 	}
 	if len(p.Fields) > 0 {
@@ -59,7 +59,7 @@ func ApplyPassthrough(body json.RawMessage, p *contracts.OpenAIPassthrough) (jso
 // built user message (the last built item).
 func mergeInput(built json.RawMessage, p *contracts.OpenAIPassthrough) (json.RawMessage, error) {
 	var ours []json.RawMessage
-	if err := json.Unmarshal(built, &ours); err != nil || len(ours) == 0 {
+	if err := unmarshal(built, &ours); err != nil || len(ours) == 0 {
 		return nil, fmt.Errorf("built body has no input items")
 	}
 	var theirs []json.RawMessage

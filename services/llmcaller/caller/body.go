@@ -80,7 +80,9 @@ func (b body) inputItems() ([]json.RawMessage, error) {
 		return []json.RawMessage{msg}, nil
 	}
 	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
+	// The v2 engine, as openBody: the input is most of the body (the
+	// context block), and every call keeps its items (recover.go).
+	if err := jsonv2.Unmarshal(raw, &items, v1Semantics); err != nil {
 		return nil, fmt.Errorf("input is neither a string nor an array of items: %w", err)
 	}
 	return items, nil
@@ -150,7 +152,7 @@ type responseSummary struct {
 
 func summarize(raw string) (responseSummary, bool) {
 	var s responseSummary
-	if json.Unmarshal([]byte(raw), &s) != nil {
+	if jsonv2.Unmarshal([]byte(raw), &s, v1Semantics) != nil {
 		return s, false
 	}
 	return s, true

@@ -117,13 +117,33 @@ type Input struct {
 	// it (emulate.go): the model's <tool_call> blocks become function_call
 	// items in the result, and streamed text never shows them.
 	Emulation *contracts.ToolEmulation
+	// FirstDelivery tells that the bus delivers the call's event for the
+	// first time (pipeline.Delivered == 1): no earlier delivery can have
+	// left a result or call record, so the pay-once lookup is skipped. The
+	// call record is then written create-if-absent before the request, so a
+	// key that is taken after all (a replay of a paid turn) is still found:
+	// the call goes back to the lookup before anything is sent.
+	FirstDelivery bool
 }
 
 // Call performs the turn's call and returns its result. Upstream failures
 // (HTTP errors, malformed bodies, timeouts, dropped connections) are data in
 // the result, never a panic or Go error; when ctx itself was cancelled the
 // result carries an error and ctx.Err() tells the caller why.
-func (c *Caller) Call(ctx context.Context, in Input) (res contracts.LLMResult) {
+func (c *Caller) Call(ctx context.Context, in Input) contracts.LLMResult {
+	res, again := c.call(ctx, in)
+	if again {
+		// A first delivery skipped the lookup and its call record found the
+		// key taken: look it up as a redelivery does. Nothing was sent.
+		in.FirstDelivery = false
+		res, _ = c.call(ctx, in)
+	}
+	return res
+}
+
+// call is Call; again reports that a first delivery's unchecked call record
+// found the turn's key taken, before any request was sent.
+func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, again bool) {
 	start := time.Now()
 	res = contracts.LLMResult{Backend: in.Backend, Model: in.Model, Streamed: in.Stream}
 	var t *turn
@@ -139,7 +159,7 @@ func (c *Caller) Call(ctx context.Context, in Input) (res contracts.LLMResult) {
 			// stored with, and a cached one keeps the call that paid for it.
 			res.DurationMs = float64(time.Since(start).Microseconds()) / 1000
 		}
-		if in.Stream && in.Deltas != nil {
+		if in.Stream && in.Deltas != nil && !again {
 			seq := 0
 			if t != nil {
 				seq = t.seq
@@ -150,7 +170,7 @@ func (c *Caller) Call(ctx context.Context, in Input) (res contracts.LLMResult) {
 	prof, err := c.set.Get(in.Backend)
 	if err != nil {
 		res.Error = &contracts.UpstreamError{Type: "aptix_config", Message: err.Error()}
-		return res
+		return res, false
 	}
 	res.Backend, res.Model = prof.Name, prof.Model(in.Model)
 	log := c.log.With("turn", in.TurnID, "conversation", in.ConversationID, "backend", prof.Name, "model", res.Model)
@@ -158,14 +178,15 @@ func (c *Caller) Call(ctx context.Context, in Input) (res contracts.LLMResult) {
 		log = log.With("sandbox", true)
 	}
 
+	unchecked := in.FirstDelivery && c.records() != nil
 	if in.TurnID != "" {
-		cached, f := c.claim(ctx, in.TurnID, log)
+		cached, f := c.claim(ctx, in.TurnID, unchecked, log)
 		if cached != nil {
-			return *cached
+			return *cached, false
 		}
 		if f == nil {
 			res.Error = &contracts.UpstreamError{Type: "cancelled", Message: fmt.Sprintf("call cancelled while the same turn was in flight: %v", ctx.Err())}
-			return res
+			return res, false
 		}
 		defer func() { c.release(in.TurnID, f, res, t != nil && t.final) }()
 		prior, rev = f.started, f.rev
@@ -180,11 +201,16 @@ func (c *Caller) Call(ctx context.Context, in Input) (res contracts.LLMResult) {
 		prior: prior, upSeq: -1, relayed: -1, skip: -1}
 	if recs := c.records(); recs != nil && in.TurnID != "" {
 		t.rec = &startLog{store: recs, turnID: in.TurnID, rev: rev}
+		t.unchecked = unchecked
 	}
 	if p, ok := c.takeProgress(in.TurnID); ok && prior != nil && p.responseID == prior.ResponseID {
 		t.relayed, t.seq = p.relayed, p.seq
 	}
 	final := t.run(&res) && ctx.Err() == nil
+	if t.conflict {
+		log.Info("the turn's pay-once key is taken although this is the event's first delivery; looking it up")
+		return res, true
+	}
 	t.final = final
 	res.DurationMs = float64(time.Since(start).Microseconds()) / 1000
 	endSpan(span, res)
@@ -203,13 +229,16 @@ func (c *Caller) Call(ctx context.Context, in Input) (res contracts.LLMResult) {
 			log.Error("storing the LLM result failed; a redelivery would call again", "err", err)
 		}
 	}
+	if t.kept != nil {
+		<-t.kept // the kept history (recover.go), written beside the result
+	}
 	if res.Error != nil {
 		log.Warn("LLM call failed", "status", res.Status, "type", res.Error.Type, "code", res.Error.Code,
 			"message", res.Error.Message, "attempts", res.Attempts)
 	} else {
 		log.Info("LLM call done", "status", res.Status, "attempts", res.Attempts, "ms", res.DurationMs)
 	}
-	return res
+	return res, false
 }
 
 // done sends the final "done" delta so a live subscriber stops waiting.

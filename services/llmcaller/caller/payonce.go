@@ -23,11 +23,14 @@ type flight struct {
 // claim returns a stored or just-finished result for the turn, or makes this
 // Call the turn's only caller in the process and returns its flight. Both are
 // nil only when ctx ended while waiting.
-func (c *Caller) claim(ctx context.Context, turnID string, log *slog.Logger) (*contracts.LLMResult, *flight) {
+//
+// skipLookup (a first delivery, Input.FirstDelivery) reads nothing: the
+// call record's create-if-absent stands in for the lookup.
+func (c *Caller) claim(ctx context.Context, turnID string, skipLookup bool, log *slog.Logger) (*contracts.LLMResult, *flight) {
 	for {
 		var started *Started
 		var rev uint64
-		if c.o.Results != nil {
+		if c.o.Results != nil && !skipLookup {
 			var cached *contracts.LLMResult
 			var err error
 			if recs := c.records(); recs != nil {

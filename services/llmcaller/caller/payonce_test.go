@@ -98,3 +98,37 @@ func TestConcurrentSameTurnCallsOnce(t *testing.T) {
 		t.Fatalf("after the flight: %+v requests %d", r, srv.Requests())
 	}
 }
+
+// A first delivery skips the pay-once lookup; a key that is taken after all
+// (a replay of a paid turn, a record an earlier consumer's delivery left) is
+// still found by the call record's create-if-absent, before anything is sent.
+func TestFirstDeliveryFindsTakenKey(t *testing.T) {
+	for name, newStore := range resultStores(t) {
+		t.Run(name, func(t *testing.T) {
+			store := newStore(t)
+			ts, srv := startSandbox(t, sandbox.Options{})
+			c := caller.New(profileSet(ts.URL, nil), caller.Options{Logger: quiet, Results: store})
+			in := caller.Input{ConversationID: "c", TurnID: "turn-f", Body: simpleBody(t, "first delivery"), FirstDelivery: true}
+			first := c.Call(context.Background(), in)
+			if first.Error != nil || first.Cached || srv.Requests() != 1 {
+				t.Fatalf("first %+v, requests %d", first, srv.Requests())
+			}
+			// Delivered "for the first time" again: the stored result is served.
+			again := c.Call(context.Background(), in)
+			if !again.Cached || again.Body != first.Body || srv.Requests() != 1 {
+				t.Fatalf("again %+v, requests %d", again, srv.Requests())
+			}
+			// A call record without a result: the call is made once more, and
+			// says so (the redelivery path), instead of silently repeating.
+			recs := store.(caller.CallRecords)
+			if _, err := recs.Start(context.Background(), "turn-g", caller.Started{TurnID: "turn-g", Call: 1, Attempt: 1, At: time.Now()}, 0); err != nil {
+				t.Fatal(err)
+			}
+			in.TurnID = "turn-g"
+			r := c.Call(context.Background(), in)
+			if r.Error != nil || r.Cached || srv.Requests() != 2 || len(r.Warnings) == 0 {
+				t.Fatalf("recorded %+v, requests %d", r, srv.Requests())
+			}
+		})
+	}
+}

@@ -79,6 +79,10 @@ func (t *turn) recordStart(ctx context.Context, attempt int) {
 	}
 	t.rec.write(ctx, t.startedRecord(attempt))
 	if err := t.rec.wait(); err != nil {
+		if t.unchecked && t.prior == nil && errors.Is(err, ErrRecordChanged) {
+			t.conflict = true // the skipped lookup is made before anything is sent
+			return
+		}
 		t.log.Warn("call record not written: a crash during this call would repeat it silently", "err", err)
 	}
 }

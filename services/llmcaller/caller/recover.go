@@ -49,9 +49,17 @@ func (t *turn) keep(ctx context.Context, sent body, respBody string) {
 		items = append(items, l)
 	}
 	items = append(append(items, input...), s.Output...)
-	if err := t.c.o.History.Put(ctx, s.ID, items); err != nil {
-		t.log.Warn("keeping conversation history failed; this conversation cannot be recovered if the backend loses it", "response", s.ID, "err", err)
-	}
+	// Written beside the pay-once result, not before it: Call waits for
+	// both before it returns (the object store put is several round trips,
+	// which the benchmark's profile showed in series with the result's).
+	done := make(chan struct{})
+	t.kept = done
+	go func() {
+		defer close(done)
+		if err := t.c.o.History.Put(context.WithoutCancel(ctx), s.ID, items); err != nil {
+			t.log.Warn("keeping conversation history failed; this conversation cannot be recovered if the backend loses it", "response", s.ID, "err", err)
+		}
+	}()
 }
 
 // loadChain returns every item of the conversation up to and including

@@ -25,11 +25,13 @@ import (
 // already paid for.
 //
 // The record lives under the turn's own key in the pay-once bucket, in place
-// of the result it precedes: the lookup every delivery already makes
-// (claim) finds the result or the record in one read, the first delivery
-// reads nothing more, and the final result replaces the record, so no record
-// outlives its turn's result. Writes are compare-and-set on the key's
-// revision, so a record never replaces a stored result.
+// of the result it precedes: a redelivery's lookup (claim) finds the result
+// or the record in one read, and the final result replaces the record, so no
+// record outlives its turn's result. Writes are compare-and-set on the key's
+// revision, so a record never replaces a stored result. A first delivery
+// (Input.FirstDelivery) reads nothing: its first record is a create, which
+// fails on a taken key, and the call then goes back to the lookup before
+// any request is sent.
 
 // Started is the record of a call in flight for a turn.
 type Started struct {

@@ -27,17 +27,20 @@ type turn struct {
 	final   bool              // the result is worth storing (set by Call)
 
 	// Re-attach (reattach.go, started.go).
-	bg         bool      // created in background mode: the upstream keeps the call
-	prior      *Started  // the record an earlier delivery left, if any
-	rec        *startLog // writes this delivery's records; nil without CallRecords
-	calls      int       // upstream calls made for the turn before this one
-	upID       string    // the upstream response id, once response.created named it
-	createdSeq int       // the sequence number of that response.created
-	upSeq      int       // seqBase + sequence number of the stream event being read (-1: none)
-	seqBase    int       // added to upstream sequence numbers: lifted for a call replacing a lost one
-	relayed    int       // highest upstream sequence number whose deltas were relayed (-1: none)
-	skip       int       // a resumed stream relays no delta at or below this sequence number
-	recorded   bool      // the record naming upID is written (waited for before the first delta)
+	bg         bool          // created in background mode: the upstream keeps the call
+	prior      *Started      // the record an earlier delivery left, if any
+	rec        *startLog     // writes this delivery's records; nil without CallRecords
+	calls      int           // upstream calls made for the turn before this one
+	upID       string        // the upstream response id, once response.created named it
+	createdSeq int           // the sequence number of that response.created
+	upSeq      int           // seqBase + sequence number of the stream event being read (-1: none)
+	seqBase    int           // added to upstream sequence numbers: lifted for a call replacing a lost one
+	relayed    int           // highest upstream sequence number whose deltas were relayed (-1: none)
+	skip       int           // a resumed stream relays no delta at or below this sequence number
+	recorded   bool          // the record naming upID is written (waited for before the first delta)
+	unchecked  bool          // the pay-once lookup was skipped (Input.FirstDelivery)
+	conflict   bool          // ... and the first call record found the key taken: nothing was sent
+	kept       chan struct{} // closed when the kept history is stored (recover.go)
 
 	// Tool-call emulation (emulate.go): the parser, and the hold-back
 	// filters of the streamed text parts by item id and content index.
@@ -102,7 +105,9 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 	for attempt := 1; !done; attempt++ {
 		res.Attempts = attempt
 		if attempt == 1 {
-			t.recordStart(turnCtx, attempt)
+			if t.recordStart(turnCtx, attempt); t.conflict {
+				return false // Call looks the key up and starts again
+			}
 		}
 		out = t.attempt(turnCtx, client, raw)
 		if out.err != nil && out.retryable && t.upID != "" && t.parent.Err() == nil && turnCtx.Err() == nil {

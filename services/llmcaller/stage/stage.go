@@ -63,6 +63,8 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		ConversationID: t.ConversationId, TurnID: contracts.CallKey(t),
 		Backend: t.Envelope.Backend, Model: t.Envelope.Model, Body: t.Envelope.Body,
 		Stream: t.Request.Stream, Emulation: t.Envelope.ToolEmulation,
+		// A first delivery skips the pay-once lookup (caller.Input.FirstDelivery).
+		FirstDelivery: pipeline.Delivered(ctx) == 1,
 	}
 	if in.Stream && l.NC != nil {
 		in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
@@ -72,13 +74,15 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	}
 	callCtx := ctx
 	if l.Cancels != nil {
-		if _, reason, ok, err := l.Cancels.Reason(ctx, t.TurnId); err != nil {
+		var release func()
+		var reason string
+		var ok bool
+		var err error
+		if callCtx, release, reason, ok, err = l.Cancels.Watch(ctx, t.TurnId); err != nil {
 			return err // redelivered: a cancel must be read before paying
 		} else if ok {
 			return pipeline.Reject(reason, "the response was cancelled (%s) before the model was called", reason)
 		}
-		var release func()
-		callCtx, release = l.Cancels.Track(ctx, t.TurnId)
 		defer release()
 	}
 	res := l.Caller.Call(callCtx, in)

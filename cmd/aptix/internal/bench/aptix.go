@@ -46,6 +46,17 @@ func startSandbox(latency time.Duration) (*sandboxServer, error) {
 
 func (s *sandboxServer) close() { _ = s.hs.Close() }
 
+// upstream is a sandbox the pipeline calls: in this process or its own.
+type upstream interface {
+	baseURL() string
+	requests() (n, maxInFlight int, err error)
+	close()
+}
+
+func (s *sandboxServer) baseURL() string { return s.URL }
+
+func (s *sandboxServer) requests() (int, int, error) { return s.Requests(), s.MaxInFlight(), nil }
+
 // fixtureChunks are the 8 RAG chunks every benchmark turn carries: real
 // source (the first 40 lines of 8 files of net/http from GOROOT), served by a
 // fixed searcher so the figures are the pipeline's, not the index's (the
@@ -88,9 +99,9 @@ type pipelineRun struct {
 	nc     *nats.Conn
 }
 
-func startPipeline(ctx context.Context, url string, sb *sandboxServer, chunks []contracts.RagChunk, inFlight int) (*pipelineRun, error) {
+func startPipeline(ctx context.Context, url string, sb upstream, chunks []contracts.RagChunk, inFlight int) (*pipelineRun, error) {
 	set := &profiles.Set{}
-	set.Put(profiles.Profile{Name: "sandbox", BaseURL: sb.URL, DefaultModel: "sandbox-1", Sandbox: true,
+	set.Put(profiles.Profile{Name: "sandbox", BaseURL: sb.baseURL(), DefaultModel: "sandbox-1", Sandbox: true,
 		AttemptTimeout: 30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: 2, MaxConcurrent: inFlight,
 		Capabilities: profiles.Capabilities{SupportsPreviousResponseID: true, ToolMode: profiles.ToolModeNative}})
 	set.Default = "sandbox"

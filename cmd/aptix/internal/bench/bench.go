@@ -5,10 +5,12 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,13 +23,17 @@ import (
 type Options struct {
 	// Turns at concurrency 1 (latency) and at 64/256 (throughput).
 	LatencyTurns, ThroughputTurns int
-	// SoakTurns are all sent at once against a sandbox with SoakLatency.
+	// SoakTurns (default 10,000) are all sent at once against a sandbox
+	// with SoakLatency (default 1 s), in a child process.
 	SoakTurns   int
 	SoakLatency time.Duration
 	// ToolLoops are the client-side tool loops of each transport at
 	// concurrency 1 (WebSocket vs HTTP+SSE); ToolLoopReps the interleaved
 	// phases at ToolLoopConcurrency; ToolLoopRounds the rounds of a loop.
 	ToolLoops, ToolLoopReps, ToolLoopConcurrency, ToolLoopRounds int
+	// Quick measures only the floors and the bus path (no gateway, tool
+	// loop or soak): for interleaved A/B runs of two builds.
+	Quick bool
 	// Progress receives one line per phase.
 	Progress func(format string, args ...any)
 }
@@ -40,7 +46,7 @@ func (o Options) withDefaults() Options {
 		o.ThroughputTurns = 6000
 	}
 	if o.SoakTurns == 0 {
-		o.SoakTurns = 1000
+		o.SoakTurns = 10000
 	}
 	if o.SoakLatency == 0 {
 		o.SoakLatency = time.Second
@@ -79,11 +85,14 @@ type Report struct {
 	Gateway map[int]Load `json:"gateway"`
 	// ToolLoop is a 20-round client-side tool loop over WebSocket mode and
 	// over HTTP+SSE on that gateway (issue 23).
-	ToolLoop   ToolLoop        `json:"toolLoop"`
-	PeakRSSMiB float64         `json:"peakRssMiB"`
-	Soak       SoakResult      `json:"soak"`
-	Ratios     Ratios          `json:"ratios"`
-	Goals      map[string]bool `json:"goals"`
+	ToolLoop   ToolLoop `json:"toolLoop"`
+	PeakRSSMiB float64  `json:"peakRssMiB"`
+	// StageMsC1 is each stage's mean handling time per event at
+	// concurrency 1 (handler, store round trips, publish).
+	StageMsC1 map[string]float64 `json:"stageMsC1,omitempty"`
+	Soak      SoakResult         `json:"soak"`
+	Ratios    Ratios             `json:"ratios"`
+	Goals     map[string]bool    `json:"goals"`
 }
 
 // Ratios compare Aptix with the floors measured in the same run.
@@ -96,6 +105,9 @@ type Ratios struct {
 	// gateway's throughput over the bus path's.
 	GatewayAddedP50Ms float64         `json:"gatewayAddedP50Ms"`
 	GatewayVsBus      map[int]float64 `json:"gatewayVsBus"`
+	// CPUChainOverAptix is the chain's CPU per operation over Aptix's: the
+	// throughput ratio the two would reach on cores of their own.
+	CPUChainOverAptix map[int]float64 `json:"cpuChainOverAptix"`
 }
 
 // SoakResult is the many-turns-in-flight run against a slow model.
@@ -109,6 +121,10 @@ type SoakResult struct {
 	AddedLatencyP99  float64 `json:"addedLatencyP99Ms"`
 	Seconds          float64 `json:"seconds"`
 	MaxUpstreamInFly int     `json:"maxUpstreamInFlight"`
+	// PeakRSSMiB is the peak RSS of the soak's process: embedded
+	// nats-server, the stages and the client, the sandbox not included.
+	PeakRSSMiB          float64 `json:"peakRssMiB"`
+	SandboxOutOfProcess bool    `json:"sandboxOutOfProcess"`
 }
 
 // Concurrencies of the throughput runs.
@@ -179,16 +195,21 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 
 	o.Progress("aptix: concurrency 1, %d turns", o.LatencyTurns)
+	busy := stageBusy(p.client)
 	r.Aptix[1] = closedLoop(ctx, o.LatencyTurns, 1, func(ctx context.Context, i int) error {
 		_, err := p.turn(ctx, benchRequest("c1", i))
 		return err
 	})
+	r.StageMsC1 = stageMs(busy, stageBusy(p.client))
 	for _, c := range Concurrencies {
 		o.Progress("aptix: concurrency %d, %d turns", c, o.ThroughputTurns)
 		r.Aptix[c] = closedLoop(ctx, o.ThroughputTurns, c, func(ctx context.Context, i int) error {
 			_, err := p.turn(ctx, benchRequest(fmt.Sprintf("c%d", c), i))
 			return err
 		})
+	}
+	if o.Quick {
+		return quickEnd(ctx, r, p, url, o)
 	}
 	gw, err := startGateway(ctx, p, p.set, maxC)
 	if err != nil {
@@ -226,9 +247,47 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return r, fmt.Errorf("stop stages: %w", err)
 	}
 
-	ch, err := newChain(ctx, url, r.EventBytes, maxC)
+	if err := runChain(ctx, &r, url, o); err != nil {
+		return r, err
+	}
+
+	o.Progress("soak: %d turns in flight, sandbox latency %s (a child process when run by aptix: bench --soak-only)", o.SoakTurns, o.SoakLatency)
+	if SelfExec {
+		r.Soak, err = soakChild(ctx, o)
+	} else {
+		r.Soak, err = soak(ctx, url, chunks, o.SoakTurns, o.SoakLatency)
+	}
 	if err != nil {
 		return r, err
+	}
+	setRatios(&r)
+	return r, nil
+}
+
+// quickEnd finishes a Quick run: the chain, and the ratios of what was measured.
+func quickEnd(ctx context.Context, r Report, p *pipelineRun, url string, o Options) (Report, error) {
+	for c, l := range r.Aptix {
+		if err := l.err(fmt.Sprintf("aptix at concurrency %d", c)); err != nil {
+			return r, err
+		}
+	}
+	if err := p.close(); err != nil {
+		return r, fmt.Errorf("stop stages: %w", err)
+	}
+	if err := runChain(ctx, &r, url, o); err != nil {
+		return r, err
+	}
+	r.PeakRSSMiB = peakRSSMiB()
+	setRatios(&r)
+	return r, nil
+}
+
+// runChain measures the raw JetStream chain at every concurrency.
+func runChain(ctx context.Context, r *Report, url string, o Options) error {
+	maxC := Concurrencies[len(Concurrencies)-1]
+	ch, err := newChain(ctx, url, r.EventBytes, maxC)
+	if err != nil {
+		return err
 	}
 	first := make([]byte, r.EventBytes[0])
 	for i := range first {
@@ -244,16 +303,15 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			return ch.run(ctx, fmt.Sprintf("c%d-%d", c, i), first)
 		})
 		if err := r.Chain[c].err("chain"); err != nil {
-			return r, err
+			return err
 		}
 	}
 	ch.close()
+	return nil
+}
 
-	o.Progress("soak: %d turns in flight, sandbox latency %s", o.SoakTurns, o.SoakLatency)
-	if r.Soak, err = soak(ctx, url, chunks, o.SoakTurns, o.SoakLatency); err != nil {
-		return r, err
-	}
-
+// setRatios compares Aptix with the floors and marks the goals.
+func setRatios(r *Report) {
 	r.Ratios = Ratios{
 		AddedLatencyP50Ms: round3(r.Aptix[1].Latency.P50 - r.Direct.Latency.P50),
 		AddedLatencyP99Ms: round3(r.Aptix[1].Latency.P99 - r.Direct.Latency.P99),
@@ -261,30 +319,50 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		ThroughputVsChain: map[int]float64{},
 		GatewayAddedP50Ms: round3(r.Gateway[1].Latency.P50 - r.Aptix[1].Latency.P50),
 		GatewayVsBus:      map[int]float64{},
+		CPUChainOverAptix: map[int]float64{},
 	}
 	for _, c := range Concurrencies {
 		r.Ratios.ThroughputVsChain[c] = ratio(r.Aptix[c].PerSecond, r.Chain[c].PerSecond)
 		r.Ratios.GatewayVsBus[c] = ratio(r.Gateway[c].PerSecond, r.Aptix[c].PerSecond)
+		r.Ratios.CPUChainOverAptix[c] = ratio(r.Chain[c].CPUMsPerOp, r.Aptix[c].CPUMsPerOp)
 	}
 	r.Goals = map[string]bool{
-		"addedLatencyP50<=0.5ms":          r.Ratios.AddedLatencyP50Ms <= 0.5,
-		"throughput>=70%ofChain64":        r.Ratios.ThroughputVsChain[64] >= 0.7,
-		"throughput>=70%ofChain256":       r.Ratios.ThroughputVsChain[256] >= 0.7,
+		"addedLatencyP50<=0.5ms":    r.Ratios.AddedLatencyP50Ms <= 0.5,
+		"throughput>=70%ofChain64":  r.Ratios.ThroughputVsChain[64] >= 0.7,
+		"throughput>=70%ofChain256": r.Ratios.ThroughputVsChain[256] >= 0.7,
+	}
+	if len(r.Gateway) == 0 { // a Quick run
+		return
+	}
+	for k, v := range map[string]bool{
 		"gatewayAddedP50<=0.3ms":          r.Ratios.GatewayAddedP50Ms <= 0.3,
 		"gateway>=90%ofBus64":             r.Ratios.GatewayVsBus[64] >= 0.9,
 		"gateway>=90%ofBus256":            r.Ratios.GatewayVsBus[256] >= 0.9,
 		"wsToolLoopTime<=0.75xHTTP@1":     r.ToolLoop.TimeRatio <= 0.75,
 		"wsToolLoopThroughput>=1xHTTP@64": r.ToolLoop.ThroughputRatio >= 1.0,
 		"soakNoTurnLost":                  r.Soak.Completed == r.Soak.Turns && r.Soak.Duplicates == 0 && r.Soak.UpstreamCalls == r.Soak.Turns,
+		"soak10000InFlight":               r.Soak.Turns >= 10000,
+		"soakPeakRSS<=2GiB":               r.Soak.PeakRSSMiB > 0 && r.Soak.PeakRSSMiB <= 2048,
+	} {
+		r.Goals[k] = v
 	}
-	return r, nil
 }
 
 // soak sends every turn at once to a pipeline whose model takes latency to
-// answer: all must complete, once, with one upstream call each.
+// answer: all must complete, once, with one upstream call each. The sandbox
+// runs in its own process (`aptix sandbox`, as beside `aptix up`), so the
+// process's peak RSS is the pipeline's: the embedded nats-server, the four
+// stages and the client holding every turn.
 func soak(ctx context.Context, url string, chunks []contracts.RagChunk, turns int, latency time.Duration) (SoakResult, error) {
 	res := SoakResult{Turns: turns, ModelLatencyMs: ms(latency)}
-	sb, err := startSandbox(latency)
+	var sb upstream
+	var err error
+	if SelfExec {
+		sb, err = startSandboxProcess(ctx, latency)
+		res.SandboxOutOfProcess = true
+	} else {
+		sb, err = startSandbox(latency)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -293,8 +371,11 @@ func soak(ctx context.Context, url string, chunks []contracts.RagChunk, turns in
 	if err != nil {
 		return res, err
 	}
-	before := sb.Requests()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	before, _, err := sb.requests()
+	if err != nil {
+		return res, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	l := closedLoop(ctx, turns, turns, func(ctx context.Context, i int) error {
 		_, err := p.turn(ctx, benchRequest("soak", i))
@@ -304,11 +385,16 @@ func soak(ctx context.Context, url string, chunks []contracts.RagChunk, turns in
 	time.Sleep(500 * time.Millisecond)
 	completed, dups, _ := p.comp.Counts()
 	res.Completed, res.Duplicates = completed, dups
-	res.UpstreamCalls = sb.Requests() - before
-	res.MaxUpstreamInFly = sb.MaxInFlight()
+	after, maxFly, err := sb.requests()
+	if err != nil {
+		return res, err
+	}
+	res.UpstreamCalls = after - before
+	res.MaxUpstreamInFly = maxFly
 	res.Latency = l.Latency
 	res.AddedLatencyP99 = round3(l.Latency.P99 - ms(latency))
 	res.Seconds = l.Seconds
+	res.PeakRSSMiB = peakRSSMiB()
 	if err := p.close(); err != nil {
 		return res, err
 	}
@@ -316,6 +402,64 @@ func soak(ctx context.Context, url string, chunks []contracts.RagChunk, turns in
 		return res, err
 	}
 	return res, nil
+}
+
+// RunSoak runs only the soak, on its own embedded nats-server: `aptix bench
+// --soak-only`, which `aptix bench` runs as a child process so the soak's
+// peak RSS is its own, not the earlier phases'.
+func RunSoak(ctx context.Context, o Options) (SoakResult, error) {
+	o = o.withDefaults()
+	dir, err := os.MkdirTemp("", "aptix-soak-")
+	if err != nil {
+		return SoakResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		return SoakResult{}, err
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return SoakResult{}, fmt.Errorf("nats-server not ready")
+	}
+	chunks, err := fixtureChunks()
+	if err != nil {
+		return SoakResult{}, err
+	}
+	o.Progress("soak: %d turns in flight, sandbox latency %s, sandbox in its own process", o.SoakTurns, o.SoakLatency)
+	return soak(ctx, ns.ClientURL(), chunks, o.SoakTurns, o.SoakLatency)
+}
+
+// SelfExec is set by the aptix binary: this process can run `aptix sandbox`
+// and `aptix bench --soak-only` as child processes. Unset (a test binary),
+// the soak and its sandbox run in this process.
+var SelfExec bool
+
+// soakChild runs RunSoak in a child process (this binary's bench --soak-only).
+func soakChild(ctx context.Context, o Options) (SoakResult, error) {
+	var res SoakResult
+	exe, err := os.Executable()
+	if err != nil {
+		return res, err
+	}
+	out, err := os.CreateTemp("", "aptix-soak-*.json")
+	if err != nil {
+		return res, err
+	}
+	out.Close()
+	defer os.Remove(out.Name())
+	cmd := exec.CommandContext(ctx, exe, "bench", "--soak-only", "--soak-turns", strconv.Itoa(o.SoakTurns),
+		"--soak-latency", o.SoakLatency.String(), "--out", out.Name())
+	cmd.Stderr = os.Stderr
+	if b, err := cmd.Output(); err != nil {
+		return res, fmt.Errorf("soak: %w\n%s", err, b)
+	}
+	data, err := os.ReadFile(out.Name())
+	if err != nil {
+		return res, err
+	}
+	return res, json.Unmarshal(data, &res)
 }
 
 func round3(f float64) float64 { return ms(time.Duration(f * 1e6)) }

@@ -19,6 +19,11 @@ type Load struct {
 	PerSecond   float64 `json:"perSecond"`
 	Latency     Latency `json:"latency"`
 	FirstError  string  `json:"firstError,omitempty"`
+	// CPUMsPerOp is the process's CPU time (user + system: stages,
+	// nats-server, sandbox and client together) per completed operation:
+	// on a shared machine it varies far less than the wall-clock rate, and
+	// at saturation the rate is the cores over it.
+	CPUMsPerOp float64 `json:"cpuMsPerOp"`
 }
 
 // closedLoop runs op n times with the given concurrency and times each call.
@@ -32,6 +37,7 @@ func closedLoop(ctx context.Context, n, concurrency int, op func(ctx context.Con
 		wg      sync.WaitGroup
 	)
 	start := time.Now()
+	cpu0 := cpuTime()
 	for range concurrency {
 		wg.Add(1)
 		go func() {
@@ -65,8 +71,12 @@ func closedLoop(ctx context.Context, n, concurrency int, op func(ctx context.Con
 	}
 	wg.Wait()
 	el := time.Since(start)
+	cpu := cpuTime() - cpu0
 	l := Load{Concurrency: concurrency, Ops: n, Errors: errs, Seconds: el.Seconds(), Latency: summarize(lat)}
 	l.PerSecond = float64(len(lat)) / el.Seconds()
+	if len(lat) > 0 {
+		l.CPUMsPerOp = round3(float64(cpu) / 1e6 / float64(len(lat)))
+	}
 	if firstEr != nil {
 		l.FirstError = firstEr.Error()
 	}

@@ -13,9 +13,9 @@ func Table(w io.Writer, r Report) error {
 	fmt.Fprintf(w, "Aptix benchmark, %s, %s, %d CPUs, %s\n", r.When.Format("2006-01-02 15:04 UTC"), r.GoVersion, r.CPUs, r.Storage)
 	fmt.Fprintf(w, "event sizes (bytes) requested/retrieved/enveloped/responded/completed: %v; 8 RAG chunks per turn\n\n", r.EventBytes)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\tconcurrency\tops\tp50 ms\tp90 ms\tp99 ms\tops/s\t")
+	fmt.Fprintln(tw, "path\tconcurrency\tops\tp50 ms\tp90 ms\tp99 ms\tops/s\tCPU ms/op\t")
 	row := func(name string, l Load) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.0f\t\n", name, l.Concurrency, l.Ops, l.Latency.P50, l.Latency.P90, l.Latency.P99, l.PerSecond)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.0f\t%.3f\t\n", name, l.Concurrency, l.Ops, l.Latency.P50, l.Latency.P90, l.Latency.P99, l.PerSecond, l.CPUMsPerOp)
 	}
 	row("direct openai-go → sandbox", r.Direct)
 	for _, c := range sortedKeys(r.Chain) {
@@ -36,8 +36,12 @@ func Table(w io.Writer, r Report) error {
 	}
 	fmt.Fprintf(w, "\nadded latency (aptix − direct) at concurrency 1: p50 %.3f ms, p99 %.3f ms; aptix p50 / chain p50 = %.2f\n",
 		r.Ratios.AddedLatencyP50Ms, r.Ratios.AddedLatencyP99Ms, r.Ratios.LatencyVsChainP50)
+	if len(r.StageMsC1) > 0 {
+		fmt.Fprintf(w, "stage handling at concurrency 1, ms per event (handler, its store round trips, its publish): retriever %.3f, envelope %.3f, llmcaller %.3f (model call included), mapper %.3f\n",
+			r.StageMsC1["retriever"], r.StageMsC1["envelope"], r.StageMsC1["llmcaller"], r.StageMsC1["mapper"])
+	}
 	for _, c := range sortedKeys(r.Ratios.ThroughputVsChain) {
-		fmt.Fprintf(w, "throughput aptix / chain at concurrency %d: %.2f\n", c, r.Ratios.ThroughputVsChain[c])
+		fmt.Fprintf(w, "throughput aptix / chain at concurrency %d: %.2f (CPU per op chain / aptix: %.2f)\n", c, r.Ratios.ThroughputVsChain[c], r.Ratios.CPUChainOverAptix[c])
 	}
 	fmt.Fprintf(w, "gateway added latency (gateway − bus) at concurrency 1: p50 %.3f ms\n", r.Ratios.GatewayAddedP50Ms)
 	for _, c := range sortedKeys(r.Ratios.GatewayVsBus) {
@@ -51,8 +55,11 @@ func Table(w io.Writer, r Report) error {
 	}
 	fmt.Fprintf(w, "peak RSS of the process (NATS server, sandbox and stages included): %.1f MiB\n", r.PeakRSSMiB)
 	s := r.Soak
-	fmt.Fprintf(w, "soak: %d turns in flight, model latency %.0f ms: %d completed, %d duplicates, %d upstream calls (max %d at once), turn p50 %.1f ms p99 %.1f ms, added p99 %.1f ms, %.1f s\n",
-		s.Turns, s.ModelLatencyMs, s.Completed, s.Duplicates, s.UpstreamCalls, s.MaxUpstreamInFly, s.Latency.P50, s.Latency.P99, s.AddedLatencyP99, s.Seconds)
+	if s.Turns > 0 {
+		fmt.Fprintf(w, "soak: %d turns in flight, model latency %.0f ms: %d completed, %d duplicates, %d upstream calls (max %d at once), turn p50 %.1f ms p99 %.1f ms, added p99 %.1f ms, %.1f s\n",
+			s.Turns, s.ModelLatencyMs, s.Completed, s.Duplicates, s.UpstreamCalls, s.MaxUpstreamInFly, s.Latency.P50, s.Latency.P99, s.AddedLatencyP99, s.Seconds)
+		fmt.Fprintf(w, "soak peak RSS (its own process: embedded nats-server, four stages, the client; sandbox out of process: %v): %.1f MiB\n", s.SandboxOutOfProcess, s.PeakRSSMiB)
+	}
 	names := make([]string, 0, len(r.Goals))
 	for g := range r.Goals {
 		names = append(names, g)
@@ -63,6 +70,8 @@ func Table(w io.Writer, r Report) error {
 		mark := "MISSED"
 		if r.Goals[g] {
 			mark = "met"
+		} else if c := missCause(g, r); c != "" {
+			mark += ": " + c
 		}
 		fmt.Fprintf(w, "  %-32s %s\n", g, mark)
 	}
@@ -76,4 +85,34 @@ func sortedKeys[V any](m map[int]V) []int {
 	}
 	sort.Ints(keys)
 	return keys
+}
+
+// missCause says, from this run's own figures, why a goal was missed.
+func missCause(goal string, r Report) string {
+	a1, d, ch := r.Aptix[1], r.Direct, r.Chain[1]
+	switch goal {
+	case "addedLatencyP50<=0.5ms":
+		st := r.StageMsC1
+		return fmt.Sprintf("p50 %.3f ms over the direct call's %.3f; the five-hop bus floor alone is %.3f ms here, and the stages' handling (store round trips, JSON, publish) is retriever %.3f + envelope %.3f + llmcaller %.3f (model call included) + mapper %.3f ms",
+			a1.Latency.P50, d.Latency.P50, ch.Latency.P50, st["retriever"], st["envelope"], st["llmcaller"], st["mapper"])
+	case "throughput>=70%ofChain64", "throughput>=70%ofChain256":
+		c := 64
+		if goal == "throughput>=70%ofChain256" {
+			c = 256
+		}
+		return fmt.Sprintf("CPU-bound on %d cores: a turn costs %.3f ms of CPU (stages, nats-server, the in-process sandbox) against the chain's %.3f ms",
+			r.CPUs, r.Aptix[c].CPUMsPerOp, r.Chain[c].CPUMsPerOp)
+	case "gatewayAddedP50<=0.3ms":
+		return fmt.Sprintf("gateway p50 %.3f ms vs the bus path's %.3f; CPU per turn %.3f vs %.3f ms (HTTP, the Responses translation, the passthrough merge)",
+			r.Gateway[1].Latency.P50, a1.Latency.P50, r.Gateway[1].CPUMsPerOp, a1.CPUMsPerOp)
+	case "gateway>=90%ofBus64", "gateway>=90%ofBus256":
+		c := 64
+		if goal == "gateway>=90%ofBus256" {
+			c = 256
+		}
+		return fmt.Sprintf("CPU-bound: %.3f ms of CPU per gateway turn vs %.3f on the bus path", r.Gateway[c].CPUMsPerOp, r.Aptix[c].CPUMsPerOp)
+	case "soakPeakRSS<=2GiB":
+		return fmt.Sprintf("peak RSS %.1f MiB", r.Soak.PeakRSSMiB)
+	}
+	return ""
 }
