@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -104,6 +105,11 @@ func ServerSide(body, fields json.RawMessage, o MCPOptions) (json.RawMessage, *c
 		if err != nil {
 			return nil, nil, &InvalidToolsError{Field: "tools", Index: i, Err: err}
 		}
+		for _, prev := range loop.Servers {
+			if prev.Label == use.Label {
+				return nil, nil, &InvalidToolsError{Field: "tools", Index: i, Err: fmt.Errorf("mcp server_label %q appears twice: each mcp tool names one server", use.Label)}
+			}
+		}
 		loop.Servers = append(loop.Servers, use)
 	}
 	if len(loop.Servers) == 0 {
@@ -168,9 +174,24 @@ func mcpUse(label, url, connector string, allowed, approval json.RawMessage, o M
 	return use, nil
 }
 
-func allowedURL(url string, prefixes []string) bool {
+// allowedURL compares parsed URLs, not strings: an allowed
+// "https://mcp.corp.com" must not admit "https://mcp.corp.com.evil.net" or
+// "https://mcp.corp.com@10.0.0.1". Scheme and host must be equal, the path
+// must start with the allowed one, and userinfo is never accepted.
+func allowedURL(raw string, prefixes []string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.User != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
 	for _, p := range prefixes {
-		if p == "*" || strings.HasPrefix(url, p) {
+		if p == "*" {
+			return true
+		}
+		a, err := url.Parse(p)
+		if err != nil || a.Host == "" {
+			continue
+		}
+		if strings.EqualFold(a.Scheme, u.Scheme) && strings.EqualFold(a.Host, u.Host) && strings.HasPrefix(u.EscapedPath(), a.EscapedPath()) {
 			return true
 		}
 	}

@@ -115,6 +115,11 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 			fields = req.OpenAI.Fields
 		}
 		res.Body, loop, err = request.ServerSide(res.Body, fields, e.MCP)
+		if err == nil && loop != nil && profile.Capabilities.ToolMode == profiles.ToolModePrompt {
+			// The toolrunner offers MCP tools as native function tools,
+			// which a backend that emulates function calling never sees.
+			return pipeline.Reject(request.CodeInvalidTools, "mcp tools need a backend with native function calling; backend %q emulates it (toolMode prompt)", profile.Name)
+		}
 	}
 	if err == nil && len(pending) > 0 {
 		// The last turn's tool loop ran server-side calls beside the

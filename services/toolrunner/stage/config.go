@@ -59,6 +59,9 @@ func FromEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *sl
 	return &Runner{Tools: reg, Results: results, Timeout: timeout, Cancels: cancels, NC: nc, Logger: log, URLTools: URLRegistries(log)}, nil
 }
 
+// maxURLRegistries bounds the client-named servers kept connected.
+const maxURLRegistries = 32
+
 // URLRegistries connects to client-named servers (server_url), one
 // registry per label and URL, kept for the process's life. Only URLs the
 // envelope allowed (APTIX_MCP_ALLOW_URLS) reach it.
@@ -71,6 +74,14 @@ func URLRegistries(log *slog.Logger) func(label, url string) Tools {
 		key := label + "\x00" + url
 		if r, ok := regs[key]; ok {
 			return r
+		}
+		if len(regs) >= maxURLRegistries {
+			// Clients choose these: bounded, one connection closed to make room.
+			for k, old := range regs {
+				_ = old.Close()
+				delete(regs, k)
+				break
+			}
 		}
 		r := mcp.NewRegistry(mcp.Config{Servers: map[string]mcp.ServerConfig{label: {Type: mcp.TypeHTTP, URL: url}}}, mcp.Options{Logger: log})
 		regs[key] = r

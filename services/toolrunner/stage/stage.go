@@ -29,8 +29,10 @@ const CodeUnknownServer = "unknown_mcp_server"
 // DefaultTimeout is the seed's per-tool timeout (APTIX_TOOL_TIMEOUT).
 const DefaultTimeout = 45 * time.Second
 
-// maxOutput caps one tool's output kept on the turn and sent to the model.
-const maxOutput = 256 << 10
+// maxOutput caps one tool's output kept on the turn and sent to the model:
+// the output travels in the round's events (execution, mcp_call item, next
+// body), so a few large ones would make every later event of the turn big.
+const maxOutput = 64 << 10
 
 // Tools is what the toolrunner needs of MCP (mcp.Registry).
 type Tools interface {
@@ -106,6 +108,13 @@ func (r *Runner) Handle(ctx context.Context, t *contracts.Turn) error {
 	return err
 }
 
+func (r *Runner) timeout() time.Duration {
+	if r.Timeout > 0 {
+		return r.Timeout
+	}
+	return DefaultTimeout
+}
+
 func (r *Runner) log() *slog.Logger {
 	if r.Logger != nil {
 		return r.Logger
@@ -147,7 +156,12 @@ func (r *Runner) discover(ctx context.Context, t *contracts.Turn) error {
 		if err != nil {
 			return err
 		}
-		got := src.List(ctx, []string{use.Label})
+		lctx, cancel := context.WithTimeout(ctx, r.timeout())
+		got := src.List(lctx, []string{use.Label})
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err // shutting down or cancelled: not a server that is down
+		}
 		for i := range got {
 			got[i].Tools = allowed(got[i].Tools, use.AllowedTools)
 		}
@@ -203,8 +217,9 @@ func (r *Runner) round(ctx context.Context, t *contracts.Turn) error {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "%v", err)
 	}
 	if err := loop.CheckDepth(l, len(res.Server)); err != nil {
+		// The last call's usage is the gateway's to add (t.LLM), as on any
+		// other end of the loop.
 		l.Status = contracts.LoopMaxDepthExceeded
-		l.Usage = loop.Add(l.Usage, res.Usage)
 		l.DurationMs = time.Now().UnixMilli() - l.StartedAtMs
 		return pipeline.Reject(contracts.LoopMaxDepthExceeded, "%v", err)
 	}
@@ -263,10 +278,7 @@ func (r *Runner) run(ctx context.Context, t *contracts.Turn, c loop.Call) (contr
 	if !json.Valid(e.Input) || len(e.Input) == 0 {
 		e.Input, _ = json.Marshal(c.Arguments)
 	}
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
+	timeout := r.timeout()
 	src := r.Tools
 	for _, use := range t.Tools.Servers {
 		if use.URL != "" && use.Label == c.Tool.Server && r.URLTools != nil {

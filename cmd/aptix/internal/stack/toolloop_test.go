@@ -16,6 +16,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/conformance"
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/envelope/request"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	"github.com/aptix-dev/aptix/services/toolrunner/mcp"
@@ -530,5 +531,20 @@ func TestToolLoopKilledMidRound(t *testing.T) {
 	}
 	if n := e.count(contracts.Subject(contracts.StageCompleted, awaitTurn(t, e, r.ID).ConversationId, awaitTurn(t, e, r.ID).TurnId)); n != 1 {
 		t.Fatalf("%d completions", n)
+	}
+}
+
+// TestToolLoopNeedsNativeTools: a backend that emulates function calling
+// (toolMode prompt) would never see the MCP tools: 400 invalid_tools.
+func TestToolLoopNeedsNativeTools(t *testing.T) {
+	e, _ := toolEnv(t, func(c *Config) {
+		p, _ := c.Profiles.Get("sandbox")
+		p.Capabilities.ToolMode = profiles.ToolModePrompt
+		c.Profiles.Put(p)
+	})
+	_, client := e.gateway()
+	_, err := client.Responses.New(ctxT(t), loopParams("hi", mcpTool("calc")))
+	if ae := apiError(t, err, 400, request.CodeInvalidTools); !strings.Contains(ae.Message, "native function calling") {
+		t.Fatalf("message %q", ae.Message)
 	}
 }
