@@ -51,10 +51,10 @@ type ToolLoop struct {
 	Step int `json:"step"`
 	// Tools are the server-side tools offered to the model, by the name it sees.
 	Tools []LoopTool `json:"tools,omitempty"`
-	// Listed is what discovery found per server (mcp_list_tools items).
-	Listed []ListedServer `json:"listed,omitempty"`
-	// Items are the output items of the rounds before the last LLM call,
-	// server-side calls already turned into mcp_call items.
+	// Items are the mcp_list_tools items of discovery (a server that could
+	// not list its tools says why there) and the output items of the rounds
+	// before the last LLM call, server-side calls already turned into
+	// mcp_call items.
 	Items []json.RawMessage `json:"items,omitempty"`
 	// Executions are the seed's tool_executions, in the order they ran.
 	Executions []ToolExecution `json:"executions,omitempty"`
@@ -93,13 +93,6 @@ type LoopTool struct {
 	Name   string `json:"name"`
 	Server string `json:"server"`
 	Tool   string `json:"tool"`
-}
-
-// ListedServer is one server's tools as discovery found them, or why not.
-type ListedServer struct {
-	Server string            `json:"server"`
-	Tools  []json.RawMessage `json:"tools"`
-	Error  string            `json:"error,omitempty"`
 }
 
 // ToolExecution is one server-side tool call (seed 004's tool_executions).

@@ -130,22 +130,7 @@ func (c *Cancels) Reason(ctx context.Context, turnID string) (at time.Time, reas
 // LLM caller did both on every turn). On an error or a cancel, the
 // registration is already released.
 func (c *Cancels) Watch(ctx context.Context, turnID string) (tctx context.Context, release func(), reason string, ok bool, err error) {
-	tctx, cancel := context.WithCancelCause(ctx)
-	me := &tracked{cancel: cancel}
-	c.mu.Lock()
-	c.flight[turnID] = append(c.flight[turnID], me)
-	c.mu.Unlock()
-	release = func() {
-		c.mu.Lock()
-		rest := slices.DeleteFunc(c.flight[turnID], func(t *tracked) bool { return t == me })
-		if len(rest) == 0 {
-			delete(c.flight, turnID)
-		} else {
-			c.flight[turnID] = rest
-		}
-		c.mu.Unlock()
-		cancel(nil)
-	}
+	tctx, _, release = c.register(ctx, turnID)
 	_, reason, ok, err = c.Reason(ctx, turnID)
 	if err != nil || ok {
 		release()
@@ -158,17 +143,24 @@ func (c *Cancels) Watch(ctx context.Context, turnID string) (tctx context.Contex
 // is cancelled (already, or while the returned context is in use); release
 // stops tracking it.
 func (c *Cancels) Track(ctx context.Context, turnID string) (tctx context.Context, release func()) {
-	tctx, cancel := context.WithCancelCause(ctx)
-	me := &tracked{cancel: cancel}
-	c.mu.Lock()
-	c.flight[turnID] = append(c.flight[turnID], me)
-	c.mu.Unlock()
+	tctx, cancel, release := c.register(ctx, turnID)
 	// Registered before the read: a cancel recorded in between is seen by
 	// one of the two.
 	if _, ok, _ := c.Cancelled(ctx, turnID); ok {
 		cancel(ErrCancelled)
 	}
-	return tctx, func() {
+	return tctx, release
+}
+
+// register makes turnID's in-flight context: a cancel recorded from now on
+// aborts it (abort); release unregisters it.
+func (c *Cancels) register(ctx context.Context, turnID string) (context.Context, context.CancelCauseFunc, func()) {
+	tctx, cancel := context.WithCancelCause(ctx)
+	me := &tracked{cancel: cancel}
+	c.mu.Lock()
+	c.flight[turnID] = append(c.flight[turnID], me)
+	c.mu.Unlock()
+	return tctx, cancel, func() {
 		c.mu.Lock()
 		rest := slices.DeleteFunc(c.flight[turnID], func(t *tracked) bool { return t == me })
 		if len(rest) == 0 {

@@ -382,10 +382,6 @@ func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) e
 	return err
 }
 
-func publishEvent(ctx context.Context, pub *Publisher, source, stage, conv, turnID string, data []byte) error {
-	return publishEventID(ctx, pub, source, stage, conv, turnID, contracts.MsgID(turnID, stage), data)
-}
-
 func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, turnID, id string, data []byte) error {
 	if !contracts.IsToken(conv) || !contracts.IsToken(turnID) {
 		return &Rejection{Code: CodeInvalidEvent, Message: fmt.Sprintf("refusing to publish on a subject built from invalid ids %q/%q", conv, turnID)}

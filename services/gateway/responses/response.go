@@ -263,8 +263,8 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 	r.Status = StatusCompleted
 	r.CompletedAt = &completedAt
 	var up upstream
-	var mapped *Usage
-	if t.LLM != nil && t.LLM.Error == nil && t.LLM.Body != "" && json.Unmarshal([]byte(t.LLM.Body), &up) == nil {
+	fromBody := t.LLM != nil && t.LLM.Error == nil && t.LLM.Body != "" && json.Unmarshal([]byte(t.LLM.Body), &up) == nil
+	if fromBody {
 		if up.Status != "" {
 			r.Status = up.Status
 		}
@@ -287,17 +287,15 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 			r.Error = &ResponseError{Code: up.Error.Code, Message: up.Error.Message}
 		}
 	} else if t.Response != nil && t.Response.Kind != contracts.KindError {
-		// The mapper's usage already sums a tool loop's rounds.
 		u := t.Response.Usage
-		mapped = &Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+		r.Usage = &Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
 	}
 	if r.Model == "" && t.LLM != nil {
 		r.Model = t.LLM.Model
 	}
-	loopItems := withToolLoop(&r, t)
-	if mapped != nil {
-		r.Usage = mapped
-	}
+	// The upstream body's usage is its last call's; the mapper's already
+	// sums a tool loop's rounds.
+	loopItems := withToolLoop(&r, t, fromBody)
 	e := Failure(t)
 	if meta.FileSearch && e == nil {
 		r.Output = append([]json.RawMessage{fileSearchCall(meta, t)}, r.Output...)

@@ -30,10 +30,11 @@ type ExecutionMetadata struct {
 
 // withToolLoop adds a turn's server-side tool loop to its response: the
 // mcp_list_tools and mcp_call items before the last call's output, the
-// seed's tool_executions and execution_metadata, and the usage of every
-// round (the seed's reference implementation reports the last call's only).
-// It returns the loop's items, which a failed response keeps.
-func withToolLoop(r *Response, t *contracts.Turn) []json.RawMessage {
+// seed's tool_executions and execution_metadata, and, when r's usage is
+// the last call's (addUsage), the usage of every round (the seed's
+// reference implementation reports the last call's only). It returns the
+// loop's items, which a failed response keeps.
+func withToolLoop(r *Response, t *contracts.Turn, addUsage bool) []json.RawMessage {
 	l := t.Tools
 	if l == nil {
 		return []json.RawMessage{}
@@ -53,6 +54,9 @@ func withToolLoop(r *Response, t *contracts.Turn) []json.RawMessage {
 		}
 	}
 	r.ExecutionMetadata = &ExecutionMetadata{MaxDepth: l.MaxDepth, ActualDepth: l.Round, TotalDurationMs: l.DurationMs, Status: status}
+	if !addUsage {
+		return items
+	}
 	if r.Usage != nil {
 		r.Usage.InputTokens += l.Usage.PromptTokens
 		r.Usage.OutputTokens += l.Usage.CompletionTokens

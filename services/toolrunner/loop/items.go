@@ -30,12 +30,15 @@ func ListItem(id, server string, tools []ListedTool, errMsg string) json.RawMess
 	return b
 }
 
-// CallItem is OpenAI's mcp_call output item for one server-side call that
-// ran: its arguments, its output, or its error.
+// CallItem is OpenAI's mcp_call output item for one server-side call: its
+// arguments, and its output or its error once it ran (an execution with no
+// status is a call still running: status in_progress).
 func CallItem(c Call, e contracts.ToolExecution) json.RawMessage {
 	item := map[string]any{"id": CallItemID(c), "type": "mcp_call", "server_label": c.Tool.Server, "name": c.Tool.Tool,
 		"arguments": c.Arguments, "output": nil, "error": nil, "approval_request_id": nil, "status": "completed"}
 	switch e.Status {
+	case "":
+		item["status"] = "in_progress"
 	case contracts.ExecCompleted:
 		item["output"] = e.Output
 	case contracts.ExecFailed:

@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/services/toolrunner/loop"
 	"github.com/aptix-dev/aptix/services/toolrunner/mcp"
 )
 
@@ -30,13 +29,6 @@ func (r *Runner) live(t *contracts.Turn, d liveDelta) {
 		return
 	}
 	_ = r.NC.PublishMsg(&nats.Msg{Subject: contracts.DeltaSubject(t.ConversationId, t.TurnId), Data: b})
-}
-
-// pendingItem is the mcp_call item of a call that has started.
-func pendingItem(c loop.Call) json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"id": loop.CallItemID(c), "type": "mcp_call", "server_label": c.Tool.Server,
-		"name": c.Tool.Tool, "arguments": c.Arguments, "output": nil, "error": nil, "status": "in_progress"})
-	return b
 }
 
 // allowed keeps the tools a request's allowed_tools names (nil: all).

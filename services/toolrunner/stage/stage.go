@@ -82,15 +82,15 @@ func (r *Runner) Handle(ctx context.Context, t *contracts.Turn) error {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "toolround event has no tools or envelope section")
 	}
 	if r.Cancels != nil {
-		if _, reason, ok, err := r.Cancels.Reason(ctx, t.TurnId); err != nil {
+		wctx, release, reason, ok, err := r.Cancels.Watch(ctx, t.TurnId)
+		if err != nil {
 			return err
 		} else if ok {
 			l.Status = contracts.LoopCancelled
 			return pipeline.Reject(reason, "the response was cancelled (%s) during its tool loop, after %d round(s)", reason, l.Round)
 		}
-		var release func()
-		ctx, release = r.Cancels.Track(ctx, t.TurnId)
 		defer release()
+		ctx = wctx
 	}
 	var err error
 	if t.LLM == nil {
@@ -172,7 +172,7 @@ func (r *Runner) discover(ctx context.Context, t *contracts.Turn) error {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "toolround body: %v", err)
 	}
 	exposed := mcp.Expose(listed, reserved)
-	l.Tools, l.Listed, l.Items = nil, nil, nil
+	l.Tools, l.Items = nil, nil
 	defs := make([]json.RawMessage, 0, len(exposed))
 	for _, e := range exposed {
 		l.Tools = append(l.Tools, contracts.LoopTool{Name: e.Name, Server: e.Tool.Server, Tool: e.Tool.Name})
@@ -182,18 +182,15 @@ func (r *Runner) discover(ctx context.Context, t *contracts.Turn) error {
 	}
 	for i, s := range listed {
 		var tools []loop.ListedTool
-		ls := contracts.ListedServer{Server: s.Server}
 		for _, tl := range s.Tools {
 			tools = append(tools, loop.ListedTool{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema, Annotations: json.RawMessage("null")})
-			b, _ := json.Marshal(tl.Name)
-			ls.Tools = append(ls.Tools, b)
 		}
+		errMsg := ""
 		if s.Err != nil {
-			ls.Error = s.Err.Error()
+			errMsg = s.Err.Error()
 			r.log().Warn("MCP server unavailable; its tools are not offered", "server", s.Server, "turn", t.TurnId, "err", s.Err)
 		}
-		l.Listed = append(l.Listed, ls)
-		item := loop.ListItem(fmt.Sprintf("mcpl_%s_%d", t.TurnId, i), s.Server, tools, ls.Error)
+		item := loop.ListItem(fmt.Sprintf("mcpl_%s_%d", t.TurnId, i), s.Server, tools, errMsg)
 		l.Items = append(l.Items, item)
 		r.live(t, liveDelta{Type: "mcp_list_tools", Item: item})
 	}
@@ -227,7 +224,7 @@ func (r *Runner) round(ctx context.Context, t *contracts.Turn) error {
 	errs := make([]error, len(res.Server))
 	var wg sync.WaitGroup
 	for i, c := range res.Server {
-		r.live(t, liveDelta{Type: "mcp_call", Item: pendingItem(c)})
+		r.live(t, liveDelta{Type: "mcp_call", Item: loop.CallItem(c, contracts.ToolExecution{})})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
