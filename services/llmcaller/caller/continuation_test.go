@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -149,4 +151,66 @@ func TestResultStoreContract(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHistoryStoreWhereRecordsGo: a record that fits a value is one KV
+// message (the object store stays empty), a large one or one whose id is no
+// KV key goes to the object store, and a record kept in the object store
+// before the KV bucket existed is still found.
+func TestHistoryStoreWhereRecordsGo(t *testing.T) {
+	ctx := context.Background()
+	_, js := startJetStream(t)
+	s, err := caller.NewKVHistoryStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := []json.RawMessage{json.RawMessage(`{"type":"message","role":"user","content":"a"}`)}
+	big := []json.RawMessage{json.RawMessage(`"` + strings.Repeat("x", 300<<10) + `"`)}
+	for id, items := range map[string][]json.RawMessage{"resp_small": small, "resp_big": big, "resp/odd id": small} {
+		if err := s.Put(ctx, id, items); err != nil {
+			t.Fatalf("put %s: %v", id, err)
+		}
+	}
+	obs, err := js.ObjectStore(ctx, caller.HistoryBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: "resp_old"}, strings.NewReader(`[{"type":"message","role":"user","content":"old"}]`)); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, caller.HistoryKVBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inKV := map[string]bool{}
+	for _, id := range []string{"resp_small", "resp_big", "resp_old"} {
+		_, err := kv.Get(ctx, id)
+		inKV[id] = err == nil
+	}
+	inObs := map[string]bool{}
+	for _, id := range []string{"resp_small", "resp_big", "resp/odd id", "resp_old"} {
+		_, err := obs.GetInfo(ctx, id)
+		inObs[id] = err == nil
+	}
+	if !inKV["resp_small"] || inKV["resp_big"] || inObs["resp_small"] || !inObs["resp_big"] || !inObs["resp/odd id"] {
+		t.Fatalf("in KV %v, in object store %v", inKV, inObs)
+	}
+	for id, n := range map[string]int{"resp_small": 1, "resp_big": 1, "resp/odd id": 1, "resp_old": 1} {
+		got, err := s.Get(ctx, id)
+		if err != nil || len(got) != n {
+			t.Fatalf("get %s: %v, %d items", id, err, len(got))
+		}
+	}
+	if string(mustGet(t, s, "resp_big")[0]) != string(big[0]) || !strings.Contains(string(mustGet(t, s, "resp_old")[0]), "old") {
+		t.Fatal("records changed on the way")
+	}
+}
+
+func mustGet(t *testing.T, s caller.HistoryStore, id string) []json.RawMessage {
+	t.Helper()
+	items, err := s.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return items
 }
