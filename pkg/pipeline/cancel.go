@@ -29,13 +29,34 @@ const cancelTTL = 7 * 24 * time.Hour
 
 // Cancels reads, records and watches turn cancellations. One per process:
 // it holds one KV watch however many turns are in flight.
+//
+// The watch also delivers the cancels stored before it started, so once it
+// has caught up the process knows every cancel it has been told of, and
+// Watch needs no read: a cancel is either known already, or stored and not
+// yet delivered, and then its delivery aborts the registered turn. Every
+// turn read the bucket once before; the benchmark counts that read among a
+// turn's round trips. Cancels are rare and expire with the bucket's TTL;
+// past maxKnown in one process's life Watch reads the bucket again.
 type Cancels struct {
 	kv jetstream.KeyValue
 
-	mu     sync.Mutex
-	flight map[string][]*tracked
-	stop   func()
+	mu       sync.Mutex
+	flight   map[string][]*tracked
+	known    map[string]cancelRecord // cancels the watch has delivered
+	synced   bool                    // the watch has delivered every cancel stored before it
+	overflow bool                    // known outgrew limit and was dropped
+	limit    int                     // maxKnown, lower in a test
+	stop     func()
 }
+
+// cancelRecord is one stored cancel as the watch delivered it.
+type cancelRecord struct {
+	at     time.Time
+	reason string
+}
+
+// maxKnown bounds the cancels a process remembers (about 200 bytes each).
+const maxKnown = 100_000
 
 // tracked is one Track of a turn (a turn may be tracked more than once in
 // a process, e.g. by two resumed streams).
@@ -55,27 +76,48 @@ func OpenCancels(ctx context.Context, js jetstream.JetStream, replicas int) (*Ca
 		return nil, fmt.Errorf("kv %s: %w", CancelBucket, err)
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	w, err := kv.WatchAll(wctx, jetstream.UpdatesOnly())
+	w, err := kv.WatchAll(wctx)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("watch %s: %w", CancelBucket, err)
 	}
-	c := &Cancels{kv: kv, flight: map[string][]*tracked{}, stop: stop}
+	c := &Cancels{kv: kv, flight: map[string][]*tracked{}, known: map[string]cancelRecord{}, limit: maxKnown, stop: stop}
 	go func() {
 		for e := range w.Updates() {
-			if e != nil && e.Operation() == jetstream.KeyValuePut {
-				c.abort(e.Key())
+			switch {
+			case e == nil: // the stored cancels have all been delivered
+				c.mu.Lock()
+				c.synced = true
+				c.mu.Unlock()
+			case e.Operation() == jetstream.KeyValuePut:
+				c.abort(e.Key(), cancelRecord{at: e.Created(), reason: reasonOf(e.Value())})
 			}
 		}
 	}()
 	return c, nil
 }
 
+// reasonOf reads a stored cancel's value (CancelFor).
+func reasonOf(v []byte) string {
+	if r := string(v); contracts.IsToken(r) {
+		return r
+	}
+	return CodeCancelled
+}
+
 // Close stops the watch.
 func (c *Cancels) Close() { c.stop() }
 
-func (c *Cancels) abort(turnID string) {
+// abort remembers a delivered cancel and ends the turn's tracked contexts.
+func (c *Cancels) abort(turnID string, rec cancelRecord) {
 	c.mu.Lock()
+	if !c.overflow {
+		if len(c.known) >= c.limit {
+			c.known, c.overflow = nil, true
+		} else {
+			c.known[turnID] = rec
+		}
+	}
 	fns := c.flight[turnID]
 	delete(c.flight, turnID)
 	c.mu.Unlock()
@@ -117,20 +159,31 @@ func (c *Cancels) Reason(ctx context.Context, turnID string) (at time.Time, reas
 	if err != nil {
 		return at, "", false, fmt.Errorf("read cancel of turn %s: %w", turnID, err)
 	}
-	reason = string(e.Value())
-	if !contracts.IsToken(reason) {
-		reason = CodeCancelled
-	}
-	return e.Created(), reason, true, nil
+	return e.Created(), reasonOf(e.Value()), true, nil
 }
 
-// Watch registers the turn like Track and then reads its cancel once: a
-// cancel stored before the read is returned (reason, ok), one stored after
-// it aborts tctx. One KV read where Reason followed by Track made two (the
-// LLM caller did both on every turn). On an error or a cancel, the
+// Watch registers the turn like Track: a cancel already delivered by the
+// watch is returned (reason, ok), one stored later, or stored and not yet
+// delivered, aborts tctx. It reads the bucket only until the watch has
+// caught up (or after maxKnown cancels); Reason followed by Track made two
+// reads on every turn of the LLM caller. On an error or a cancel, the
 // registration is already released.
 func (c *Cancels) Watch(ctx context.Context, turnID string) (tctx context.Context, release func(), reason string, ok bool, err error) {
-	tctx, _, release = c.register(ctx, turnID)
+	// Looked up and registered under one lock: a delivery in between
+	// would otherwise abort nothing.
+	c.mu.Lock()
+	rec, known := c.known[turnID]
+	trusted := c.synced && !c.overflow
+	if !known {
+		tctx, _, release = c.registerLocked(ctx, turnID)
+	}
+	c.mu.Unlock()
+	if known {
+		return nil, nil, rec.reason, true, nil
+	}
+	if trusted {
+		return tctx, release, "", false, nil
+	}
 	_, reason, ok, err = c.Reason(ctx, turnID)
 	if err != nil || ok {
 		release()
@@ -155,11 +208,16 @@ func (c *Cancels) Track(ctx context.Context, turnID string) (tctx context.Contex
 // register makes turnID's in-flight context: a cancel recorded from now on
 // aborts it (abort); release unregisters it.
 func (c *Cancels) register(ctx context.Context, turnID string) (context.Context, context.CancelCauseFunc, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.registerLocked(ctx, turnID)
+}
+
+// registerLocked is register with c.mu held.
+func (c *Cancels) registerLocked(ctx context.Context, turnID string) (context.Context, context.CancelCauseFunc, func()) {
 	tctx, cancel := context.WithCancelCause(ctx)
 	me := &tracked{cancel: cancel}
-	c.mu.Lock()
 	c.flight[turnID] = append(c.flight[turnID], me)
-	c.mu.Unlock()
 	return tctx, cancel, func() {
 		c.mu.Lock()
 		rest := slices.DeleteFunc(c.flight[turnID], func(t *tracked) bool { return t == me })

@@ -1,0 +1,167 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+)
+
+// synced waits until c's watch has delivered every stored cancel.
+func synced(t *testing.T, c *Cancels) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		ok := c.synced
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancels watch never caught up")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCancelsWatchSeesEveryCancel: a cancel stored before the process
+// started, one stored while a turn is registered, and cancels racing their
+// turns' Watch from another process are each seen, by Watch's answer or by
+// the abort of its context; a turn nobody cancelled is left alone.
+func TestCancelsWatchSeesEveryCancel(t *testing.T) {
+	ctx := context.Background()
+	_, js := natstest.JetStream(t)
+	other, err := OpenCancels(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.CancelFor(ctx, "before", "timeout"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenCancels(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	synced(t, c)
+
+	if _, _, reason, ok, err := c.Watch(ctx, "before"); err != nil || !ok || reason != "timeout" {
+		t.Fatalf("a cancel stored before the process: ok %v reason %q err %v", ok, reason, err)
+	}
+	tctx, release, _, ok, err := c.Watch(ctx, "during")
+	if err != nil || ok {
+		t.Fatalf("an uncancelled turn: ok %v err %v", ok, err)
+	}
+	defer release()
+	if _, err := other.Cancel(ctx, "during"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tctx.Done():
+		if !errors.Is(context.Cause(tctx), ErrCancelled) {
+			t.Fatalf("cause %v", context.Cause(tctx))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a cancel stored during the turn did not abort it")
+	}
+
+	// Racing: each cancel is stored at about the moment its turn is watched.
+	const n = 300
+	var wg sync.WaitGroup
+	seen := make([]bool, n)
+	for i := range n {
+		id := fmt.Sprintf("race-%d", i)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if _, err := other.Cancel(ctx, id); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			tctx, release, _, ok, err := c.Watch(ctx, id)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if ok {
+				seen[i] = true
+				return
+			}
+			defer release()
+			select {
+			case <-tctx.Done():
+				seen[i] = errors.Is(context.Cause(tctx), ErrCancelled)
+			case <-time.After(10 * time.Second):
+			}
+		}()
+	}
+	wg.Wait()
+	for i, ok := range seen {
+		if !ok {
+			t.Fatalf("race-%d: its cancel was lost", i)
+		}
+	}
+
+	calm, release, _, ok, err := c.Watch(ctx, "calm")
+	if err != nil || ok {
+		t.Fatalf("calm: ok %v err %v", ok, err)
+	}
+	defer release()
+	select {
+	case <-calm.Done():
+		t.Fatalf("an uncancelled turn was aborted: %v", context.Cause(calm))
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestCancelsWatchAfterOverflow: past maxKnown cancels the process stops
+// remembering them and Watch reads the bucket, so none is missed.
+func TestCancelsWatchAfterOverflow(t *testing.T) {
+	ctx := context.Background()
+	_, js := natstest.JetStream(t)
+	c, err := OpenCancels(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	synced(t, c)
+	c.mu.Lock()
+	c.limit = 3
+	c.mu.Unlock()
+	for i := range 5 {
+		if _, err := c.Cancel(ctx, fmt.Sprintf("t%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		over := c.overflow
+		c.mu.Unlock()
+		if over {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no overflow after 5 cancels with maxKnown 3")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 5 {
+		if _, _, _, ok, err := c.Watch(ctx, fmt.Sprintf("t%d", i)); err != nil || !ok {
+			t.Fatalf("t%d after overflow: ok %v err %v", i, ok, err)
+		}
+	}
+	if _, release, _, ok, err := c.Watch(ctx, "never"); err != nil || ok {
+		t.Fatalf("never: ok %v err %v", ok, err)
+	} else {
+		release()
+	}
+}
