@@ -96,5 +96,6 @@ func init() {
 	f.BoolVar(&soakOnly, "soak-only", false, "run only the soak (the sandbox in its own process) and print its figures as JSON; bench runs it so as a child process")
 	f.DurationVar(&o.SoakLatency, "soak-latency", 0, "model latency in the soak (default 1s)")
 	f.BoolVar(&o.Quick, "quick", false, "measure only the direct call, the bus path and the raw chain (no gateway, tool loop or soak): for A/B runs of two builds")
+	f.BoolVar(&o.QuickGateway, "quick-gateway", false, "with --quick, measure the HTTP gateway too")
 	root.AddCommand(cmd)
 }

@@ -34,6 +34,9 @@ type Options struct {
 	// Quick measures only the floors and the bus path (no gateway, tool
 	// loop or soak): for interleaved A/B runs of two builds.
 	Quick bool
+	// QuickGateway adds the gateway rows to a Quick run (A/B of the
+	// gateway's own cost).
+	QuickGateway bool
 	// Progress receives one line per phase.
 	Progress func(format string, args ...any)
 }
@@ -208,7 +211,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			return err
 		})
 	}
-	if o.Quick {
+	if o.Quick && !o.QuickGateway {
 		return quickEnd(ctx, r, p, url, o)
 	}
 	gw, err := startGateway(ctx, p, p.set, maxC)
@@ -227,6 +230,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		}
 		o.Progress("gateway: openai-go → POST /v1/responses → pipeline, concurrency %d, %d turns", c, n)
 		r.Gateway[c] = closedLoop(ctx, n, c, func(ctx context.Context, _ int) error { return gw.turn(ctx) })
+	}
+	if o.Quick {
+		gw.close()
+		return quickEnd(ctx, r, p, url, o)
 	}
 	if r.ToolLoop, err = runToolLoop(ctx, gw.base, o.ToolLoopRounds, o.ToolLoops, o.ToolLoopConcurrency, o.ToolLoopReps, o.Progress); err != nil {
 		return r, fmt.Errorf("tool loop: %w", err)
