@@ -74,3 +74,25 @@ func reuseMsgID(turnID string, req contracts.AgentExecuteRequest) string {
 	sum := sha256.Sum256(j)
 	return contracts.MsgID(turnID, contracts.StageCompleted) + ".reused-" + hex.EncodeToString(sum[:6])
 }
+
+type expectFirstKey struct{}
+
+// withExpectFirst marks a publish that must be the first on its subject.
+func withExpectFirst(ctx context.Context, on bool) context.Context {
+	if !on {
+		return ctx
+	}
+	return context.WithValue(ctx, expectFirstKey{}, true)
+}
+
+func expectsFirst(ctx context.Context) bool {
+	on, _ := ctx.Value(expectFirstKey{}).(bool)
+	return on
+}
+
+// isWrongSequence reports a publish refused because its subject already
+// held a message (withExpectFirst).
+func isWrongSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}

@@ -235,19 +235,36 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	span.SetAttributes(attribute.String("aptix.conversation_id", turn.ConversationId), attribute.String("aptix.turn_id", turn.TurnId))
 	log := r.log.With("conversation", turn.ConversationId, "turn", turn.TurnId, "trace_id", span.SpanContext().TraceID().String())
 
-	if r.st.In == contracts.StageRequested {
+	// A turn id reused with another request is answered turn_id_reused
+	// (reuse.go). A first delivery does not look it up: its retrieved event
+	// is published only if the turn has none yet (expectFirst), and the
+	// rare conflict, or a rejection, looks it up then. A redelivery, which
+	// may find its own earlier event, looks it up first.
+	expectFirst := r.st.In == contracts.StageRequested && delivered == 1
+	reused := func() (bool, error) {
 		prev, err := r.recordedRequest(ctx, turn.ConversationId, turn.TurnId)
 		if err != nil {
-			return err // cannot tell yet: retry rather than answer twice
+			return false, err // cannot tell yet: retry rather than answer twice
 		}
 		if prev != nil && !sameRequest(*prev, turn.Request) {
 			r.stats.rejected.Add(1)
 			log.Warn("turn id reused with a different request", "code", CodeTurnIDReused)
-			return r.failReused(ctx, &turn)
+			return true, nil
+		}
+		return false, nil
+	}
+	if r.st.In == contracts.StageRequested && !expectFirst {
+		if again, err := reused(); err != nil || again {
+			return r.reusedOr(ctx, &turn, again, err)
 		}
 	}
 	herr := r.safeHandle(ctx, &turn)
 	var rej *Rejection
+	if expectFirst && errors.As(herr, &rej) {
+		if again, err := reused(); err != nil || again {
+			return r.reusedOr(ctx, &turn, again, err)
+		}
+	}
 	switch {
 	case errors.As(herr, &rej):
 		r.stats.rejected.Add(1)
@@ -284,7 +301,16 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	if r.st.Route != nil {
 		out = r.st.Route(&turn)
 	}
-	if err := r.publish(ctx, out, &turn); err != nil {
+	err = r.publish(withExpectFirst(ctx, expectFirst), out, &turn)
+	if expectFirst && isWrongSequence(err) {
+		// The turn has a retrieved event already: another request's, or
+		// this one's sent again past the queue's de-duplication window.
+		if again, err := reused(); err != nil || again {
+			return r.reusedOr(ctx, &turn, again, err)
+		}
+		err = r.publish(ctx, out, &turn)
+	}
+	if err != nil {
 		span.RecordError(err)
 		if delivered < r.sub.MaxDeliver || IsAtCapacity(err) {
 			return err
@@ -401,6 +427,10 @@ func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, tu
 	msg.Metadata.Set(contracts.HeaderCEContentType, contracts.CEContentTypeJSON)
 	stampCarried(ctx, msg.Metadata)
 	otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(msg.Metadata))
+	if expectsFirst(ctx) {
+		// Stored only if the subject holds nothing yet (as a KV create).
+		msg.Metadata.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	}
 	msg.SetContext(ctx)
 	if err := pub.Publish(subject, msg); err != nil {
 		span.SetStatus(codes.Error, err.Error())
@@ -431,6 +461,14 @@ func (r *runner) fail(ctx context.Context, t *contracts.Turn, code, message stri
 		return fmt.Errorf("error completion: %w (and its small form: %w)", err, serr)
 	}
 	return nil
+}
+
+// reusedOr answers a reused turn id (again), or returns the lookup's error.
+func (r *runner) reusedOr(ctx context.Context, t *contracts.Turn, again bool, err error) error {
+	if err != nil {
+		return err
+	}
+	return r.failReused(ctx, t)
 }
 
 // failReused answers a turn id sent again with a different request: an

@@ -55,10 +55,43 @@ func TestTurnIDReused(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// A reused id whose new request the retriever would reject (no
+	// instruction) is still answered turn_id_reused, the third completion.
+	invalid := first
+	invalid.Instruction = ""
+	data, _ = json.Marshal(invalid)
+	if _, err := e.js.Publish(ctx, contracts.Subject(contracts.StageRequested, "reuse", "t1"), data); err != nil {
+		t.Fatal(err)
+	}
+	// And the first request published raw again (past Submit's check) is
+	// no reuse: it is answered by nothing new, and not paid again.
+	data, _ = json.Marshal(first)
+	if _, err := e.js.Publish(ctx, contracts.Subject(contracts.StageRequested, "reuse", "t1"), data); err != nil {
+		t.Fatal(err)
+	}
+	subject := contracts.Subject(contracts.StageCompleted, "reuse", "t1")
+	for n := 0; n != 3; {
+		info, err := e.js.Stream(ctx, contracts.StreamName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := info.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = int(st.State.Subjects[subject])
+		if n > 3 || time.Now().After(deadline) {
+			t.Fatalf("%d completions of the turn, want 3 (ok, reused, reused)", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := e.await(ctx, "reuse", "t1").Response; got.ErrorCode != pipeline.CodeTurnIDReused {
+		t.Fatalf("a reused id with an invalid request: %+v", got)
+	}
+	e.settled()
 	if e.sb.Requests() != 1 {
 		t.Fatalf("the model was called %d times", e.sb.Requests())
 	}
-	e.settled()
 }
 
 // TestHostileSubjectIDs (issue 14): a request on a subject whose id tokens
