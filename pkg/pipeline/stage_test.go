@@ -287,3 +287,40 @@ func TestStageCounters(t *testing.T) {
 		t.Fatalf("stats %s %v", resp.Data, err)
 	}
 }
+
+// TestBeforeAckOverlapsThePublish: a wait registered with BeforeAck lets the
+// stage publish its output at once and holds the input's acknowledgement
+// (the work queue keeps the request) until the wait returns.
+func TestBeforeAckOverlapsThePublish(t *testing.T) {
+	nc, js := natstest.JetStream(t)
+	release := make(chan struct{})
+	var waited atomic.Bool
+	runStage(t, nc, func(ctx context.Context, turn *contracts.Turn) error {
+		BeforeAck(ctx, func() { <-release; waited.Store(true) })
+		return nil
+	}, SubscriberConfig{AckWait: 5 * time.Second, MaxDeliver: 5})
+	submit(t, js, "settle")
+	next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "settle"))
+	queued := func() uint64 {
+		s, err := js.Stream(context.Background(), contracts.QueueStreamName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CachedInfo().State.Msgs
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := queued(); n != 1 || waited.Load() {
+		t.Fatalf("before the wait returned: %d queued (want 1, unacknowledged), waited %v", n, waited.Load())
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for queued() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the request was not acknowledged after the wait returned")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !waited.Load() {
+		t.Fatal("acknowledged before the wait returned")
+	}
+}
