@@ -175,7 +175,7 @@ func wantsBackground(body []byte) bool {
 
 // startBackground creates a background response and answers with it: the
 // queued object, or (stream) its events as they come.
-func (s *Server) startBackground(w http.ResponseWriter, r *http.Request, req request, items []json.RawMessage, f fault) error {
+func (s *Server) startBackground(w http.ResponseWriter, r *http.Request, req request, items []entry, f fault) error {
 	if req.Store != nil && !*req.Store {
 		return invalid("background", "", "Background mode requires store to be true: a background response must be stored so it can be retrieved.")
 	}

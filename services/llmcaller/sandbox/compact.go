@@ -112,14 +112,14 @@ func (s *Server) compaction(body []byte) (compactResource, error) {
 	if req.Model == "" {
 		return compactResource{}, invalid("model", "missing_required_parameter", "Missing required parameter: 'model'.")
 	}
-	var chain []json.RawMessage
+	var chain []entry
 	if req.PreviousResponseID != "" {
 		st, ok := s.lookup(req.PreviousResponseID)
 		if !ok {
 			return compactResource{}, invalid("previous_response_id", "previous_response_not_found",
 				fmt.Sprintf("Previous response with id '%s' not found.", req.PreviousResponseID))
 		}
-		chain = append(chain, st.items...)
+		chain = decodeEntries(st.items)
 	}
 	if in := bytes.TrimSpace(req.Input); len(in) > 0 && !bytes.Equal(in, []byte("null")) {
 		items, err := parseInput(in)
@@ -134,10 +134,9 @@ func (s *Server) compaction(body []byte) (compactResource, error) {
 	res := compactResource{ID: newID("resp_"), Object: "response.compaction", CreatedAt: time.Now().Unix()}
 	c := compacted{Users: []string{}}
 	inBytes := 0
-	for _, raw := range chain {
-		inBytes += len(raw)
-		var it item
-		_ = json.Unmarshal(raw, &it)
+	for _, e := range chain {
+		inBytes += len(e.raw)
+		it := e.it // read as far as it decoded, as readTurn does
 		if it.Type == "compaction" {
 			// An earlier compaction folds into this one, so nothing it held is lost.
 			prev, _ := decodeCompaction(it.EncryptedContent)
@@ -155,11 +154,11 @@ func (s *Server) compaction(body []byte) (compactResource, error) {
 		for _, t := range texts {
 			parts = append(parts, part{Type: "input_text", Text: t})
 		}
-		res.Output = append(res.Output, userMessage{ID: stableID("msg_", raw), Type: "message", Status: "completed", Role: "user", Content: parts})
+		res.Output = append(res.Output, userMessage{ID: stableID("msg_", e.raw), Type: "message", Status: "completed", Role: "user", Content: parts})
 	}
 	blob := encodeCompaction(c)
 	res.Output = append(res.Output, compactionItem{ID: stableID("cmp_", []byte(blob)), Type: "compaction", EncryptedContent: blob})
-	in := tokens(strings.Repeat(" ", inBytes))
+	in := tokenCount(inBytes)
 	res.Usage = newUsage(in, tokens(blob))
 	return res, nil
 }
@@ -184,11 +183,11 @@ func firstLine(texts []string) string {
 
 // compactionNote is the reply's sentence proving the compacted history
 // arrived: how many items it held and the first user message in it.
-func compactionNote(chain []json.RawMessage) string {
+func compactionNote(chain []entry) string {
 	var b strings.Builder
-	for _, raw := range chain {
-		var it item
-		if json.Unmarshal(raw, &it) != nil || it.Type != "compaction" {
+	for _, e := range chain {
+		it := e.it
+		if e.err != nil || it.Type != "compaction" {
 			continue
 		}
 		c, err := decodeCompaction(it.EncryptedContent)

@@ -103,7 +103,10 @@ func newID(prefix string) string {
 }
 
 // tokens estimates a token count as ~4 bytes per token, at least 1.
-func tokens(s string) int { return max(1, (len(s)+3)/4) }
+func tokens(s string) int { return tokenCount(len(s)) }
+
+// tokenCount is tokens of n bytes, so a sum of lengths needs no string.
+func tokenCount(n int) int { return max(1, (n+3)/4) }
 
 // newResponse fills every field from the request, with OpenAI's defaults
 // where the request said nothing: what a client sent is echoed back, so a

@@ -48,6 +48,9 @@ type item struct {
 	Name             string          `json:"name"`
 	Output           json.RawMessage `json:"output"`
 	EncryptedContent string          `json:"encrypted_content"`
+	// body is Content decoded on first use (decodeEntry sets it), shared by
+	// the item's copies so a request decodes each content once.
+	body *content
 }
 
 // part is a content part; only the fields the sandbox reads.
@@ -61,30 +64,25 @@ type part struct {
 }
 
 // texts returns the text parts of a message item; content may be a string.
-func (it item) texts() []string {
-	if len(it.Content) == 0 {
-		return nil
+// The slice is shared by every call: callers only read it.
+func (it item) texts() []string { return it.decoded().texts }
+
+// parts returns the content parts of a message item: none when the content
+// is a string, absent, or not an array of parts.
+func (it item) parts() []part { return it.decoded().parts }
+
+// decoded is the item's content, decoded once per item made by decodeEntry
+// and on every call for any other (a zero item has no content to decode).
+func (it item) decoded() *content {
+	if it.body == nil {
+		return (&content{raw: it.Content}).get()
 	}
-	var s string
-	if json.Unmarshal(it.Content, &s) == nil {
-		return []string{s}
-	}
-	var parts []part
-	if json.Unmarshal(it.Content, &parts) != nil {
-		return nil
-	}
-	var out []string
-	for _, p := range parts {
-		if p.Type == "input_text" || p.Type == "output_text" || p.Type == "text" {
-			out = append(out, p.Text)
-		}
-	}
-	return out
+	return it.body.get()
 }
 
 // parseRequest decodes and validates a body: input must be a string or an
-// array of item objects.
-func parseRequest(body []byte) (request, []json.RawMessage, error) {
+// array of item objects, each decoded once into the entries returned.
+func parseRequest(body []byte) (request, []entry, error) {
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
 		return req, nil, invalid("", "", fmt.Sprintf("We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.) Sandbox detail: %v", err))
@@ -103,10 +101,9 @@ func parseRequest(body []byte) (request, []json.RawMessage, error) {
 	return req, items, nil
 }
 
-// parseInput turns input (a string or an array of items) into items, and
-// rejects malformed items the way OpenAI does (400 naming the item).
-func parseInput(in []byte) ([]json.RawMessage, error) {
-	var items []json.RawMessage
+// parseInput turns input (a string or an array of items) into decoded items,
+// and rejects malformed items the way OpenAI does (400 naming the item).
+func parseInput(in []byte) ([]entry, error) {
 	switch in[0] {
 	case '"':
 		var s string
@@ -114,53 +111,58 @@ func parseInput(in []byte) ([]json.RawMessage, error) {
 			return nil, invalid("input", "invalid_type", "Invalid 'input': expected a string or an array of items.")
 		}
 		msg, _ := json.Marshal(map[string]any{"type": "message", "role": "user", "content": []part{{Type: "input_text", Text: s}}})
-		return []json.RawMessage{msg}, nil
+		return []entry{decodeEntry(msg)}, nil
 	case '[':
-		if err := json.Unmarshal(in, &items); err != nil {
+		items, err := splitInput(in)
+		if err != nil {
 			return nil, invalid("input", "invalid_type", "Invalid 'input': expected a string or an array of items.")
 		}
-		for i, raw := range items {
-			if err := validateItem(i, raw); err != nil {
+		entries := make([]entry, len(items))
+		for i, el := range items {
+			e, err := validateItem(i, el)
+			if err != nil {
 				return nil, err
 			}
+			entries[i] = e
 		}
-		return items, nil
+		return entries, nil
 	default:
 		return nil, invalid("input", "invalid_type", "Invalid 'input': expected a string or an array of items.")
 	}
 }
 
-// validateItem checks what the sandbox relies on: an object with a type (or
-// a role), a known message role, an assistant-only phase, image parts that
-// name their image, and compaction items the sandbox itself produced.
-func validateItem(i int, raw json.RawMessage) error {
+// validateItem decodes an item and checks what the sandbox relies on: an
+// object with a type (or a role), a known message role, an assistant-only
+// phase, image parts that name their image, and compaction items the
+// sandbox itself produced.
+func validateItem(i int, el element) (entry, error) {
 	param := fmt.Sprintf("input[%d]", i)
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(raw, &fields) != nil {
-		return invalid(param, "invalid_type", fmt.Sprintf("Invalid '%s': expected an object.", param))
+	if !el.object {
+		return entry{}, invalid(param, "invalid_type", fmt.Sprintf("Invalid '%s': expected an object.", param))
 	}
-	_, hasType := fields["type"]
-	_, hasRole := fields["role"]
-	if !hasType && !hasRole {
-		return invalid(param, "missing_required_parameter", fmt.Sprintf("Missing required parameter: '%s.type'.", param))
+	if !el.typed {
+		return entry{}, invalid(param, "missing_required_parameter", fmt.Sprintf("Missing required parameter: '%s.type'.", param))
 	}
-	var it item
-	if err := json.Unmarshal(raw, &it); err != nil {
-		return invalid(param, "invalid_type", fmt.Sprintf("Invalid '%s': %v", param, err))
+	e := decodeEntry(el.raw)
+	if e.err != nil {
+		return entry{}, invalid(param, "invalid_type", fmt.Sprintf("Invalid '%s': %v", param, e.err))
 	}
+	it := e.it
 	switch it.Type {
 	case "", "message":
-		return validateMessage(param, it)
+		if err := validateMessage(param, it); err != nil {
+			return entry{}, err
+		}
 	case "function_call_output":
 		if it.CallID == "" {
-			return invalid(param+".call_id", "missing_required_parameter", fmt.Sprintf("Missing required parameter: '%s.call_id'.", param))
+			return entry{}, invalid(param+".call_id", "missing_required_parameter", fmt.Sprintf("Missing required parameter: '%s.call_id'.", param))
 		}
 	case "compaction":
 		if _, err := decodeCompaction(it.EncryptedContent); err != nil {
-			return invalid(param+".encrypted_content", "invalid_encrypted_content", fmt.Sprintf("Invalid '%s.encrypted_content': %v", param, err))
+			return entry{}, invalid(param+".encrypted_content", "invalid_encrypted_content", fmt.Sprintf("Invalid '%s.encrypted_content': %v", param, err))
 		}
 	}
-	return nil
+	return e, nil
 }
 
 func validateMessage(param string, it item) error {
@@ -172,11 +174,8 @@ func validateMessage(param string, it item) error {
 	if it.Phase != "" && (it.Role != "assistant" || (it.Phase != "commentary" && it.Phase != "final_answer")) {
 		return invalid(param+".phase", "invalid_value", fmt.Sprintf("Invalid '%s.phase': '%s' (only assistant messages have a phase: 'commentary' or 'final_answer').", param, it.Phase))
 	}
-	var parts []part
-	if json.Unmarshal(it.Content, &parts) != nil {
-		return nil // a string (or absent) content has no parts to check
-	}
-	for j, p := range parts {
+	// A string (or absent) content has no parts to check.
+	for j, p := range it.parts() {
 		if p.Type == "input_image" && p.ImageURL == "" && p.FileID == "" {
 			return invalid(fmt.Sprintf("%s.content[%d]", param, j), "missing_required_parameter",
 				fmt.Sprintf("Invalid '%s.content[%d]': an input_image needs 'image_url' or 'file_id'.", param, j))
@@ -235,13 +234,10 @@ func resolveChoice(req request) (choice, error) {
 }
 
 // lastUserTexts returns the text parts of the last user message in items.
-func lastUserTexts(items []json.RawMessage) []string {
+func lastUserTexts(items []entry) []string {
 	for i := len(items) - 1; i >= 0; i-- {
-		var it item
-		if json.Unmarshal(items[i], &it) != nil {
-			continue
-		}
-		if it.Role == "user" && (it.Type == "" || it.Type == "message") {
+		it := items[i].it
+		if items[i].err == nil && it.Role == "user" && (it.Type == "" || it.Type == "message") {
 			return it.texts()
 		}
 	}
@@ -313,12 +309,8 @@ func chunkIDs(texts []string) []string {
 // the user message carried (none: no sentence), so tests can prove that
 // input_image and input_file parts arrived.
 func attachmentNote(user item) string {
-	var parts []part
-	if json.Unmarshal(user.Content, &parts) != nil {
-		return ""
-	}
 	images, files := 0, 0
-	for _, p := range parts {
+	for _, p := range user.parts() {
 		switch p.Type {
 		case "input_image":
 			images++

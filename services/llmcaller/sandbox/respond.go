@@ -116,8 +116,10 @@ func storedOf(resp response, chain []json.RawMessage) (stored, error) {
 }
 
 // answer builds the deterministic response and the conversation's items so far.
-func (s *Server) answer(req request, items []json.RawMessage) (response, []json.RawMessage, error) {
-	var chain []json.RawMessage
+// Every item is decoded once: the request's by parseRequest, a stored
+// chain's here, and the returned chain is their bytes, to be stored.
+func (s *Server) answer(req request, items []entry) (response, []json.RawMessage, error) {
+	var chain []entry
 	prevID := req.PreviousResponseID
 	if prevID != "" {
 		st, ok := s.lookup(prevID)
@@ -125,7 +127,7 @@ func (s *Server) answer(req request, items []json.RawMessage) (response, []json.
 			return response{}, nil, invalid("previous_response_id", "previous_response_not_found",
 				fmt.Sprintf("Previous response with id '%s' not found.", prevID))
 		}
-		chain = append(chain, st.items...)
+		chain = decodeEntries(st.items)
 	} else {
 		prevID = s.replayedFrom(items)
 	}
@@ -142,11 +144,11 @@ func (s *Server) answer(req request, items []json.RawMessage) (response, []json.
 		return response{}, nil, err
 	}
 
-	inputTokens := 0
-	for _, it := range chain {
-		inputTokens += len(it)
+	inputBytes := 0
+	for _, e := range chain {
+		inputBytes += len(e.raw)
 	}
-	inputTokens = tokens(strings.Repeat(" ", inputTokens))
+	inputTokens := tokenCount(inputBytes)
 	resp := newResponse(req, ch)
 
 	var outText string
@@ -189,17 +191,16 @@ func (s *Server) answer(req request, items []json.RawMessage) (response, []json.
 	}
 	resp.Usage = newUsage(inputTokens, out)
 	resp.finishAt(time.Now())
-	return resp, chain, nil
+	return resp, raws(chain), nil
 }
 
 // replayedFrom recognises a client that replays the conversation's items
 // instead of sending previous_response_id: the last input item the sandbox
 // produced names the response it came from, so the reply is the same either way.
-func (s *Server) replayedFrom(items []json.RawMessage) string {
+func (s *Server) replayedFrom(items []entry) string {
 	for i := len(items) - 1; i >= 0; i-- {
-		var it item
-		if json.Unmarshal(items[i], &it) == nil && it.ID != "" {
-			if owner := s.ownerOf(it.ID); owner != "" {
+		if id := items[i].it.ID; items[i].err == nil && id != "" {
+			if owner := s.ownerOf(id); owner != "" {
 				return owner
 			}
 		}

@@ -159,20 +159,19 @@ type turnState struct {
 }
 
 // readTurn applies the tool rule to the whole conversation (stored history
-// plus this request's input).
-func readTurn(chain []json.RawMessage) turnState {
+// plus this request's input). An item that decoded only in part is read as
+// far as it decoded.
+func readTurn(chain []entry) turnState {
 	st := turnState{userIndex: -1}
-	items := make([]item, len(chain))
-	for i, raw := range chain {
-		_ = json.Unmarshal(raw, &items[i])
-		if items[i].Role == "user" && (items[i].Type == "" || items[i].Type == "message") {
-			st.userIndex, st.user = i, items[i]
+	for i, e := range chain {
+		if e.it.Role == "user" && (e.it.Type == "" || e.it.Type == "message") {
+			st.userIndex, st.user = i, e.it
 		}
 	}
 	names := map[string]string{}
 	answered := map[string]bool{}
-	for i, it := range items {
-		switch it.Type {
+	for i, e := range chain {
+		switch it := e.it; it.Type {
 		case "function_call":
 			names[it.CallID] = it.Name
 		case "function_call_output":
