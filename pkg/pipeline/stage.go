@@ -208,9 +208,6 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	defer span.End()
 	ctx = withCarried(ctx, msg.Metadata) // replay and redrive marks (replay.go)
 	ctx = context.WithValue(ctx, deliveredKey{}, delivered)
-	pending := &beforeAck{}
-	ctx = context.WithValue(ctx, beforeAckKey{}, pending)
-	defer pending.wait() // whatever the outcome, before watermill acks or nacks
 
 	payload := msg.Payload
 	if key := msg.Metadata.Get(contracts.HeaderClaim); key != "" {
@@ -333,40 +330,6 @@ func (r *runner) handle(msg *message.Message) (err error) {
 }
 
 type deliveredKey struct{}
-
-type beforeAckKey struct{}
-
-// beforeAck holds the waits BeforeAck registered for one event.
-type beforeAck struct {
-	mu    sync.Mutex
-	waits []func()
-}
-
-func (b *beforeAck) wait() {
-	b.mu.Lock()
-	waits := b.waits
-	b.waits = nil
-	b.mu.Unlock()
-	for _, w := range waits {
-		w()
-	}
-}
-
-// BeforeAck registers wait, which the stage runner calls after publishing
-// the handler's output and before the event is acknowledged (or handed
-// back): work that a redelivery must find done but the next stage need not
-// wait for, such as the LLM caller's pay-once result, which then overlaps
-// the publish instead of preceding it. Outside a stage, wait runs at once.
-func BeforeAck(ctx context.Context, wait func()) {
-	b, ok := ctx.Value(beforeAckKey{}).(*beforeAck)
-	if !ok {
-		wait()
-		return
-	}
-	b.mu.Lock()
-	b.waits = append(b.waits, wait)
-	b.mu.Unlock()
-}
 
 // Delivered is JetStream's delivery count of the event a handler is
 // handling (1: the first delivery; 0: unknown, not called from a stage). A

@@ -124,13 +124,6 @@ type Input struct {
 	// key that is taken after all (a replay of a paid turn) is still found:
 	// the call goes back to the lookup before anything is sent.
 	FirstDelivery bool
-	// Settle, when set, takes the wait for the pay-once result and the kept
-	// history instead of Call waiting for them: the stage publishes the
-	// result meanwhile and waits before acknowledging its event
-	// (pipeline.BeforeAck), so those writes overlap the publish. A crash
-	// before they finish repeats the call, as a crash before the result was
-	// stored always did.
-	Settle func(wait func())
 }
 
 // Call performs the turn's call and returns its result. Upstream failures
@@ -231,22 +224,13 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 		c.saveProgress(in.TurnID, progress{responseID: t.upID, relayed: t.relayed, seq: t.seq})
 	}
 
-	store := func() {
-		if final && c.o.Results != nil && in.TurnID != "" {
-			if err := c.o.Results.Put(context.WithoutCancel(ctx), in.TurnID, res); err != nil {
-				log.Error("storing the LLM result failed; a redelivery would call again", "err", err)
-			}
-		}
-		if t.kept != nil {
-			<-t.kept // the kept history (recover.go), written beside the result
+	if final && c.o.Results != nil && in.TurnID != "" {
+		if err := c.o.Results.Put(ctx, in.TurnID, res); err != nil {
+			log.Error("storing the LLM result failed; a redelivery would call again", "err", err)
 		}
 	}
-	if in.Settle != nil {
-		done := make(chan struct{})
-		go func() { defer close(done); store() }()
-		in.Settle(func() { <-done })
-	} else {
-		store()
+	if t.kept != nil {
+		<-t.kept // the kept history (recover.go), written beside the result
 	}
 	if res.Error != nil {
 		log.Warn("LLM call failed", "status", res.Status, "type", res.Error.Type, "code", res.Error.Code,

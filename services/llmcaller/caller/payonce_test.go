@@ -132,32 +132,3 @@ func TestFirstDeliveryFindsTakenKey(t *testing.T) {
 		})
 	}
 }
-
-// TestPayOnceSettle: with Input.Settle the result is written while the
-// stage publishes, and is stored once the wait Settle was handed returns;
-// a second delivery then finds it and pays nothing.
-func TestPayOnceSettle(t *testing.T) {
-	for name, newStore := range resultStores(t) {
-		t.Run(name, func(t *testing.T) {
-			store := newStore(t)
-			ts, srv := startSandbox(t, sandbox.Options{})
-			c := caller.New(profileSet(ts.URL, nil), caller.Options{Logger: quiet, Results: store, History: caller.NewMemHistoryStore()})
-			var waits []func()
-			in := caller.Input{ConversationID: "c", TurnID: "turn-s", Body: simpleBody(t, "settle"), FirstDelivery: true,
-				Settle: func(w func()) { waits = append(waits, w) }}
-			first := c.Call(context.Background(), in)
-			if first.Error != nil || len(waits) != 1 {
-				t.Fatalf("first %+v, %d waits", first, len(waits))
-			}
-			waits[0]()
-			stored, err := store.Get(context.Background(), "turn-s")
-			if err != nil || stored == nil || stored.Body != first.Body {
-				t.Fatalf("not stored once the wait returned: %v %+v", err, stored)
-			}
-			in.FirstDelivery, in.Settle = false, nil
-			if again := c.Call(context.Background(), in); !again.Cached || srv.Requests() != 1 {
-				t.Fatalf("again %+v, requests %d", again, srv.Requests())
-			}
-		})
-	}
-}

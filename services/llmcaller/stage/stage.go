@@ -65,7 +65,6 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		Stream: t.Request.Stream, Emulation: t.Envelope.ToolEmulation,
 		// A first delivery skips the pay-once lookup (caller.Input.FirstDelivery).
 		FirstDelivery: pipeline.Delivered(ctx) == 1,
-		Settle:        func(wait func()) { pipeline.BeforeAck(ctx, wait) },
 	}
 	if in.Stream && l.NC != nil {
 		in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
