@@ -40,13 +40,19 @@ func (b body) encode() ([]byte, error) {
 	return out, nil
 }
 
-// setStream makes the body's stream flag agree with the call mode.
-func (b body) setStream(stream bool) {
+// setStream makes the body's stream flag agree with the call mode and
+// reports whether that changed the body.
+func (b body) setStream(stream bool) (changed bool) {
+	cur, ok := b["stream"]
 	if stream {
+		if ok && bytes.Equal(bytes.TrimSpace(cur), []byte("true")) {
+			return false
+		}
 		b["stream"] = json.RawMessage("true")
-		return
+		return true
 	}
 	delete(b, "stream")
+	return ok
 }
 
 // setBackground asks for a background response (kept upstream, readable
@@ -86,6 +92,46 @@ func (b body) inputItems() ([]json.RawMessage, error) {
 		return nil, fmt.Errorf("input is neither a string nor an array of items: %w", err)
 	}
 	return items, nil
+}
+
+// keptItems is the record keep stores: a link to the previous response
+// (when there is one), the input items and the output items, as one JSON
+// array. An input array is spliced in as it is, not split into items and
+// joined again: it holds the context block, most of a turn's bytes.
+func (b body) keptItems(output []json.RawMessage) ([]byte, error) {
+	var head []json.RawMessage
+	if prev := b.previousResponseID(); prev != "" {
+		l, err := json.Marshal(link{Type: linkType, ID: prev})
+		if err != nil {
+			return nil, err
+		}
+		head = append(head, l)
+	}
+	in := bytes.TrimSpace(b["input"])
+	if len(in) < 2 || in[0] != '[' || in[len(in)-1] != ']' {
+		input, err := b.inputItems() // a string, or nothing
+		if err != nil {
+			return nil, err
+		}
+		return encodeItems(append(append(head, input...), output...))
+	}
+	inner := bytes.TrimSpace(in[1 : len(in)-1])
+	if len(inner) == 0 {
+		return encodeItems(append(head, output...))
+	}
+	out := make([]byte, 0, len(inner)+256*(len(head)+len(output)))
+	out = append(out, '[')
+	for _, it := range head {
+		out = append(append(out, it...), ',')
+	}
+	out = append(out, inner...)
+	for _, it := range output {
+		if len(it) == 0 {
+			return nil, errors.New("an empty output item")
+		}
+		out = append(append(out, ','), it...)
+	}
+	return append(out, ']'), nil
 }
 
 func (b body) previousResponseID() string {

@@ -2,6 +2,10 @@ package caller_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -220,5 +224,35 @@ func TestUnknownBackendAndBadBody(t *testing.T) {
 	res = c.Call(context.Background(), caller.Input{TurnID: "t", Body: []byte(`[1,2]`)})
 	if res.Error == nil || res.Error.Type != "aptix_invalid_request" || res.Attempts != 0 {
 		t.Fatalf("%+v", res)
+	}
+}
+
+// TestUnchangedBodyGoesVerbatim: a body the call does not change (no
+// stream flag to set, no background, no replay) is sent as the envelope
+// wrote it, byte for byte; one it changes is still a complete body.
+func TestUnchangedBodyGoesVerbatim(t *testing.T) {
+	var got [][]byte
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, b)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"resp_v","object":"response","status":"completed","output":[]}`)
+	}))
+	defer ts.Close()
+	c := caller.New(profileSet(ts.URL, nil), caller.Options{Logger: quiet})
+	body := `{"zeta":1,"model":"m","input":[{"role":"user","content":"x"}],"alpha":{"b":2,"a":1}}`
+	if r := c.Call(context.Background(), caller.Input{TurnID: "v1", Body: json.RawMessage(body)}); r.Error != nil {
+		t.Fatal(r.Error)
+	}
+	withStream := `{"stream":false,"model":"m","input":"x"}`
+	if r := c.Call(context.Background(), caller.Input{TurnID: "v2", Body: json.RawMessage(withStream)}); r.Error != nil {
+		t.Fatal(r.Error)
+	}
+	if len(got) != 2 || string(got[0]) != body {
+		t.Fatalf("sent %q, want %q", got, body)
+	}
+	var sent map[string]any
+	if err := json.Unmarshal(got[1], &sent); err != nil || sent["model"] != "m" || sent["input"] != "x" || sent["stream"] != nil {
+		t.Fatalf("a changed body: %s (%v)", got[1], err)
 	}
 }

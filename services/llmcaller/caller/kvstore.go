@@ -145,6 +145,11 @@ func (s *objHistory) Put(ctx context.Context, responseID string, items []json.Ra
 	if err != nil {
 		return fmt.Errorf("encode history of response %s: %w", responseID, err)
 	}
+	return s.PutRaw(ctx, responseID, b)
+}
+
+// PutRaw stores a record already encoded as a JSON array of items.
+func (s *objHistory) PutRaw(ctx context.Context, responseID string, b []byte) error {
 	if len(b) <= s.inline && validKey(responseID) {
 		if _, err := s.kv.Put(ctx, responseID, b); err != nil {
 			return fmt.Errorf("put history of response %s: %w", responseID, err)

@@ -39,16 +39,10 @@ func (t *turn) keep(ctx context.Context, sent body, respBody string) {
 	if !ok || s.ID == "" {
 		return
 	}
-	input, err := sent.inputItems()
+	record, err := sent.keptItems(s.Output)
 	if err != nil {
 		return
 	}
-	items := make([]json.RawMessage, 0, len(input)+len(s.Output)+1)
-	if prev := sent.previousResponseID(); prev != "" {
-		l, _ := json.Marshal(link{Type: linkType, ID: prev})
-		items = append(items, l)
-	}
-	items = append(append(items, input...), s.Output...)
 	// Written beside the pay-once result, not before it: Call waits for
 	// both before it returns (the object store put is several round trips,
 	// which the benchmark's profile showed in series with the result's).
@@ -56,7 +50,7 @@ func (t *turn) keep(ctx context.Context, sent body, respBody string) {
 	t.kept = done
 	go func() {
 		defer close(done)
-		if err := t.c.o.History.Put(context.WithoutCancel(ctx), s.ID, items); err != nil {
+		if err := putRecord(context.WithoutCancel(ctx), t.c.o.History, s.ID, record); err != nil {
 			t.log.Warn("keeping conversation history failed; this conversation cannot be recovered if the backend loses it", "response", s.ID, "err", err)
 		}
 	}()
@@ -134,4 +128,22 @@ func recoverBody(ctx context.Context, hs HistoryStore, b body, conversationID st
 // startOver is the hint an unrecoverable continuation error carries.
 func startOver(conversationID string) string {
 	return fmt.Sprintf("; Aptix keeps no history to recover conversation %q from: start a new conversation (another conversation id, e.g. `aptix exec --conversation NEW …`), or send the earlier turns as input items", conversationID)
+}
+
+// rawPutter is a HistoryStore that stores an encoded record as it is.
+type rawPutter interface {
+	PutRaw(ctx context.Context, responseID string, record []byte) error
+}
+
+// putRecord stores an encoded record (keptItems), as it is when the store
+// can take it so.
+func putRecord(ctx context.Context, hs HistoryStore, responseID string, record []byte) error {
+	if rp, ok := hs.(rawPutter); ok {
+		return rp.PutRaw(ctx, responseID, record)
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(record, &items); err != nil {
+		return fmt.Errorf("decode kept record of response %s: %w", responseID, err)
+	}
+	return hs.Put(ctx, responseID, items)
 }

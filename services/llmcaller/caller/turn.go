@@ -63,9 +63,9 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 		res.Error = &contracts.UpstreamError{Type: "aptix_invalid_request", Message: err.Error()}
 		return true
 	}
-	b.setStream(t.in.Stream)
+	changed := b.setStream(t.in.Stream)
 	if t.prof.Capabilities.Reattach && b.setBackground() {
-		t.bg = true
+		t.bg, changed = true, true
 	}
 	if t.in.Emulation != nil {
 		// Built before the call: a request the parser cannot serve is not paid for.
@@ -86,10 +86,14 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 			return true
 		}
 	}
-	raw, err := b.encode()
-	if err != nil {
-		res.Error = &contracts.UpstreamError{Type: "aptix_invalid_request", Message: err.Error()}
-		return true
+	// An unchanged body goes as the envelope wrote it: encoding the map
+	// again scanned the whole context block once more per call.
+	raw := []byte(t.in.Body)
+	if changed || replay {
+		if raw, err = b.encode(); err != nil {
+			res.Error = &contracts.UpstreamError{Type: "aptix_invalid_request", Message: err.Error()}
+			return true
+		}
 	}
 
 	release, err := t.c.acquire(turnCtx, t.prof)
