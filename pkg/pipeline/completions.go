@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -15,12 +16,18 @@ import (
 // each to the caller waiting for its turn. A client with many turns in flight
 // (a gateway, the benchmark) pays for one consumer, not one per turn as Await
 // does. Completions that arrive before anyone waits are kept until claimed.
+//
+// The turn id comes from the subject and a completion is decoded by the
+// caller that waits for it, on its own goroutine: every gateway replica
+// sees every completion, and decoding them all on the consumer's one
+// goroutine, under the lock, cost each replica a decode per turn of every
+// other replica.
 type Completions struct {
 	js   jetstream.JetStream
 	cc   jetstream.ConsumeContext
 	mu   sync.Mutex
-	got  map[string]contracts.Turn
-	wait map[string]chan contracts.Turn
+	got  map[string]completion
+	wait map[string]chan completion
 	seen map[string]int
 	dups int
 	errs int
@@ -30,6 +37,32 @@ type Completions struct {
 	arrived []arrival
 	keep    time.Duration
 	turns   int
+}
+
+// completion is a completed event as stored (a claim-check stub is resolved
+// when it is decoded).
+type completion struct {
+	header nats.Header
+	data   []byte
+}
+
+// decode reads the completion's turn.
+func (c *Completions) decode(m completion, turnID string) (contracts.Turn, error) {
+	var t contracts.Turn
+	data, err := EventData(context.Background(), c.js, m.header, m.data)
+	if err == nil {
+		err = unmarshalTurn(data, &t)
+	}
+	if err == nil && t.TurnId != turnID {
+		err = fmt.Errorf("its event names turn %q", t.TurnId)
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.errs++
+		c.mu.Unlock()
+		return t, fmt.Errorf("completion of turn %s: %w", turnID, err)
+	}
+	return t, nil
 }
 
 type arrival struct {
@@ -44,7 +77,7 @@ const DefaultKeepUnclaimed = 10 * time.Minute
 // WatchCompletions starts following aptix.completed.<conversationFilter>.>
 // (conversationFilter "*" for all) from now on: start it before submitting.
 func WatchCompletions(ctx context.Context, js jetstream.JetStream, conversationFilter string) (*Completions, error) {
-	c := &Completions{js: js, got: map[string]contracts.Turn{}, wait: map[string]chan contracts.Turn{}, seen: map[string]int{}, keep: DefaultKeepUnclaimed}
+	c := &Completions{js: js, got: map[string]completion{}, wait: map[string]chan completion{}, seen: map[string]int{}, keep: DefaultKeepUnclaimed}
 	cons, err := js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{contracts.SubjectPrefix + "." + contracts.StageCompleted + "." + conversationFilter + ".>"},
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
@@ -60,31 +93,31 @@ func WatchCompletions(ctx context.Context, js jetstream.JetStream, conversationF
 }
 
 func (c *Completions) deliver(m jetstream.Msg) {
-	var t contracts.Turn
-	data, err := EventData(context.Background(), c.js, m.Headers(), m.Data())
+	_, _, turnID, ok := contracts.ParseSubject(m.Subject())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err != nil || unmarshalTurn(data, &t) != nil || t.TurnId == "" {
+	if !ok || turnID == "" {
 		c.errs++
 		return
 	}
 	now := time.Now()
 	c.forget(now)
-	c.seen[t.TurnId]++
-	if c.seen[t.TurnId] == 1 {
+	c.seen[turnID]++
+	if c.seen[turnID] == 1 {
 		c.turns++
-		c.arrived = append(c.arrived, arrival{t.TurnId, now})
+		c.arrived = append(c.arrived, arrival{turnID, now})
 	}
-	if c.seen[t.TurnId] > 1 {
+	if c.seen[turnID] > 1 {
 		c.dups++
 		return
 	}
-	if ch, ok := c.wait[t.TurnId]; ok {
-		delete(c.wait, t.TurnId)
-		ch <- t
+	got := completion{header: m.Headers(), data: m.Data()}
+	if ch, ok := c.wait[turnID]; ok {
+		delete(c.wait, turnID)
+		ch <- got
 		return
 	}
-	c.got[t.TurnId] = t
+	c.got[turnID] = got
 }
 
 // forget drops what arrived more than keep ago (c.mu held).
@@ -117,17 +150,17 @@ func (c *Completions) Pending() int {
 // Wait returns the completion of turnID, waiting until ctx ends.
 func (c *Completions) Wait(ctx context.Context, turnID string) (contracts.Turn, error) {
 	c.mu.Lock()
-	if t, ok := c.got[turnID]; ok {
+	if m, ok := c.got[turnID]; ok {
 		delete(c.got, turnID)
 		c.mu.Unlock()
-		return t, nil
+		return c.decode(m, turnID)
 	}
-	ch := make(chan contracts.Turn, 1)
+	ch := make(chan completion, 1)
 	c.wait[turnID] = ch
 	c.mu.Unlock()
 	select {
-	case t := <-ch:
-		return t, nil
+	case m := <-ch:
+		return c.decode(m, turnID)
 	case <-ctx.Done():
 		c.mu.Lock()
 		delete(c.wait, turnID)
@@ -137,7 +170,8 @@ func (c *Completions) Wait(ctx context.Context, turnID string) (contracts.Turn, 
 }
 
 // Counts reports how many distinct turns completed, how many completions
-// were duplicates of a turn already seen, and how many could not be decoded.
+// were duplicates of a turn already seen, and how many could not be decoded
+// (on a subject that names no turn, or when claimed).
 func (c *Completions) Counts() (turns, duplicates, undecodable int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

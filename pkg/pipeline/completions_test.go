@@ -134,3 +134,48 @@ func TestCompletionsForgetUnclaimed(t *testing.T) {
 		t.Fatalf("%+v %v", got, err)
 	}
 }
+
+// TestCompletionsDecodeOnlyWhenClaimed: a completion is decoded by the
+// caller that waits for it, so one nobody claims costs no decode (every
+// gateway replica sees every completion); an undecodable one is an error to
+// its waiter and counted then.
+func TestCompletionsDecodeOnlyWhenClaimed(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	comp, err := pipeline.WatchCompletions(ctx, js, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comp.Stop()
+	publish := func(turn string, data []byte) {
+		t.Helper()
+		if _, err := js.Publish(ctx, contracts.Subject(contracts.StageCompleted, "c", turn), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, _ := json.Marshal(contracts.Turn{ConversationId: "c", TurnId: "good", Response: &contracts.AgentExecuteResponse{Kind: contracts.KindOK, Text: "fine"}})
+	publish("garbled", []byte(`{"turnId": not json`))
+	publish("good", good)
+	for comp.Pending() < 2 {
+		if ctx.Err() != nil {
+			t.Fatalf("%d pending", comp.Pending())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if turns, _, bad := comp.Counts(); turns != 2 || bad != 0 {
+		t.Fatalf("before any claim: %d turns, %d undecodable (nothing should be decoded yet)", turns, bad)
+	}
+	if got, err := comp.Wait(ctx, "good"); err != nil || got.Response == nil || got.Response.Text != "fine" {
+		t.Fatalf("good: %+v %v", got, err)
+	}
+	if _, err := comp.Wait(ctx, "garbled"); err == nil {
+		t.Fatal("a garbled completion decoded without error")
+	}
+	if _, _, bad := comp.Counts(); bad != 1 {
+		t.Fatalf("%d undecodable after the claim, want 1", bad)
+	}
+}

@@ -86,6 +86,10 @@ type Report struct {
 	// Gateway is the same turn through the HTTP gateway: openai-go → POST
 	// /v1/responses → pipeline → sandbox, on the same pipeline as Aptix.
 	Gateway map[int]Load `json:"gateway"`
+	// HTTPFloor is the gateway's request and response over loopback HTTP
+	// with openai-go, answered by a canned handler: what the gateway path
+	// costs before any of the gateway's own work.
+	HTTPFloor map[int]Load `json:"httpFloor,omitempty"`
 	// ToolLoop is a 20-round client-side tool loop over WebSocket mode and
 	// over HTTP+SSE on that gateway (issue 23).
 	ToolLoop   ToolLoop `json:"toolLoop"`
@@ -138,7 +142,7 @@ var Concurrencies = []int{64, 256}
 func Run(ctx context.Context, o Options) (Report, error) {
 	o = o.withDefaults()
 	r := Report{When: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
-		Storage: "file (embedded nats-server, default sync)", Chain: map[int]Load{}, Aptix: map[int]Load{}, Gateway: map[int]Load{}}
+		Storage: "file (embedded nats-server, default sync)", Chain: map[int]Load{}, Aptix: map[int]Load{}, Gateway: map[int]Load{}, HTTPFloor: map[int]Load{}}
 	dir, err := os.MkdirTemp("", "aptix-bench-")
 	if err != nil {
 		return r, err
@@ -223,6 +227,23 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			return r, fmt.Errorf("gateway warm-up turn %d: %w", i, err)
 		}
 	}
+	canned, err := post(ctx, gw.client)
+	if err != nil {
+		return r, fmt.Errorf("gateway turn for the HTTP floor: %w", err)
+	}
+	floor, err := startHTTPFloor(canned, maxC)
+	if err != nil {
+		return r, fmt.Errorf("HTTP floor: %w", err)
+	}
+	for _, c := range []int{1, 64} {
+		n := o.ThroughputTurns
+		if c == 1 {
+			n = o.LatencyTurns
+		}
+		o.Progress("HTTP floor: openai-go → POST /v1/responses → a canned response, concurrency %d, %d requests", c, n)
+		r.HTTPFloor[c] = closedLoop(ctx, n, c, func(ctx context.Context, _ int) error { return floor.turn(ctx) })
+	}
+	floor.close()
 	for _, c := range append([]int{1}, Concurrencies...) {
 		n := o.ThroughputTurns
 		if c == 1 {

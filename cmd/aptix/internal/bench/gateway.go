@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -47,7 +48,14 @@ func startGateway(ctx context.Context, p *pipelineRun, set *profiles.Set, maxC i
 // turn is benchRequest over HTTP: the same boot prompt, tools, instruction
 // and workspace (so the same 8 chunks), through POST /v1/responses.
 func (g *gatewayRun) turn(ctx context.Context) error {
-	r, err := g.client.Responses.New(ctx, responses.ResponseNewParams{
+	_, err := post(ctx, g.client)
+	return err
+}
+
+// post sends the gateway's request with client and returns the response's
+// raw JSON.
+func post(ctx context.Context, client openai.Client) ([]byte, error) {
+	r, err := client.Responses.New(ctx, responses.ResponseNewParams{
 		Model:        "sandbox-1",
 		Instructions: openai.String("You are a senior Go reviewer. Answer precisely and cite chunk ids."),
 		Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("Explain how the HTTP client reuses connections and where timeouts are enforced.")},
@@ -57,12 +65,49 @@ func (g *gatewayRun) turn(ctx context.Context) error {
 				"required": []string{"title", "body"}, "additionalProperties": false}}}},
 	}, option.WithJSONSet("aptix", map[string]any{"mode": "ANALYZE", "workspaceId": "go"}))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if r.Status != responses.ResponseStatusCompleted {
-		return fmt.Errorf("response %s: %s", r.ID, r.Status)
+		return nil, fmt.Errorf("response %s: %s", r.ID, r.Status)
 	}
-	return nil
+	return []byte(r.RawJSON()), nil
+}
+
+// httpFloor is what the gateway path costs before any of the gateway's own
+// work: the same openai-go request over loopback HTTP, answered at once by
+// a handler that reads the body and writes a gateway response captured
+// earlier (same size, the same decoding in the client).
+type httpFloor struct {
+	hs     *http.Server
+	client openai.Client
+}
+
+func startHTTPFloor(canned []byte, maxC int) (*httpFloor, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(canned)
+	})}
+	go func() { _ = hs.Serve(ln) }()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 2 * maxC, MaxIdleConnsPerHost: 2 * maxC}}
+	client := openai.NewClient(option.WithBaseURL("http://"+ln.Addr().String()+"/v1"), option.WithAPIKey("unused"),
+		option.WithHTTPClient(hc), option.WithMaxRetries(0))
+	return &httpFloor{hs: hs, client: client}, nil
+}
+
+func (f *httpFloor) turn(ctx context.Context) error {
+	_, err := post(ctx, f.client)
+	return err
+}
+
+func (f *httpFloor) close() {
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = f.hs.Shutdown(c)
 }
 
 func (g *gatewayRun) close() {

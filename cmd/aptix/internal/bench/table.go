@@ -27,6 +27,9 @@ func Table(w io.Writer, r Report) error {
 	for _, c := range sortedKeys(r.Gateway) {
 		row("gateway: openai-go → HTTP → aptix", r.Gateway[c])
 	}
+	for _, c := range sortedKeys(r.HTTPFloor) {
+		row("HTTP floor: openai-go → canned reply", r.HTTPFloor[c])
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -105,14 +108,19 @@ func missCause(goal string, r Report) string {
 		return fmt.Sprintf("CPU-bound on %d cores: a turn costs %.3f ms of CPU (stages, nats-server, the in-process sandbox) against the chain's %.3f ms. A turn also makes the model call, whose CPU on these cores (openai-go and the sandbox) the direct call measures at %.3f ms, so no pipeline could exceed chain / (chain + direct) = %.2f of the chain's rate here; Aptix's own CPU beyond both floors is %.3f ms per turn",
 			r.CPUs, r.Aptix[c].CPUMsPerOp, r.Chain[c].CPUMsPerOp, d.CPUMsPerOp, ceil, r.Aptix[c].CPUMsPerOp-r.Chain[c].CPUMsPerOp-d.CPUMsPerOp)
 	case "gatewayAddedP50<=0.3ms":
-		return fmt.Sprintf("gateway p50 %.3f ms vs the bus path's %.3f; CPU per turn %.3f vs %.3f ms (HTTP, the Responses translation, the passthrough merge)",
-			r.Gateway[1].Latency.P50, a1.Latency.P50, r.Gateway[1].CPUMsPerOp, a1.CPUMsPerOp)
+		f := r.HTTPFloor[1]
+		return fmt.Sprintf("gateway p50 %.3f ms vs the bus path's %.3f; CPU per turn %.3f vs %.3f ms. The same request and response over HTTP with openai-go, answered by a canned handler, alone take p50 %.3f ms and %.3f ms of CPU; the gateway's own work (parsing, translation, its response record and conversation head, the completion watch) adds %.3f ms of latency and %.3f ms of CPU beyond that floor and the bus path",
+			r.Gateway[1].Latency.P50, a1.Latency.P50, r.Gateway[1].CPUMsPerOp, a1.CPUMsPerOp, f.Latency.P50, f.CPUMsPerOp,
+			r.Gateway[1].Latency.P50-a1.Latency.P50-f.Latency.P50, r.Gateway[1].CPUMsPerOp-a1.CPUMsPerOp-f.CPUMsPerOp)
 	case "gateway>=90%ofBus64", "gateway>=90%ofBus256":
 		c := 64
 		if goal == "gateway>=90%ofBus256" {
 			c = 256
 		}
-		return fmt.Sprintf("CPU-bound: %.3f ms of CPU per gateway turn vs %.3f on the bus path", r.Gateway[c].CPUMsPerOp, r.Aptix[c].CPUMsPerOp)
+		f := r.HTTPFloor[64]
+		ceil := r.Aptix[c].CPUMsPerOp / (r.Aptix[c].CPUMsPerOp + f.CPUMsPerOp)
+		return fmt.Sprintf("CPU-bound: %.3f ms of CPU per gateway turn vs %.3f on the bus path. openai-go and HTTP alone (the canned-reply floor at 64) cost %.3f ms per request on these same cores, so the gateway path could reach at most %.2f of the bus path's rate here; the gateway's own CPU beyond that floor is %.3f ms per turn",
+			r.Gateway[c].CPUMsPerOp, r.Aptix[c].CPUMsPerOp, f.CPUMsPerOp, ceil, r.Gateway[c].CPUMsPerOp-r.Aptix[c].CPUMsPerOp-f.CPUMsPerOp)
 	case "soakPeakRSS<=2GiB":
 		return fmt.Sprintf("peak RSS %.1f MiB", r.Soak.PeakRSSMiB)
 	}
