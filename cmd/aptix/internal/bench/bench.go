@@ -218,6 +218,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Quick && !o.QuickGateway {
 		return quickEnd(ctx, r, p, url, o)
 	}
+	// The bus path's completion watch would otherwise take a copy of every
+	// gateway turn's completion too, a cost the gateway path does not have.
+	p.comp.Stop()
 	gw, err := startGateway(ctx, p, p.set, maxC)
 	if err != nil {
 		return r, fmt.Errorf("gateway: %w", err)
