@@ -284,6 +284,13 @@ func Run(ctx context.Context, o Options) (Report, error) {
 
 	o.Progress("soak: %d turns in flight, sandbox latency %s (a child process when run by aptix: bench --soak-only)", o.SoakTurns, o.SoakLatency)
 	if SelfExec {
+		// The child has its own nats-server: this one, holding every
+		// earlier phase's streams, would otherwise flush and compact them
+		// on the same disk and cores while the soak runs.
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		os.RemoveAll(dir)
+		runtime.GC()
 		r.Soak, err = soakChild(ctx, o)
 	} else {
 		r.Soak, err = soak(ctx, url, chunks, o.SoakTurns, o.SoakLatency)
