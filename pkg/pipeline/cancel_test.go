@@ -11,22 +11,28 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
-// synced waits until c's watch has delivered every stored cancel.
-func synced(t *testing.T, c *Cancels) {
+// eventually waits up to 5 s for cond, reading c's state under its lock.
+func eventually(t *testing.T, c *Cancels, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		c.mu.Lock()
-		ok := c.synced
+		ok := cond()
 		c.mu.Unlock()
 		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the cancels watch never caught up")
+			t.Fatal(what)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// synced waits until c's watch has delivered every stored cancel.
+func synced(t *testing.T, c *Cancels) {
+	t.Helper()
+	eventually(t, c, "the cancels watch never caught up", func() bool { return c.synced })
 }
 
 // TestCancelsWatchSeesEveryCancel: a cancel stored before the process
@@ -141,19 +147,7 @@ func TestCancelsWatchAfterOverflow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c.mu.Lock()
-		over := c.overflow
-		c.mu.Unlock()
-		if over {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no overflow after 5 cancels with maxKnown 3")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, c, "no overflow after 5 cancels with a limit of 3", func() bool { return c.overflow })
 	for i := range 5 {
 		if _, _, _, ok, err := c.Watch(ctx, fmt.Sprintf("t%d", i)); err != nil || !ok {
 			t.Fatalf("t%d after overflow: ok %v err %v", i, ok, err)

@@ -98,16 +98,8 @@ func TestEnsureStreamUpdatesOnlyOnChange(t *testing.T) {
 // TestCompletionsForgetUnclaimed: a watcher of every conversation keeps a
 // completion nobody waits for only for a while, so its memory stays bounded.
 func TestCompletionsForgetUnclaimed(t *testing.T) {
-	_, js := natstest.JetStream(t)
 	ctx := context.Background()
-	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	comp, err := pipeline.WatchCompletions(ctx, js, "*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer comp.Stop()
+	js, comp := watchAll(t, ctx)
 	comp.SetKeep(200 * time.Millisecond)
 	publish := func(turn string) {
 		data, _ := json.Marshal(contracts.Turn{Version: 1, ConversationId: "c", TurnId: turn, Response: &contracts.AgentExecuteResponse{Kind: contracts.KindOK}})
@@ -140,17 +132,9 @@ func TestCompletionsForgetUnclaimed(t *testing.T) {
 // gateway replica sees every completion); an undecodable one is an error to
 // its waiter and counted then.
 func TestCompletionsDecodeOnlyWhenClaimed(t *testing.T) {
-	_, js := natstest.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	comp, err := pipeline.WatchCompletions(ctx, js, "*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer comp.Stop()
+	js, comp := watchAll(t, ctx)
 	publish := func(turn string, data []byte) {
 		t.Helper()
 		if _, err := js.Publish(ctx, contracts.Subject(contracts.StageCompleted, "c", turn), data); err != nil {
@@ -178,4 +162,20 @@ func TestCompletionsDecodeOnlyWhenClaimed(t *testing.T) {
 	if _, _, bad := comp.Counts(); bad != 1 {
 		t.Fatalf("%d undecodable after the claim, want 1", bad)
 	}
+}
+
+// watchAll starts a server with the APTIX stream and a watch of every
+// conversation's completions, stopped when the test ends.
+func watchAll(t *testing.T, ctx context.Context) (jetstream.JetStream, *pipeline.Completions) {
+	t.Helper()
+	_, js := natstest.JetStream(t)
+	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	comp, err := pipeline.WatchCompletions(ctx, js, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(comp.Stop)
+	return js, comp
 }
