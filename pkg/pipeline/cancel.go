@@ -93,6 +93,11 @@ func OpenCancels(ctx context.Context, js jetstream.JetStream, replicas int) (*Ca
 				c.abort(e.Key(), cancelRecord{at: e.Created(), reason: reasonOf(e.Value())})
 			}
 		}
+		// The watch ended (Close, or a subscription the client gave up
+		// on): Watch reads the bucket again rather than trust it.
+		c.mu.Lock()
+		c.synced = false
+		c.mu.Unlock()
 	}()
 	return c, nil
 }
@@ -163,11 +168,13 @@ func (c *Cancels) Reason(ctx context.Context, turnID string) (at time.Time, reas
 }
 
 // Watch registers the turn like Track: a cancel already delivered by the
-// watch is returned (reason, ok), one stored later, or stored and not yet
-// delivered, aborts tctx. It reads the bucket only until the watch has
-// caught up (or after maxKnown cancels); Reason followed by Track made two
-// reads on every turn of the LLM caller. On an error or a cancel, the
-// registration is already released.
+// watch is returned (reason, ok); one stored later, or stored just before
+// and not yet delivered (the watch lags by a message's way through the
+// server), aborts tctx while the turn is registered, so a turn that ends
+// within that lag finishes as if uncancelled. It reads the bucket until the
+// watch has caught up, after maxKnown cancels, and if the watch ended;
+// Reason followed by Track made two reads on every turn of the LLM caller.
+// On an error or a cancel, the registration is already released.
 func (c *Cancels) Watch(ctx context.Context, turnID string) (tctx context.Context, release func(), reason string, ok bool, err error) {
 	// Looked up and registered under one lock: a delivery in between
 	// would otherwise abort nothing.

@@ -159,3 +159,28 @@ func TestCancelsWatchAfterOverflow(t *testing.T) {
 		release()
 	}
 }
+
+// TestCancelsWatchAfterTheWatchEnds: once the watch has ended, Watch reads
+// the bucket again instead of trusting what the watch last knew.
+func TestCancelsWatchAfterTheWatchEnds(t *testing.T) {
+	ctx := context.Background()
+	_, js := natstest.JetStream(t)
+	c, err := OpenCancels(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced(t, c)
+	c.Close()
+	eventually(t, c, "the ended watch is still trusted", func() bool { return !c.synced })
+	other, err := OpenCancels(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Cancel(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, ok, err := c.Watch(ctx, "late"); err != nil || !ok {
+		t.Fatalf("a cancel stored after the watch ended: ok %v err %v", ok, err)
+	}
+}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -46,10 +47,22 @@ type completion struct {
 	data   []byte
 }
 
-// decode reads the completion's turn.
-func (c *Completions) decode(m completion, turnID string) (contracts.Turn, error) {
+// ErrUnreadableCompletion is Wait's error for a completion that arrived
+// but could not be read (its claim-checked body unavailable, or not a turn).
+var ErrUnreadableCompletion = errors.New("completion unreadable")
+
+// decode reads the completion's turn. A claim-checked body is fetched
+// within ctx, retried briefly: the object store may be failing over.
+func (c *Completions) decode(ctx context.Context, m completion, turnID string) (contracts.Turn, error) {
 	var t contracts.Turn
-	data, err := EventData(context.Background(), c.js, m.header, m.data)
+	data, err := EventData(ctx, c.js, m.header, m.data)
+	for wait := 100 * time.Millisecond; err != nil && wait <= 400*time.Millisecond && ctx.Err() == nil; wait *= 2 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			data, err = EventData(ctx, c.js, m.header, m.data)
+		}
+	}
 	if err == nil {
 		err = unmarshalTurn(data, &t)
 	}
@@ -60,7 +73,7 @@ func (c *Completions) decode(m completion, turnID string) (contracts.Turn, error
 		c.mu.Lock()
 		c.errs++
 		c.mu.Unlock()
-		return t, fmt.Errorf("completion of turn %s: %w", turnID, err)
+		return t, fmt.Errorf("%w: turn %s: %w", ErrUnreadableCompletion, turnID, err)
 	}
 	return t, nil
 }
@@ -153,14 +166,14 @@ func (c *Completions) Wait(ctx context.Context, turnID string) (contracts.Turn, 
 	if m, ok := c.got[turnID]; ok {
 		delete(c.got, turnID)
 		c.mu.Unlock()
-		return c.decode(m, turnID)
+		return c.decode(ctx, m, turnID)
 	}
 	ch := make(chan completion, 1)
 	c.wait[turnID] = ch
 	c.mu.Unlock()
 	select {
 	case m := <-ch:
-		return c.decode(m, turnID)
+		return c.decode(ctx, m, turnID)
 	case <-ctx.Done():
 		c.mu.Lock()
 		delete(c.wait, turnID)

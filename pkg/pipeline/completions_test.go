@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -156,8 +157,8 @@ func TestCompletionsDecodeOnlyWhenClaimed(t *testing.T) {
 	if got, err := comp.Wait(ctx, "good"); err != nil || got.Response == nil || got.Response.Text != "fine" {
 		t.Fatalf("good: %+v %v", got, err)
 	}
-	if _, err := comp.Wait(ctx, "garbled"); err == nil {
-		t.Fatal("a garbled completion decoded without error")
+	if _, err := comp.Wait(ctx, "garbled"); !errors.Is(err, pipeline.ErrUnreadableCompletion) {
+		t.Fatalf("a garbled completion: %v", err)
 	}
 	if _, _, bad := comp.Counts(); bad != 1 {
 		t.Fatalf("%d undecodable after the claim, want 1", bad)

@@ -58,7 +58,11 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 				return err
 			}
 		}
-		if _, err := p.js.PublishMsg(ctx, out); err != nil {
+		ack, err := p.js.PublishMsg(ctx, out)
+		if out.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "" {
+			err = notFirst(ack, err)
+		}
+		if err != nil {
 			return fmt.Errorf("publish %s: %w", topic, err)
 		}
 	}
@@ -66,6 +70,9 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 }
 
 // claim moves the payload to the claim store and leaves a stub.
+// wouldClaim reports whether a payload of n bytes goes to the claim store.
+func (p *Publisher) wouldClaim(n int) bool { return p.claims != nil && n > p.maxInline }
+
 func (p *Publisher) claim(ctx context.Context, m *nats.Msg) error {
 	obs, err := p.claims.open(ctx)
 	if err != nil {

@@ -90,9 +90,25 @@ func expectsFirst(ctx context.Context) bool {
 	return on
 }
 
-// isWrongSequence reports a publish refused because its subject already
-// held a message (withExpectFirst).
-func isWrongSequence(err error) bool {
+// errNotFirst is a publish that had to be the first on its subject
+// (withExpectFirst) and was not, or could not be checked so.
+var errNotFirst = errors.New("the subject already holds an event")
+
+// notFirst turns the server's answers to an expect-first publish into
+// errNotFirst: refused for its expected last sequence (10071; 10164 from a
+// replicated stream), or acknowledged as a duplicate, which a clustered
+// stream checks before the expectation.
+func notFirst(ack *jetstream.PubAck, err error) error {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jsErrCodeWrongLastSequenceConstant) {
+		return fmt.Errorf("%w: %v", errNotFirst, err)
+	}
+	if err == nil && ack != nil && ack.Duplicate {
+		return fmt.Errorf("%w: a duplicate of event %d", errNotFirst, ack.Sequence)
+	}
+	return err
 }
+
+// jsErrCodeWrongLastSequenceConstant is nats-server's
+// JSStreamWrongLastSequenceConstantErr, which nats.go does not name.
+const jsErrCodeWrongLastSequenceConstant jetstream.ErrorCode = 10164

@@ -260,7 +260,10 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	}
 	herr := r.safeHandle(ctx, &turn)
 	var rej *Rejection
-	if expectFirst && errors.As(herr, &rej) {
+	if expectFirst && herr != nil {
+		// Every way on from here may answer the turn (a rejection, a dead
+		// letter when this is the last delivery): a reused id is answered
+		// turn_id_reused instead.
 		if again, err := reused(); err != nil || again {
 			return r.reusedOr(ctx, &turn, again, err)
 		}
@@ -302,9 +305,10 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		out = r.st.Route(&turn)
 	}
 	err = r.publish(withExpectFirst(ctx, expectFirst), out, &turn)
-	if expectFirst && isWrongSequence(err) {
-		// The turn has a retrieved event already: another request's, or
-		// this one's sent again past the queue's de-duplication window.
+	if expectFirst && errors.Is(err, errNotFirst) {
+		// The turn has a retrieved event already (another request's, or
+		// this one's sent again past the queue's de-duplication window),
+		// or the event is too large to publish before the check.
 		if again, err := reused(); err != nil || again {
 			return r.reusedOr(ctx, &turn, again, err)
 		}
@@ -314,6 +318,11 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		span.RecordError(err)
 		if delivered < r.sub.MaxDeliver || IsAtCapacity(err) {
 			return err
+		}
+		if expectFirst {
+			if again, err := reused(); err != nil || again {
+				return r.reusedOr(ctx, &turn, again, err)
+			}
 		}
 		// A publish that keeps failing for another reason than a full
 		// stream (the claim store broken, a permission) ends the turn
@@ -428,6 +437,11 @@ func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, tu
 	stampCarried(ctx, msg.Metadata)
 	otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(msg.Metadata))
 	if expectsFirst(ctx) {
+		// A claimed event would be stored (under a key shared by every
+		// request of the turn id) before the check: check first instead.
+		if pub.wouldClaim(len(data)) {
+			return errNotFirst
+		}
 		// Stored only if the subject holds nothing yet (as a KV create).
 		msg.Metadata.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	}

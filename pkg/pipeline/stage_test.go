@@ -287,3 +287,42 @@ func TestStageCounters(t *testing.T) {
 		t.Fatalf("stats %s %v", resp.Data, err)
 	}
 }
+
+// TestReusedTurnIDWithClaimedEvent: the first stage's event is too large to
+// publish inline (claim check), so a reused turn id is looked up before the
+// new request's event is stored: the new request is answered turn_id_reused
+// and the first request's recorded event is left as it was.
+func TestReusedTurnIDWithClaimedEvent(t *testing.T) {
+	nc, js := natstest.JetStream(t)
+	runStage(t, nc, func(ctx context.Context, turn *contracts.Turn) error {
+		turn.Retrieval = &contracts.Retrieval{Chunks: []contracts.RagChunk{{Content: strings.Repeat("x", 1<<20)}}}
+		return nil
+	}, SubscriberConfig{AckWait: 5 * time.Second, MaxDeliver: 3})
+	ctx := context.Background()
+	first := contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "big", Instruction: "first"}
+	if err := Submit(ctx, js, first); err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "big")); m.Headers().Get(contracts.HeaderClaim) == "" {
+		t.Fatal("the retrieved event was not claim-checked: the test needs it to be")
+	}
+	second := first
+	second.Instruction = "second"
+	data, _ := json.Marshal(second)
+	if _, err := js.Publish(ctx, contracts.Subject(contracts.StageRequested, "c1", "big"), data); err != nil {
+		t.Fatal(err)
+	}
+	m := next(t, js, contracts.Subject(contracts.StageCompleted, "c1", "big"))
+	var done contracts.Turn
+	full, err := EventData(ctx, js, m.Headers(), m.Data())
+	if err == nil {
+		err = json.Unmarshal(full, &done)
+	}
+	if err != nil || done.Response == nil || done.Response.ErrorCode != CodeTurnIDReused {
+		t.Fatalf("second request: %v %+v", err, done.Response)
+	}
+	prev, err := recordedRequest(ctx, js, "c1", "big")
+	if err != nil || prev == nil || prev.Instruction != "first" {
+		t.Fatalf("the first request's record: %+v %v", prev, err)
+	}
+}

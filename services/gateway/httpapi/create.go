@@ -109,6 +109,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
 	t, err := s.comps.wait(wctx, g, meta.TurnID)
+	if errors.Is(err, pipeline.ErrUnreadableCompletion) {
+		s.fail(w, &responses.Error{Status: http.StatusInternalServerError, Type: responses.TypeServer,
+			Message: fmt.Sprintf("Response %s completed, but its result could not be read (%v); GET /v1/responses/%s may return it.", meta.ID, err, meta.ID)})
+		return
+	}
 	if err != nil {
 		s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"),
 			Message: fmt.Sprintf("Response %s is still running after %s; GET /v1/responses/%s returns it once it completes.", meta.ID, s.cfg.SyncTimeout, meta.ID)})

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -151,10 +152,14 @@ func (s *objHistory) Put(ctx context.Context, responseID string, items []json.Ra
 // PutRaw stores a record already encoded as a JSON array of items.
 func (s *objHistory) PutRaw(ctx context.Context, responseID string, b []byte) error {
 	if len(b) <= s.inline && validKey(responseID) {
-		if _, err := s.kv.Put(ctx, responseID, b); err != nil {
+		_, err := s.kv.Put(ctx, responseID, b)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, nats.ErrMaxPayload) {
 			return fmt.Errorf("put history of response %s: %w", responseID, err)
 		}
-		return nil
+		// A server with a smaller max_payload than at start: chunk it.
 	}
 	// The chunk size is the value's (up to the store's default of 128 KiB):
 	// Put allocates a buffer of the chunk size per call, and with the

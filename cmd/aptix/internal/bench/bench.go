@@ -245,6 +245,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		}
 		o.Progress("HTTP floor: openai-go → POST /v1/responses → a canned response, concurrency %d, %d requests", c, n)
 		r.HTTPFloor[c] = closedLoop(ctx, n, c, func(ctx context.Context, _ int) error { return floor.turn(ctx) })
+		if err := r.HTTPFloor[c].err(fmt.Sprintf("HTTP floor at concurrency %d", c)); err != nil {
+			return r, err
+		}
 	}
 	floor.close()
 	for _, c := range append([]int{1}, Concurrencies...) {
@@ -257,6 +260,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	if o.Quick {
 		gw.close()
+		for c, l := range r.Gateway {
+			if err := l.err(fmt.Sprintf("gateway at concurrency %d", c)); err != nil {
+				return r, err
+			}
+		}
 		return quickEnd(ctx, r, p, url, o)
 	}
 	if r.ToolLoop, err = runToolLoop(ctx, gw.base, o.ToolLoopRounds, o.ToolLoops, o.ToolLoopConcurrency, o.ToolLoopReps, o.Progress); err != nil {
