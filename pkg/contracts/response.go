@@ -1,5 +1,7 @@
 package contracts
 
+import "cmp"
+
 // BaseResponse fills the fields every AgentExecuteResponse carries whatever
 // happened: the ids, the mode, and non-nil lists (clients index them without
 // checks). TurnId is Aptix's turn id: AGN-004 §2.1 lets an internal turn
@@ -35,4 +37,40 @@ func FailedResponse(req AgentExecuteRequest, f Failure, sources []SourceRef, war
 	r.Kind, r.FinishReason = KindError, FinishError
 	r.ErrorCode, r.ErrorMessage = f.Code, f.Message
 	return r
+}
+
+// UpstreamUsage is a /responses body's usage object, in the Responses names
+// and the Chat Completions names some servers send (AGN-004's example uses
+// the latter).
+type UpstreamUsage struct {
+	InputTokens      int `json:"input_tokens"`
+	OutputTokens     int `json:"output_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// LlmUsage applies AGN-004 §2.3: the Responses name when it is set, else the
+// Chat Completions one; a missing total is the sum; no usage object at all
+// is zeros (unavailable fields default to 0). The mapper and the tool loop's
+// usage sum both read usage so.
+func (u *UpstreamUsage) LlmUsage() LlmUsage {
+	if u == nil {
+		return LlmUsage{}
+	}
+	out := LlmUsage{
+		PromptTokens:     cmp.Or(u.InputTokens, u.PromptTokens),
+		CompletionTokens: cmp.Or(u.OutputTokens, u.CompletionTokens),
+		TotalTokens:      u.TotalTokens,
+	}
+	if out.TotalTokens == 0 {
+		out.TotalTokens = out.PromptTokens + out.CompletionTokens
+	}
+	return out
+}
+
+// Plus sums usage: a tool loop's usage is every round's call.
+func (u LlmUsage) Plus(o LlmUsage) LlmUsage {
+	return LlmUsage{PromptTokens: u.PromptTokens + o.PromptTokens,
+		CompletionTokens: u.CompletionTokens + o.CompletionTokens, TotalTokens: u.TotalTokens + o.TotalTokens}
 }

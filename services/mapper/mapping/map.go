@@ -40,7 +40,7 @@ type response struct {
 	Error             *apiError                `json:"error"`
 	IncompleteDetails *struct{ Reason string } `json:"incomplete_details"`
 	Output            []outputItem             `json:"output"`
-	Usage             *usage                   `json:"usage"`
+	Usage             *contracts.UpstreamUsage `json:"usage"`
 	Detail            json.RawMessage          `json:"detail"`
 }
 
@@ -61,16 +61,6 @@ type outputItem struct {
 		Text    string `json:"text"`
 		Refusal string `json:"refusal"`
 	} `json:"content"`
-}
-
-// usage accepts the Responses names and the Chat Completions names some
-// servers send (AGN-004's example uses the latter).
-type usage struct {
-	InputTokens      int `json:"input_tokens"`
-	OutputTokens     int `json:"output_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
 }
 
 // Map applies AGN-004 to one LLM result. It never fails: whatever came back,
@@ -94,7 +84,7 @@ func Map(in Input) contracts.AgentExecuteResponse {
 
 	r.ResponseContinuationId = resp.ID // §2.1: the next turn's previous_response_id
 	r.ModelId = resp.Model             // §2.2
-	r.Usage = mapUsage(resp.Usage)     // §2.3
+	r.Usage = resp.Usage.LlmUsage()    // §2.3
 
 	var texts []string
 	for _, item := range resp.Output {
@@ -176,21 +166,6 @@ func kind(text string, toolCalls int) string {
 	}
 }
 
-func mapUsage(u *usage) contracts.LlmUsage {
-	if u == nil {
-		return contracts.LlmUsage{} // §2.3: unavailable fields default to 0
-	}
-	out := contracts.LlmUsage{
-		PromptTokens:     firstPositive(u.InputTokens, u.PromptTokens),
-		CompletionTokens: firstPositive(u.OutputTokens, u.CompletionTokens),
-		TotalTokens:      u.TotalTokens,
-	}
-	if out.TotalTokens == 0 {
-		out.TotalTokens = out.PromptTokens + out.CompletionTokens
-	}
-	return out
-}
-
 // upstreamError maps an HTTP or transport failure (§3): ErrorCode is the API's
 // error code, else its type, else the HTTP status; ErrorMessage is the
 // server's message, from {"error":{…}} or {"detail":…}.
@@ -259,13 +234,4 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
-}
-
-func firstPositive(v ...int) int {
-	for _, n := range v {
-		if n > 0 {
-			return n
-		}
-	}
-	return 0
 }

@@ -38,9 +38,7 @@ func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 	}
 	if l := t.Tools; l != nil {
 		// Seed 004: a tool loop's usage is every round's, not the last call's.
-		resp.Usage.PromptTokens += l.Usage.PromptTokens
-		resp.Usage.CompletionTokens += l.Usage.CompletionTokens
-		resp.Usage.TotalTokens += l.Usage.TotalTokens
+		resp.Usage = resp.Usage.Plus(l.Usage)
 		if l.Status == "" {
 			l.Status = contracts.LoopCompleted
 		}

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
 
@@ -58,7 +59,7 @@ func CallItem(c Call, e contracts.ToolExecution) json.RawMessage {
 			code = -32001 // the MCP SDKs' request timeout
 		}
 		item["status"] = "failed"
-		item["error"] = map[string]any{"type": "mcp_protocol_error", "code": code, "message": firstNonEmpty(e.Error, e.Status)}
+		item["error"] = map[string]any{"type": "mcp_protocol_error", "code": code, "message": cmp.Or(e.Error, e.Status)}
 	}
 	b, _ := marshal(item)
 	return b
@@ -99,13 +100,4 @@ func RoundItems(r Result, execs map[string]contracts.ToolExecution) []json.RawMe
 		out = append(out, raw)
 	}
 	return out
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -38,24 +38,14 @@ type Result struct {
 // and the client's function calls.
 func Read(body string, l *contracts.ToolLoop) (Result, error) {
 	var r struct {
-		ID     string            `json:"id"`
-		Output []json.RawMessage `json:"output"`
-		Usage  *struct {
-			InputTokens      int `json:"input_tokens"`
-			OutputTokens     int `json:"output_tokens"`
-			TotalTokens      int `json:"total_tokens"`
-			PromptTokens     int `json:"prompt_tokens"`
-			CompletionTokens int `json:"completion_tokens"`
-		} `json:"usage"`
+		ID     string                   `json:"id"`
+		Output []json.RawMessage        `json:"output"`
+		Usage  *contracts.UpstreamUsage `json:"usage"`
 	}
 	if err := json.Unmarshal([]byte(body), &r); err != nil {
 		return Result{}, fmt.Errorf("LLM result is not a /responses object: %w", err)
 	}
-	res := Result{ResponseID: r.ID, Items: r.Output}
-	if u := r.Usage; u != nil {
-		in, out := max(u.InputTokens, u.PromptTokens), max(u.OutputTokens, u.CompletionTokens)
-		res.Usage = contracts.LlmUsage{PromptTokens: in, CompletionTokens: out, TotalTokens: max(u.TotalTokens, in+out)}
-	}
+	res := Result{ResponseID: r.ID, Items: r.Output, Usage: r.Usage.LlmUsage()}
 	for _, raw := range r.Output {
 		var it struct {
 			Type      string `json:"type"`
@@ -76,12 +66,6 @@ func Read(body string, l *contracts.ToolLoop) (Result, error) {
 		}
 	}
 	return res, nil
-}
-
-// Add sums usage.
-func Add(a, b contracts.LlmUsage) contracts.LlmUsage {
-	return contracts.LlmUsage{PromptTokens: a.PromptTokens + b.PromptTokens,
-		CompletionTokens: a.CompletionTokens + b.CompletionTokens, TotalTokens: a.TotalTokens + b.TotalTokens}
 }
 
 // DepthError is why a loop may not run another round: the seed's

@@ -250,7 +250,7 @@ func (r *Runner) round(ctx context.Context, t *contracts.Turn) error {
 		return r.endMixed(t, res, round, outs)
 	}
 	l.Items = append(l.Items, round...)
-	l.Usage = loop.Add(l.Usage, res.Usage)
+	l.Usage = l.Usage.Plus(res.Usage)
 	body, err := loop.Next(l.Template, res.ResponseID, outs)
 	if err != nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "%v", err)

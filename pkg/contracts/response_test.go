@@ -1,0 +1,27 @@
+package contracts
+
+import "testing"
+
+// TestUpstreamUsage: AGN-004 §2.3 as the mapper and the tool loop read it.
+func TestUpstreamUsage(t *testing.T) {
+	for name, c := range map[string]struct {
+		in   *UpstreamUsage
+		want LlmUsage
+	}{
+		"no usage":             {nil, LlmUsage{}},
+		"responses names":      {&UpstreamUsage{InputTokens: 10, OutputTokens: 3, TotalTokens: 13}, LlmUsage{10, 3, 13}},
+		"chat names":           {&UpstreamUsage{PromptTokens: 7, CompletionTokens: 2, TotalTokens: 9}, LlmUsage{7, 2, 9}},
+		"responses name wins":  {&UpstreamUsage{InputTokens: 10, PromptTokens: 99, OutputTokens: 3, CompletionTokens: 98}, LlmUsage{10, 3, 13}},
+		"missing total summed": {&UpstreamUsage{InputTokens: 4, OutputTokens: 5}, LlmUsage{4, 5, 9}},
+	} {
+		if got := c.in.LlmUsage(); got != c.want {
+			t.Errorf("%s: %+v, want %+v", name, got, c.want)
+		}
+	}
+}
+
+func TestLlmUsagePlus(t *testing.T) {
+	if got := (LlmUsage{1, 2, 3}).Plus(LlmUsage{10, 20, 30}); got != (LlmUsage{11, 22, 33}) {
+		t.Fatalf("%+v", got)
+	}
+}
