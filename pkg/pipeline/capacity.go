@@ -94,6 +94,7 @@ type admission struct {
 	mu      sync.Mutex
 	checked time.Time
 	bytes   int64
+	avg     int64 // the stream's average event size at the last read
 	logged  time.Time
 }
 
@@ -106,8 +107,12 @@ func (a *admission) wait(ctx context.Context, log *slog.Logger) error {
 	delay := 50 * time.Millisecond
 	for {
 		used, err := a.used(ctx)
-		if err != nil || used < a.below {
+		if err != nil {
 			return nil // cannot tell: the server's hard cap still protects the stream
+		}
+		if used < a.below {
+			a.admitted()
+			return nil
 		}
 		a.mu.Lock()
 		if time.Since(a.logged) > 5*time.Second {
@@ -123,6 +128,22 @@ func (a *admission) wait(ctx context.Context, log *slog.Logger) error {
 		delay = min(2*delay, time.Second)
 	}
 }
+
+// admitted counts a turn just let in until the next read of the stream: its
+// event and the next one it will need (as used estimates them). Without it
+// every handler of the process admitted on the same cached size for a whole
+// interval, and a fast first stage let in enough turns at once to fill the
+// stream with work that could not move (the capacity test stalled 1 run in
+// 3 once the stages got faster).
+func (a *admission) admitted() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.bytes += 2 * max(a.avg, minEventEstimate)
+}
+
+// minEventEstimate stands in for the average event size before the stream
+// holds any event.
+const minEventEstimate = 1024
 
 // used is APTIX's size plus the next event of every turn a stage holds or
 // has yet to take (estimated at the stream's average event size): a turn
@@ -143,6 +164,7 @@ func (a *admission) used(ctx context.Context) (int64, error) {
 	used := int64(st.Bytes)
 	if st.Msgs > 0 {
 		avg := int64(st.Bytes / st.Msgs)
+		a.avg = avg
 		for _, stage := range Stages {
 			if contracts.StreamOf(stage.In) != a.stream {
 				continue
