@@ -37,6 +37,11 @@ type Options struct {
 	// QuickGateway adds the gateway rows to a Quick run (A/B of the
 	// gateway's own cost).
 	QuickGateway bool
+	// SyncInterval is the embedded server's fsync policy: 0 (the default)
+	// fsyncs every write, as `aptix up` ships (ShippedSync); a positive
+	// interval measures the server's periodic flush instead, a row that is
+	// not what a user of `aptix up` gets and is labelled so.
+	SyncInterval time.Duration
 	// Progress receives one line per phase.
 	Progress func(format string, args ...any)
 }
@@ -137,26 +142,23 @@ type SoakResult struct {
 // Concurrencies of the throughput runs.
 var Concurrencies = []int{64, 256}
 
-// Run runs every phase on one embedded nats-server (file storage, the
-// server's default fsync policy) and returns the figures.
+// Run runs every phase on one embedded nats-server (file storage, the fsync
+// policy of o.SyncInterval: by default the one `aptix up` ships) and returns
+// the figures.
 func Run(ctx context.Context, o Options) (Report, error) {
 	o = o.withDefaults()
 	r := Report{When: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
-		Storage: "file (embedded nats-server, default sync)", Chain: map[int]Load{}, Aptix: map[int]Load{}, Gateway: map[int]Load{}, HTTPFloor: map[int]Load{}}
+		Storage: StorageLabel(o.SyncInterval), Chain: map[int]Load{}, Aptix: map[int]Load{}, Gateway: map[int]Load{}, HTTPFloor: map[int]Load{}}
 	dir, err := os.MkdirTemp("", "aptix-bench-")
 	if err != nil {
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	ns, err := StartServer(dir, o.SyncInterval)
 	if err != nil {
 		return r, err
 	}
-	ns.Start()
 	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		return r, fmt.Errorf("nats-server not ready")
-	}
 	url := ns.ClientURL()
 	chunks, err := fixtureChunks()
 	if err != nil {
@@ -460,21 +462,47 @@ func RunSoak(ctx context.Context, o Options) (SoakResult, error) {
 		return SoakResult{}, err
 	}
 	defer os.RemoveAll(dir)
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	ns, err := StartServer(dir, o.SyncInterval)
 	if err != nil {
 		return SoakResult{}, err
 	}
-	ns.Start()
 	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		return SoakResult{}, fmt.Errorf("nats-server not ready")
-	}
 	chunks, err := fixtureChunks()
 	if err != nil {
 		return SoakResult{}, err
 	}
 	o.Progress("soak: %d turns in flight, sandbox latency %s, sandbox in its own process", o.SoakTurns, o.SoakLatency)
 	return soak(ctx, ns.ClientURL(), chunks, o.SoakTurns, o.SoakLatency)
+}
+
+// StartServer runs the bench's embedded nats-server on storeDir with the
+// given fsync policy (0: fsync every write, as `aptix up` ships).
+func StartServer(storeDir string, syncInterval time.Duration) (*server.Server, error) {
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: storeDir, NoLog: true, NoSigs: true}
+	if syncInterval > 0 {
+		opts.SyncInterval = syncInterval
+	} else {
+		opts.SyncAlways = true
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("nats-server not ready")
+	}
+	return ns, nil
+}
+
+// StorageLabel names the fsync policy a run measured, for the table's
+// heading: a run that is not the shipped policy says so.
+func StorageLabel(syncInterval time.Duration) string {
+	if syncInterval <= 0 {
+		return "file storage, fsync on every write (as `aptix up` ships)"
+	}
+	return fmt.Sprintf("file storage, fsync every %s (NOT the policy `aptix up` ships)", syncInterval)
 }
 
 // SelfExec is set by the aptix binary: this process can run `aptix sandbox`
@@ -496,7 +524,7 @@ func soakChild(ctx context.Context, o Options) (SoakResult, error) {
 	out.Close()
 	defer os.Remove(out.Name())
 	cmd := exec.CommandContext(ctx, exe, "bench", "--soak-only", "--soak-turns", strconv.Itoa(o.SoakTurns),
-		"--soak-latency", o.SoakLatency.String(), "--out", out.Name())
+		"--soak-latency", o.SoakLatency.String(), "--sync-interval", o.SyncInterval.String(), "--out", out.Name())
 	cmd.Stderr = os.Stderr
 	if b, err := cmd.Output(); err != nil {
 		return res, fmt.Errorf("soak: %w\n%s", err, b)

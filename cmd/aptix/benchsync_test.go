@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aptix-dev/aptix/cmd/aptix/internal/bench"
+)
+
+// The bench's default run must store the way `aptix up` stores: a figure
+// measured under another fsync policy is not what a user gets.
+func TestBenchMeasuresShippedSync(t *testing.T) {
+	up, err := startEmbedded(t.TempDir(), -1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Shutdown()
+	b, err := bench.StartServer(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown()
+	u, g := up.JetStreamConfig(), b.JetStreamConfig()
+	if u.SyncAlways != g.SyncAlways || u.SyncInterval != g.SyncInterval {
+		t.Fatalf("aptix up stores with SyncAlways=%v SyncInterval=%s, the bench's default with SyncAlways=%v SyncInterval=%s",
+			u.SyncAlways, u.SyncInterval, g.SyncAlways, g.SyncInterval)
+	}
+	if want := "as `aptix up` ships"; !strings.Contains(bench.StorageLabel(0), want) {
+		t.Fatalf("label %q does not say %q", bench.StorageLabel(0), want)
+	}
+}
