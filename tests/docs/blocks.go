@@ -23,6 +23,9 @@ var markerRE = regexp.MustCompile(`^\s*<!--\s*runnable(?::\s*(.*?))?\s*-->\s*$`)
 // fenceRE opens a shell block; the info string must name sh or bash.
 var fenceRE = regexp.MustCompile("^(\\s*)(```+)\\s*(sh|bash|shell)\\b")
 
+// anyFenceRE opens any fenced block.
+var anyFenceRE = regexp.MustCompile("^\\s*(```+|~~~+)")
+
 // Extract returns the runnable blocks of one Markdown file. A marker must be
 // followed, after blank lines only, by a sh or bash fence: a marker in front
 // of anything else is an error, so a block is never silently skipped.
@@ -30,6 +33,12 @@ func Extract(file, text string) ([]Block, error) {
 	lines := strings.Split(text, "\n")
 	var blocks []Block
 	for i := 0; i < len(lines); i++ {
+		if f := anyFenceRE.FindStringSubmatch(lines[i]); f != nil {
+			// An unmarked fenced block: a marker shown inside it is an example.
+			for i++; i < len(lines) && strings.TrimSpace(lines[i]) != f[1]; i++ {
+			}
+			continue
+		}
 		m := markerRE.FindStringSubmatch(lines[i])
 		if m == nil {
 			continue

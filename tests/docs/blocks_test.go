@@ -31,6 +31,12 @@ func TestExtract(t *testing.T) {
 		"```",
 		"EOF",
 		"````",
+		"````markdown",
+		"<!-- runnable -->",
+		"```sh",
+		"echo an example of the marker, not a block",
+		"```",
+		"````",
 	}, "\n")
 	// The second marker is followed by a list item, not a fence: an error.
 	if _, err := Extract("x.md", md); err == nil || !strings.Contains(err.Error(), "x.md:10") {
