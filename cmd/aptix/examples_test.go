@@ -107,7 +107,7 @@ func TestRenderRejectsBadInput(t *testing.T) {
 }
 
 // TestRenderPromptProfile: for a profile with toolMode prompt, render shows
-// the seed 002 injection in the body's instructions instead of the function
+// the tool-call instructions (docs/tool-emulation.md) in the body's instructions instead of the function
 // tools, and --instructions prints it as plain text.
 func TestRenderPromptProfile(t *testing.T) {
 	profilesFile := filepath.Join(t.TempDir(), "profiles.json")

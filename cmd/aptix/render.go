@@ -17,7 +17,7 @@ import (
 // render shows the exact /responses body the envelope stage would send for a
 // request, without a bus or a model: the quickest way to see AGN-002 and
 // AGN-003 applied to your own input, and, for a profile with toolMode
-// prompt, the tool-call instructions of seed 002 that replace the function
+// prompt, the tool-call instructions (docs/tool-emulation.md) that replace the function
 // tools (in the body's "instructions"; --instructions prints them as text).
 func init() {
 	var (

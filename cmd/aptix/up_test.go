@@ -117,7 +117,7 @@ func TestUpExecEvents(t *testing.T) {
 			t.Errorf("up banner lacks %q:\n%s", want, up)
 		}
 	}
-	// The banner's curl one-liner works: `aptix up` serves the gateway (seed 004).
+	// The banner's curl one-liner works: `aptix up` serves the gateway (docs/http-api.md).
 	resp, err := http.Post("http://"+upHTTP+"/v1/responses", "application/json",
 		strings.NewReader(`{"model":"sandbox-1","input":"Explain what this service does"}`))
 	if err != nil {

@@ -26,7 +26,7 @@ func weatherTool() map[string]any {
 }
 
 // weatherQuestion is the compliance tests' question; the marker makes
-// Aptix's sandbox call the tool (DESIGN.md §7) and reads as a hint to a model.
+// Aptix's sandbox call the tool (docs/sandbox.md) and reads as a hint to a model.
 const weatherQuestion = `What's the weather like in San Francisco? [call:get_weather {"location":"San Francisco, CA"}]`
 
 // toolCalling: a function_call item whose arguments fit the tool's schema

@@ -36,7 +36,7 @@ func TestResponseSchemaAcceptsAFullResponseAndRejectsGaps(t *testing.T) {
 		"user missing":               func(m map[string]any) { delete(m, "user") },
 		"completed_at missing":       func(m map[string]any) { delete(m, "completed_at") },
 		"object wrong":               func(m map[string]any) { m["object"] = "chat.completion" },
-		"output a string (seed 004)": func(m map[string]any) { m["output"] = "Hi" },
+		"output a string, not items": func(m map[string]any) { m["output"] = "Hi" },
 		"usage without details":      func(m map[string]any) { delete(m["usage"].(map[string]any), "input_tokens_details") },
 		"message without id":         func(m map[string]any) { delete(output(m, 0), "id") },
 		"output_text without logprobs": func(m map[string]any) {

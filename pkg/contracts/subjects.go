@@ -14,7 +14,7 @@ const (
 // Stages lists the event stages in order.
 var Stages = []string{StageRequested, StageRetrieved, StageEnveloped, StageResponded, StageCompleted}
 
-// Stream and subject layout (DESIGN.md §4, §13). Work is not history:
+// Stream and subject layout (docs/architecture.md#streams-and-stores). Work is not history:
 // clients publish into QueueStreamName, a work queue with a hard cap that
 // refuses new turns when full; every later event lives in StreamName, whose
 // history is trimmed by age and size but never below what a stage has not

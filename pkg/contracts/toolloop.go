@@ -6,7 +6,7 @@ import (
 )
 
 // StageToolRound is the event of an LLM result whose calls name server-side
-// (MCP) tools, for the toolrunner (DESIGN.md §12); the toolrunner answers
+// (MCP) tools, for the toolrunner (docs/architecture.md#the-server-side-tool-loop); the toolrunner answers
 // with the next round's aptix.enveloped event. It is not in Stages: a turn
 // visits it only when its model calls a server-side tool (and once before
 // its first call, to discover the tools), between enveloped and responded.
@@ -28,7 +28,7 @@ const (
 	ExecCancelled = "cancelled"
 )
 
-// ToolLoop is the server-side tool loop's section of a turn (seed 004): the
+// ToolLoop is the server-side tool loop's section of a turn (docs/architecture.md#the-server-side-tool-loop): the
 // MCP servers the turn may use, the tools offered to the model, and what
 // every round did. It travels with the turn, so the completed event holds
 // the loop's whole story and any round can be replayed from its event.
@@ -95,7 +95,7 @@ type LoopTool struct {
 	Tool   string `json:"tool"`
 }
 
-// ToolExecution is one server-side tool call (seed 004's tool_executions).
+// ToolExecution is one server-side tool call (the response's tool_executions, docs/http-api.md#server-side-mcp-tools).
 type ToolExecution struct {
 	ID         string          `json:"id"`
 	Tool       string          `json:"tool"`

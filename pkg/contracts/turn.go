@@ -61,7 +61,7 @@ type Envelope struct {
 }
 
 // ToolEmulation is what the LLM caller needs to turn <tool_call> blocks in
-// the output text into function calls (specification seed 002).
+// the output text into function calls (docs/tool-emulation.md).
 type ToolEmulation struct {
 	// Tools are the function tools removed from Body, in the Responses shape.
 	Tools json.RawMessage `json:"tools"`

@@ -83,7 +83,7 @@ type AgentExecuteRequest struct {
 
 	// OpenAI is what a client of the HTTP gateway said in its OpenAI
 	// Responses request beyond the fields above, so nothing it sent is lost
-	// on the way upstream (seed 004). Nil for clients of the bus.
+	// on the way upstream (docs/request.md#what-an-http-client-adds). Nil for clients of the bus.
 	OpenAI *OpenAIPassthrough `json:"openai,omitempty"`
 
 	// Principal is the authenticated caller the HTTP gateway submitted the
@@ -149,7 +149,7 @@ const (
 	KindEmpty    = "empty"
 )
 
-// Finish reasons derived from a Responses result (DESIGN.md §6).
+// Finish reasons derived from a Responses result (docs/mapping.md#finish-reason).
 const (
 	FinishStop          = "stop"
 	FinishLength        = "length"

@@ -12,7 +12,7 @@ import (
 )
 
 // TestUniversalPubSub runs watermill's own Pub/Sub contract suite against the
-// JetStream Subscriber and Publisher (DESIGN.md §9).
+// JetStream Subscriber and Publisher (docs/architecture.md#the-stage-runtime).
 func TestUniversalPubSub(t *testing.T) {
 	_, url := natstest.Start(t)
 	cfg := SubscriberConfig{CreateStream: true, AckWait: 5 * time.Second, MaxDeliver: 1000, MaxAckPending: 16,

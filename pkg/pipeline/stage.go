@@ -57,7 +57,7 @@ type Stage struct {
 	In, Out string // event stages, e.g. contracts.StageRequested → contracts.StageRetrieved
 	Handle  Handler
 	// Route, when set, picks the event stage a handled turn goes to instead
-	// of Out: the server-side tool loop (DESIGN.md §12) sends a turn whose
+	// of Out: the server-side tool loop (docs/architecture.md#the-server-side-tool-loop) sends a turn whose
 	// model called a server-side tool to the toolrunner, and its results
 	// back to the LLM caller.
 	Route func(t *contracts.Turn) string

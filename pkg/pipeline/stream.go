@@ -18,7 +18,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// Retention design (DESIGN.md §13): work is not history.
+// Retention design (docs/architecture.md#work-is-not-history): work is not history.
 //
 // A limits stream with discard "old" deletes its oldest events when full
 // whether or not a stage has processed them: an accepted turn vanishes
@@ -253,7 +253,7 @@ var Stages = []struct{ Name, In, Out string }{
 	{"llmcaller", contracts.StageEnveloped, contracts.StageResponded},
 	{"mapper", contracts.StageResponded, contracts.StageCompleted},
 	// The toolrunner answers a round of server-side tool calls with the
-	// next round's enveloped event (DESIGN.md §12).
+	// next round's enveloped event (docs/architecture.md#the-server-side-tool-loop).
 	{"toolrunner", contracts.StageToolRound, contracts.StageEnveloped},
 }
 

@@ -85,8 +85,8 @@ func (c SubscriberConfig) BackoffFor(delivered int) time.Duration {
 }
 
 // Subscriber is a watermill Subscriber over JetStream durable pull consumers.
-// It exists because watermill-nats falls short for long LLM calls (DESIGN.md
-// §9): its AckWait is client-side only, an undecodable message is redelivered
+// It exists because watermill-nats falls short for long LLM calls
+// (docs/architecture.md#the-stage-runtime): its AckWait is client-side only, an undecodable message is redelivered
 // forever, and failures are retried in a tight loop. Here the server's AckWait
 // is kept alive with in-progress acks, a Nack becomes NakWithDelay with a
 // growing delay, and up to MaxAckPending events are handled concurrently.

@@ -56,7 +56,7 @@ func SetupTelemetry(ctx context.Context, service string) (shutdown func(context.
 
 // HeaderCarrier adapts nats.Header to OTel propagation without changing the
 // key's case: propagation.HeaderCarrier would write "Traceparent", and NATS
-// headers are case-sensitive (DESIGN.md §4).
+// headers are case-sensitive (docs/architecture.md#subjects-and-headers).
 type HeaderCarrier nats.Header
 
 func (c HeaderCarrier) Get(key string) string {

@@ -21,7 +21,7 @@ const (
 	// ToolModeNative sends tools in the request's tools field.
 	ToolModeNative ToolMode = "native"
 	// ToolModePrompt removes function tools and injects calling instructions
-	// into the prompt (seed 002), parsing <tool_call> blocks from the text.
+	// into the prompt (docs/tool-emulation.md), parsing <tool_call> blocks from the text.
 	ToolModePrompt ToolMode = "prompt"
 )
 
@@ -41,7 +41,7 @@ type Capabilities struct {
 	// the LLM caller creates every call in background mode and records the
 	// upstream response id before relaying anything, so a turn redelivered
 	// after a crash (or a stream cut mid-way) re-attaches to the call already
-	// paid for instead of making it again (DESIGN.md §14). Off unless a
+	// paid for instead of making it again (docs/reliability.md#re-attach). Off unless a
 	// profile says so, because it has costs on hosted models:
 	//   - OpenAI keeps a background response for about 10 minutes: a turn
 	//     redelivered later than that finds it gone and calls again (with a

@@ -1,5 +1,5 @@
 // Package toolemu emulates function calling for backends that have none
-// (profile toolMode "prompt", specification seed 002): Instructions writes the
+// (profile toolMode "prompt", docs/tool-emulation.md): Instructions writes the
 // text that tells the model to answer with <tool_call> blocks, a Parser turns
 // those blocks in the model's text back into function calls, whole (Parse) or
 // as the text streams in (Stream), and Rewrite applies the parser to a

@@ -32,7 +32,7 @@ func (d *deployment) gateway(name string, nodes []string) (*testcontainers.Docke
 	return c, "http://" + d.endpoint(c, "8080", "")
 }
 
-// TestGatewayReplicaKilledMidRequest: seed 004 behind a load balancer with
+// TestGatewayReplicaKilledMidRequest: the gateway behind a load balancer with
 // stateless replicas: a gateway replica SIGKILLed while its client streams
 // a response does not lose the turn: it completes, and GET on the other
 // replica returns it.

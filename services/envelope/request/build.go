@@ -1,5 +1,5 @@
 // Package request builds the OpenAI /responses request body of a turn
-// (AGN-003), on the real wire format (DESIGN.md §6). Every AGN-003 rule lives
+// (AGN-003), on the real wire format (docs/request.md#the-wire-format). Every AGN-003 rule lives
 // in Build; where the seed's conceptual JSON differs from what OpenAI accepts,
 // the comment at that line says what is sent instead and why.
 package request
@@ -64,7 +64,7 @@ type Result struct {
 type Body struct {
 	Model              string `json:"model"`
 	PreviousResponseID string `json:"previous_response_id,omitempty"`
-	// Instructions carries seed 002's tool-call instructions for a backend
+	// Instructions carries the tool-call instructions (docs/tool-emulation.md) for a backend
 	// without native function calling (emulate.go); otherwise unset.
 	Instructions    string          `json:"instructions,omitempty"`
 	Input           []Message       `json:"input"`
@@ -161,7 +161,7 @@ func Build(in Input) (Result, error) {
 		return Result{}, err
 	}
 
-	// Seed 002: a backend without native function calling gets its function
+	// docs/tool-emulation.md: a backend without native function calling gets its function
 	// tools as instructions, with the tool_choice folded into them.
 	if in.Capabilities.ToolMode == profiles.ToolModePrompt {
 		if res.Emulation, err = emulate(&body, tools); err != nil {

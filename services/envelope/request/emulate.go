@@ -8,7 +8,7 @@ import (
 )
 
 // Emulation is a turn's prompt-mode tool calling (profile toolMode
-// "prompt", specification seed 002): what the LLM caller needs to parse the
+// "prompt", docs/tool-emulation.md): what the LLM caller needs to parse the
 // model's <tool_call> blocks back into function calls.
 type Emulation struct {
 	// Tools are the function tools described in the instructions instead of sent.
@@ -18,7 +18,7 @@ type Emulation struct {
 	ToolChoice json.RawMessage
 }
 
-// emulate applies seed 002 to a body built for native tools: function tools
+// emulate applies docs/tool-emulation.md to a body built for native tools: function tools
 // leave body.Tools (tools other than functions pass through and inject
 // nothing), and the injection text becomes the body's instructions.
 //

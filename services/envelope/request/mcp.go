@@ -13,7 +13,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// Server-side tool loop settings (seed 004, DESIGN.md §12).
+// Server-side tool loop settings (docs/architecture.md#the-server-side-tool-loop).
 const (
 	EnvMCPDefaultAll = "APTIX_MCP_DEFAULT_ALL"
 	EnvMaxToolDepth  = "APTIX_MAX_TOOL_DEPTH"

@@ -7,7 +7,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// TestApplyPassthrough: seed 004 says fields the turn does not model travel
+// TestApplyPassthrough: fields the turn does not model (docs/request.md#what-an-http-client-adds) travel
 // to the upstream body untouched, while AGN-003 keeps what it governs.
 func TestApplyPassthrough(t *testing.T) {
 	first := contracts.AgentExecuteRequest{ConversationId: "c", TurnId: "t", Mode: "ANALYZE", Instruction: "What is in the image?"}

@@ -41,7 +41,7 @@ func (e *Envelope) Stage() pipeline.Stage {
 }
 
 // route sends a turn with server-side tools to the toolrunner first, which
-// lists them and offers them to the model (DESIGN.md §12).
+// lists them and offers them to the model (docs/architecture.md#the-server-side-tool-loop).
 func route(t *contracts.Turn) string {
 	if t.Tools != nil && len(t.Tools.Tools) == 0 && t.LLM == nil {
 		return contracts.StageToolRound
@@ -105,7 +105,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 	})
 	if err == nil {
 		// An HTTP gateway client's fields and input items beyond the turn's
-		// own (seed 004) go upstream too.
+		// own (docs/request.md#what-an-http-client-adds) go upstream too.
 		res.Body, err = request.ApplyPassthrough(res.Body, req.OpenAI)
 	}
 	var loop *contracts.ToolLoop

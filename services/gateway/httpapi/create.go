@@ -128,7 +128,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if t.Failure != nil && t.Failure.Code == contracts.LoopMaxDepthExceeded {
-		// Seed 004: the response fails with an execution_error and keeps the
+		// docs/http-api.md#server-side-mcp-tools: the response fails with an execution_error and keeps the
 		// tool calls that ran, so it is the answer, not an error body.
 		writeJSON(w, http.StatusOK, responses.FromTurn(*meta, &t, s.cfg.Now().Unix()))
 		return

@@ -11,7 +11,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
-// TestSubmitError: seed 004's clients retry a 503 with Retry-After: a full
+// TestSubmitError: clients retry a 503 with Retry-After: a full
 // admission queue (JetStream 10077, "maximum bytes exceeded") and a bus that
 // does not answer are 503s; a turn over NATS' payload limit is a 413; any
 // other publish failure a 500.

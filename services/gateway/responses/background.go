@@ -7,7 +7,7 @@ import (
 // State is what the bus says about a response's turn, gathered by the
 // adapter: the latest stage event (and the turn it carries), when the LLM
 // caller got the turn, and the cancel record. Status is derived from it on
-// every read (DESIGN.md §11.2), never stored, so it cannot go stale.
+// every read (docs/http-api.md#status), never stored, so it cannot go stale.
 type State struct {
 	// Stage is the turn's latest stored stage event ("" for none yet).
 	Stage string

@@ -1,5 +1,5 @@
 // Package responses translates between OpenAI's Responses API and Aptix
-// turns (seed 004, DESIGN.md §11): it parses and validates a create request,
+// turns (docs/http-api.md): it parses and validates a create request,
 // turns it into a contracts.AgentExecuteRequest that keeps everything the
 // client said, and builds the Responses `response` object and its streaming
 // events from a turn. It has no HTTP or NATS import, so every rule here is
@@ -72,7 +72,7 @@ func NotFound(id string) *Error {
 }
 
 // PreviousNotFound is OpenAI's 400 for an unknown previous_response_id: never
-// a silent fresh start (DESIGN.md §11.3).
+// a silent fresh start (docs/http-api.md#continuation-and-branching).
 func PreviousNotFound(id string) *Error {
 	return invalid("previous_response_id", CodePreviousNotFound, "Previous response with id '%s' not found.", id)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// TestInputItemsPage: seed 004's List Input Items, in OpenAI's list shape:
+// TestInputItemsPage: List Input Items, in OpenAI's list shape:
 // ids stable across replicas, string content as parts, limit/order/after.
 func TestInputItemsPage(t *testing.T) {
 	raw := []json.RawMessage{
@@ -56,8 +56,8 @@ func TestInputItemsPage(t *testing.T) {
 	}
 }
 
-// TestStatusOf: status is derived from the turn's stored events (DESIGN.md
-// §11.2), seed 004's queued → in_progress.
+// TestStatusOf: status is derived from the turn's stored events
+// (docs/http-api.md#status): queued → in_progress.
 func TestStatusOf(t *testing.T) {
 	for stage, want := range map[string]string{"": StatusQueued, contracts.StageRequested: StatusQueued,
 		contracts.StageRetrieved: StatusQueued, contracts.StageEnveloped: StatusInProgress, contracts.StageResponded: StatusInProgress} {

@@ -10,7 +10,7 @@ import (
 )
 
 // known lists every top-level parameter of a create request the gateway
-// accepts: OpenAI's Responses parameters, seed 004's own names
+// accepts: OpenAI's Responses parameters, the HTTP API's own aliases (docs/http-api.md#creating-a-response)
 // (system_prompt, max_tokens) and Aptix's extension object. Anything else is
 // OpenAI's 400 unknown_parameter, so a typo never passes silently.
 var known = map[string]bool{
@@ -22,7 +22,7 @@ var known = map[string]bool{
 	"max_tool_calls": true, "service_tier": true, "top_logprobs": true, "safety_identifier": true,
 	"prompt": true, "frequency_penalty": true, "presence_penalty": true,
 	"prompt_cache_options": true, "context_management": true, "moderation": true, "access_programs": true,
-	// seed 004's names
+	// aliases (docs/http-api.md#creating-a-response)
 	"system_prompt": true, "max_tokens": true,
 	// Aptix's extension (SDKs send it as an extra body field)
 	"aptix": true,
@@ -41,7 +41,7 @@ var modelled = map[string]bool{
 type CreateRequest struct {
 	Model        string
 	Input        []json.RawMessage // normalized: every item an object with a "type"
-	Instructions string            // instructions, or seed 004's system_prompt
+	Instructions string            // instructions, or its alias system_prompt
 	Tools        json.RawMessage   // the tools that go upstream, verbatim (nil when none)
 	// ToolsEcho is the client's tools array as sent (file_search included),
 	// which the response repeats.
@@ -139,10 +139,10 @@ func Parse(data []byte) (*CreateRequest, *Error) {
 		r.Store = *store
 	}
 	if r.Instructions == "" {
-		r.Instructions = systemPrompt // seed 004: system_prompt → instructions
+		r.Instructions = systemPrompt // alias: system_prompt → instructions
 	}
 	if r.MaxOutputTokens == 0 {
-		r.MaxOutputTokens = maxTokens // seed 004: max_tokens → max_output_tokens
+		r.MaxOutputTokens = maxTokens // alias: max_tokens → max_output_tokens
 	}
 	if r.MaxOutputTokens < 0 {
 		return nil, invalid("max_output_tokens", CodeInvalidValue, "Invalid 'max_output_tokens': integer below minimum value 1.")
@@ -359,8 +359,8 @@ func (r *CreateRequest) parseTools(v json.RawMessage) *Error {
 }
 
 // parseToolChoice accepts every tool_choice form: the strings auto, none and
-// required; {"type":"function","name":…}; the Chat Completions and seed 004
-// form {"type":"function","function":{"name":…}}; seed 004's
+// required; {"type":"function","name":…}; the Chat Completions
+// form {"type":"function","function":{"name":…}}; the object forms
 // {"type":"auto"|"none"|"required"}; {"type":"allowed_tools","mode":…};
 // {"type":"custom","name":…}; and hosted tool types, which require a tool.
 func (r *CreateRequest) parseToolChoice(v json.RawMessage) *Error {

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestParseErrors: seed 004 validates input parameters; the errors are
+// TestParseErrors: the gateway validates input parameters (docs/http-api.md#errors); the errors are
 // OpenAI's (400, invalid_request_error, the parameter named).
 func TestParseErrors(t *testing.T) {
 	cases := []struct {
@@ -52,7 +52,7 @@ func deref(s *string) string {
 	return *s
 }
 
-// TestParseAliases: seed 004's own names (system_prompt, max_tokens,
+// TestParseAliases: the HTTP API's own aliases (docs/http-api.md#creating-a-response) (system_prompt, max_tokens,
 // tool_choice.function.name) mean OpenAI's; every tool_choice form is read.
 func TestParseAliases(t *testing.T) {
 	r, e := Parse([]byte(`{"model":"m","input":"hi","system_prompt":"Be brief.","max_tokens":64,"tool_choice":{"type":"function","function":{"name":"lookup"}},"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object"}}}],"temperature":0.3}`))
@@ -120,7 +120,7 @@ func TestToExecute(t *testing.T) {
 	}
 }
 
-// TestFileSearch: RAG from stock SDKs (seed 004 + AGN-002): a file_search
+// TestFileSearch: RAG from stock SDKs (docs/http-api.md#the-aptix-extension + AGN-002): a file_search
 // tool makes the retriever run on the named workspace with its filters, and
 // never reaches the upstream; bad stores and filters are 400s.
 func TestFileSearch(t *testing.T) {

@@ -310,7 +310,7 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 		if e.Type == TypeExecution {
 			r.Error.Type = TypeExecution
 		}
-		r.Output = loopItems // the tool calls that ran are kept (seed 004)
+		r.Output = loopItems // the tool calls that ran are kept (docs/http-api.md#server-side-mcp-tools)
 	}
 	if r.Status == StatusFailed && r.Usage == nil {
 		r.Usage = &Usage{}
@@ -383,7 +383,7 @@ func firstNonEmpty(s ...string) string {
 }
 
 // StatusOf derives a response's status from the latest stage event stored
-// for its turn (DESIGN.md §11.2): none yet or requested/retrieved → queued;
+// for its turn (docs/http-api.md#status): none yet or requested/retrieved → queued;
 // enveloped (the LLM caller has it) or responded → in_progress. A completed
 // event is read in full instead (FromTurn).
 func StatusOf(latestStage string) string {

@@ -20,7 +20,7 @@ instructions output error tools tool_choice truncation parallel_tool_calls text 
 top_logprobs temperature reasoning usage max_output_tokens max_tool_calls store background service_tier metadata
 safety_identifier prompt_cache_key`)
 
-// TestFromTurn: seed 004's response object, done right: Aptix's own id (not
+// TestFromTurn: the response object (docs/http-api.md): Aptix's own id (not
 // the upstream's), output as items, usage as input/output/total, every
 // required field, and a failed turn as status failed with its error.
 func TestFromTurn(t *testing.T) {

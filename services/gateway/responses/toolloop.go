@@ -6,7 +6,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// ToolExecution is one server-side tool call, as seed 004's tool_executions shows it.
+// ToolExecution is one server-side tool call, as the response's tool_executions shows it (docs/http-api.md#server-side-mcp-tools).
 type ToolExecution struct {
 	ID         string          `json:"id"`
 	Tool       string          `json:"tool"`
@@ -20,7 +20,7 @@ type ToolExecution struct {
 	Status     string          `json:"status"`
 }
 
-// ExecutionMetadata is seed 004's summary of a tool loop.
+// ExecutionMetadata is the response's summary of a tool loop.
 type ExecutionMetadata struct {
 	MaxDepth        int    `json:"max_depth"`
 	ActualDepth     int    `json:"actual_depth"`

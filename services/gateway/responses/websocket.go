@@ -6,7 +6,7 @@ import (
 	"net/http"
 )
 
-// WebSocket mode (Open Responses 2026-04-24, DESIGN.md §15): a client sends
+// WebSocket mode (Open Responses 2026-04-24, docs/http-api.md#websocket-mode): a client sends
 // {"type":"response.create", …the body of a POST /v1/responses…} and gets
 // the events of the SSE stream, one JSON text frame each. This file is the
 // part of it that is plain rules: the message, the fields it refuses, the

@@ -204,7 +204,7 @@ func summarize(raw string) (responseSummary, bool) {
 	return s, true
 }
 
-// finishReason derives AGN-004's finish reason (DESIGN.md §6): there is none
+// finishReason derives AGN-004's finish reason (docs/mapping.md#finish-reason): there is none
 // on the wire.
 func (s responseSummary) finishReason() string {
 	switch s.Status {

@@ -9,7 +9,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/toolemu"
 )
 
-// Tool-call emulation (seed 002) on the caller's side: the envelope put the
+// Tool-call emulation (docs/tool-emulation.md) on the caller's side: the envelope put the
 // function tools into the prompt; here the model's <tool_call> blocks become
 // function_call items again.
 //

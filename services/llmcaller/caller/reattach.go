@@ -18,7 +18,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// Re-attach (DESIGN.md §14, capability reattach). A call in background mode
+// Re-attach (docs/reliability.md#re-attach, capability reattach). A call in background mode
 // keeps running upstream when the caller goes away, so when the connection
 // breaks mid-stream, or the process dies and the turn is redelivered, the
 // caller follows the response it already paid for instead of creating

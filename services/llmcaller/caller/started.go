@@ -14,7 +14,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// "Call started" records (DESIGN.md §14). Pay-once stores a call's result
+// "Call started" records (docs/reliability.md#re-attach). Pay-once stores a call's result
 // once the call has finished; a crash while the model is still generating
 // left nothing behind, and the redelivered turn used to call again, paying
 // twice. So every call also leaves a small record that it was started: before

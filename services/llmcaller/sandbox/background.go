@@ -19,7 +19,7 @@ import (
 // with GET /v1/responses/{id}?stream=true&starting_after=N (the stored
 // events after N, then the live ones), or stop it with
 // POST /v1/responses/{id}/cancel. This is what lets the LLM caller re-attach
-// to a call a crash cut off instead of paying for it twice (DESIGN.md §14).
+// to a call a crash cut off instead of paying for it twice (docs/reliability.md#re-attach).
 //
 // Latency and faults apply: a fault that answers the POST (a status, drop,
 // malformed) answers it before anything is created; stream-error fails the

@@ -260,7 +260,7 @@ func TestSDKStreamErrorEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// OpenAI's error event is an ordinary event (code/message at the top
-	// level), which is why DESIGN.md §6 says to check type == "error".
+	// level), which is why docs/request.md#the-wire-format says to check type == "error".
 	if got == nil || got.Code != "server_error" || !strings.Contains(got.Message, "stream-error") {
 		t.Fatalf("error event %+v", got)
 	}

@@ -5,7 +5,7 @@
 // reached the backend without a hosted model. It speaks the Responses API wire
 // format (JSON and SSE) closely enough for openai-go to decode it, keeps
 // response state for previous_response_id, does not retain tools, and injects
-// faults on request (DESIGN.md §7).
+// faults on request (docs/sandbox.md).
 package sandbox
 
 import (

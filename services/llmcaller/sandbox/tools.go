@@ -61,7 +61,7 @@ func echoTools(tools []tool) []json.RawMessage {
 	return out
 }
 
-// marker is one "[call:NAME {json}]" in a user text (DESIGN.md §7): the
+// marker is one "[call:NAME {json}]" in a user text (docs/sandbox.md): the
 // sandbox's deterministic tool rule, so tests and tool loops can script calls.
 type marker struct {
 	name, arguments string

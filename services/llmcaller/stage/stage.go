@@ -34,7 +34,7 @@ func (l *LLMCaller) Stage() pipeline.Stage {
 
 // Route sends a result whose model called a server-side (MCP) tool to the
 // toolrunner, which runs the calls and answers with the next round
-// (DESIGN.md §12); every other result goes on to the mapper.
+// (docs/architecture.md#the-server-side-tool-loop); every other result goes on to the mapper.
 func Route(t *contracts.Turn) string {
 	if t.Tools != nil && t.LLM != nil && t.LLM.Error == nil && t.Tools.ServerCalls(t.LLM.Body) > 0 {
 		return contracts.StageToolRound

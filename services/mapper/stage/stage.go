@@ -37,7 +37,7 @@ func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 		resp.Warnings = append(resp.Warnings, "result replayed from the pay-once store: the model was not called again")
 	}
 	if l := t.Tools; l != nil {
-		// Seed 004: a tool loop's usage is every round's, not the last call's.
+		// docs/mapping.md#usage: a tool loop's usage is every round's, not the last call's.
 		resp.Usage = resp.Usage.Plus(l.Usage)
 		if l.Status == "" {
 			l.Status = contracts.LoopCompleted

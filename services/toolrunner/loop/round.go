@@ -1,5 +1,5 @@
-// Package loop is the server-side tool loop's domain (seed 004, DESIGN.md
-// §12), plain Go: which calls of an LLM result are Aptix's to run, the
+// Package loop is the server-side tool loop's domain
+// (docs/architecture.md#the-server-side-tool-loop), plain Go: which calls of an LLM result are Aptix's to run, the
 // OpenAI items that record them (mcp_list_tools, mcp_call), the depth
 // limit, and the next round's request body. The toolrunner's stage binds it
 // to the bus and to MCP.

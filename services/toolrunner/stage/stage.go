@@ -1,7 +1,7 @@
 // Package stage binds the server-side tool loop (package loop) to the bus
 // and to MCP: it consumes aptix.toolround events, lists or runs the turn's
 // MCP tools, and publishes the next round as aptix.enveloped for the LLM
-// caller (DESIGN.md §12).
+// caller (docs/architecture.md#the-server-side-tool-loop).
 package stage
 
 import (

@@ -20,7 +20,7 @@ var tinyStreams = pipeline.StreamConfig{
 	CompletionGrace: time.Second, TrimEvery: 200 * time.Millisecond,
 }
 
-// TestFullStreamsRefuseLoudlyAndLoseNothing (DESIGN.md §13, issue 13): with
+// TestFullStreamsRefuseLoudlyAndLoseNothing (docs/architecture.md#work-is-not-history): with
 // a tiny work capacity and the model answering after 2 s, far more turns are
 // offered than fit. Every publish is either acknowledged or refused with
 // ErrAtCapacity; every acknowledged turn completes exactly once and reaches

@@ -84,7 +84,7 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// TestGatewayCreateGetDelete: seed 004's Create Response, Get Response,
+// TestGatewayCreateGetDelete: Create Response, Get Response,
 // List Input Items and Delete Response, with openai-go as the client and the
 // whole pipeline behind the gateway.
 func TestGatewayCreateGetDelete(t *testing.T) {
@@ -147,7 +147,7 @@ func TestGatewayCreateGetDelete(t *testing.T) {
 	e.settled()
 }
 
-// TestGatewayStream: seed 004's streaming (stream: true): OpenAI's event
+// TestGatewayStream: streaming (stream: true, docs/http-api.md#streaming): OpenAI's event
 // sequence with increasing sequence numbers, and the SDK's accumulator
 // rebuilds the same final response a GET returns.
 func TestGatewayStream(t *testing.T) {
@@ -202,7 +202,7 @@ func TestGatewayStream(t *testing.T) {
 	}
 }
 
-// TestGatewayContinuationAndBranching: seed 004's previous_response_id
+// TestGatewayContinuationAndBranching: previous_response_id (docs/http-api.md#continuation-and-branching)
 // continues the conversation; continuing from an older response branches
 // and sees history up to that response only, never the later turn.
 func TestGatewayContinuationAndBranching(t *testing.T) {
@@ -257,7 +257,7 @@ func TestGatewayContinuationAndBranching(t *testing.T) {
 	}
 }
 
-// TestGatewayBadRequests: seed 004's error handling (400 invalid request):
+// TestGatewayBadRequests: error handling (docs/http-api.md#errors) (400 invalid request):
 // unknown model, unknown parameter, malformed JSON, a body over the limit,
 // and none of them reaches the pipeline.
 func TestGatewayBadRequests(t *testing.T) {
@@ -301,7 +301,7 @@ func TestGatewayBadRequests(t *testing.T) {
 	}
 }
 
-// TestGatewayUpstream429: seed 004's error table: a model error keeps the
+// TestGatewayUpstream429: the error table (docs/http-api.md#errors): a model error keeps the
 // upstream's status and error body (a 429 stays a 429), and the stored
 // response is failed with that error.
 func TestGatewayUpstream429(t *testing.T) {
@@ -390,7 +390,7 @@ func TestGatewayFileSearch(t *testing.T) {
 	}
 }
 
-// TestGatewayToolRound: seed 004's tools, client side: a forced function
+// TestGatewayToolRound: tools, client side: a forced function
 // tool comes back as a function_call item (call_id, arguments), streamed too
 // (the accumulator rebuilds the call); the client's function_call_output
 // continues the response without an AGN-003 user message.
@@ -450,7 +450,7 @@ func TestGatewayToolRound(t *testing.T) {
 	}
 }
 
-// TestGatewayReplicas: gateways are stateless (seed 004 behind a load
+// TestGatewayReplicas: gateways are stateless (behind a load
 // balancer): a response created on one replica is read, listed and
 // continued on another.
 func TestGatewayReplicas(t *testing.T) {
@@ -510,7 +510,7 @@ func TestGatewayClientDisconnect(t *testing.T) {
 }
 
 // TestGatewayBusDown: with NATS gone the gateway answers 503 with
-// Retry-After (seed 004's clients retry), never a half-written 200.
+// Retry-After (clients retry), never a half-written 200.
 func TestGatewayBusDown(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	nc, _ := natstest.Connect(t, e.url)
@@ -596,7 +596,7 @@ func TestGatewayCompact(t *testing.T) {
 	}
 }
 
-// TestGatewayStreamFailure: seed 004's streaming with a model error: the
+// TestGatewayStreamFailure: streaming with a model error: the
 // stream ends with response.failed carrying the upstream's error, and the
 // stored response is failed too.
 func TestGatewayStreamFailure(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 )
 
 // promptMode turns the test's sandbox profile into a backend without native
-// function calling (seed 002).
+// function calling (docs/tool-emulation.md).
 func promptMode(c *Config) {
 	p, err := c.Profiles.Get("sandbox")
 	if err != nil {

@@ -1,5 +1,5 @@
 // Command gateway serves OpenAI's Responses API over the Aptix pipeline
-// (seed 004). It is stateless: run any number of replicas behind a load
+// (docs/http-api.md). It is stateless: run any number of replicas behind a load
 // balancer; every response record is in JetStream.
 //
 // Environment: APTIX_HTTP_ADDR (default :8080), APTIX_NATS_URL,

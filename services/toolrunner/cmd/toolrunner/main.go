@@ -1,5 +1,5 @@
 // Command toolrunner runs the server-side tool loop's stage:
-// aptix.toolround → aptix.enveloped (DESIGN.md §12). It lists and calls the
+// aptix.toolround → aptix.enveloped (docs/architecture.md#the-server-side-tool-loop). It lists and calls the
 // MCP servers of APTIX_MCP_CONFIG (an mcpServers JSON file; secrets in its
 // headers and env come from this process's environment) with each call
 // bounded by APTIX_TOOL_TIMEOUT. Also APTIX_NATS_URL, APTIX_NATS_CREDS.
