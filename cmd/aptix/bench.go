@@ -97,6 +97,6 @@ func init() {
 	f.DurationVar(&o.SoakLatency, "soak-latency", 0, "model latency in the soak (default 1s)")
 	f.BoolVar(&o.Quick, "quick", false, "measure only the direct call, the bus path and the raw chain (no gateway, tool loop or soak): for A/B runs of two builds")
 	f.BoolVar(&o.QuickGateway, "quick-gateway", false, "with --quick, measure the HTTP gateway too")
-	f.DurationVar(&o.SyncInterval, "sync-interval", 0, "the embedded server's fsync policy: 0 fsyncs every write, as `aptix up` ships; an interval (e.g. 2m, the server's own default) measures a policy `up` does not ship, labelled so in the table")
+	f.DurationVar(&o.SyncInterval, "sync-interval", 0, "the embedded server's fsync policy: 0 fsyncs every write, as aptix up ships; an interval (e.g. 2m, the server's own default) measures a policy up does not ship, labelled so in the table")
 	root.AddCommand(cmd)
 }
