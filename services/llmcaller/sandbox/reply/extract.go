@@ -1,7 +1,6 @@
 package reply
 
 import (
-	"encoding/json"
 	"regexp"
 	"strconv"
 	"strings"
@@ -23,7 +22,7 @@ type finder struct {
 }
 
 var (
-	numberRe = regexp.MustCompile(`-?\b\d+(?:\.\d+)?\b`)
+	numberRe = regexp.MustCompile(`(?:^|[^\w.-])(-?\d+(?:\.\d+)?)\b`)
 	quotedRe = regexp.MustCompile("\"([^\"\n]+)\"|“([^”\n]+)”|`([^`\n]+)`")
 	formatRe = map[string]*regexp.Regexp{
 		"email":     regexp.MustCompile(`[\w.+-]+@[\w-]+(?:\.[\w-]+)+`),
@@ -41,7 +40,9 @@ func newFinder(text string) *finder {
 		return nil
 	}
 	f := &finder{text: text, sentence: firstLine(text)}
-	f.nums = numberRe.FindAllString(text, -1)
+	for _, m := range numberRe.FindAllStringSubmatch(text, -1) {
+		f.nums = append(f.nums, m[1])
+	}
 	f.numUsed = make([]bool, len(f.nums))
 	for _, m := range quotedRe.FindAllStringSubmatch(text, -1) {
 		f.quoted = append(f.quoted, m[1]+m[2]+m[3])
@@ -180,7 +181,7 @@ func (f *finder) number(s *obj, integer bool) (any, bool) {
 			return int64(v), true
 		}
 		f.numUsed[i] = true
-		return json.Number(n), true
+		return v, true
 	}
 	return nil, false
 }
