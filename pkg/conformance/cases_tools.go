@@ -1,14 +1,12 @@
 package conformance
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // weatherParams is the compliance tests' get_weather parameters schema.
@@ -114,22 +112,9 @@ func toolCallingStreaming(t *testing.T, s *suite) {
 // checkArguments validates a call's arguments against get_weather's schema.
 func checkArguments(t *testing.T, args string) {
 	t.Helper()
-	c := jsonschema.NewCompiler()
 	b, _ := json.Marshal(weatherParams)
-	doc, _ := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err := c.AddResource("get_weather.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("get_weather.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(args))
-	if err != nil {
-		t.Fatalf("arguments %q are not JSON: %v", args, err)
-	}
-	if err := sch.Validate(inst); err != nil {
-		t.Errorf("arguments %s do not fit get_weather's parameters: %v", args, err)
+	if err := ValidateAgainst(string(b), args); err != nil {
+		t.Errorf("arguments do not fit get_weather's parameters: %v", err)
 	}
 }
 
