@@ -1,8 +1,10 @@
 package conformance
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -149,5 +151,46 @@ func getResponse(t *testing.T, s *suite) {
 	}
 	if status, b := s.get(t, "/responses/resp_conformance_missing_0000"); status != http.StatusNotFound {
 		t.Errorf("GET of an unknown id: HTTP %d, want 404: %s", status, b)
+	}
+}
+
+// fixturePDF is a one-page PDF whose page reads "Title: Aptix conformance
+// fixture", written for this suite.
+func fixturePDF() string {
+	stream := "BT /F1 12 Tf 72 72 Td (Title: Aptix conformance fixture) Tj ET"
+	pdf := "%PDF-1.1\n" +
+		"1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n" +
+		"2 0 obj << /Type /Pages /Kids [3 0 R] /Count 1 >> endobj\n" +
+		"3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 300 144] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >> endobj\n" +
+		"4 0 obj << /Length " + strconv.Itoa(len(stream)) + " >> stream\n" + stream + "\nendstream endobj\n" +
+		"5 0 obj << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> endobj\n" +
+		"trailer << /Root 1 0 R >>\n%%EOF"
+	return "data:application/pdf;base64," + base64.StdEncoding.EncodeToString([]byte(pdf))
+}
+
+// fileInput: a small base64 input_file part is accepted.
+func fileInput(t *testing.T, s *suite) {
+	r := s.create(t, map[string]any{"input": []any{map[string]any{"type": "message", "role": "user", "content": []any{
+		map[string]any{"type": "input_text", "text": "Read the attached file and answer with its title only."},
+		map[string]any{"type": "input_file", "filename": "aptix-fixture.pdf", "file_data": fixturePDF()},
+	}}}})
+	completedWithMessage(t, r)
+	if s.opts.Deterministic && !strings.Contains(r.text(), "1 file(s)") {
+		t.Errorf("sandbox reply does not count the file: %q", r.text())
+	}
+}
+
+// previousResponseID: the second turn names the first by
+// previous_response_id (provider-managed state) and completes.
+func previousResponseID(t *testing.T, s *suite) {
+	first := s.create(t, map[string]any{"input": "Remember this code word: papaya. Reply with only OK."})
+	completedWithMessage(t, first)
+	second := s.create(t, map[string]any{"previous_response_id": first.ID, "input": "What code word did I ask you to remember?"})
+	completedWithMessage(t, second)
+	if second.PreviousResponseID == nil || *second.PreviousResponseID != first.ID {
+		t.Errorf("previous_response_id echoed as %v, want %s", second.PreviousResponseID, first.ID)
+	}
+	if s.opts.Deterministic && !strings.Contains(second.text(), "Continuing from ") {
+		t.Errorf("sandbox reply does not continue the conversation: %q", second.text())
 	}
 }

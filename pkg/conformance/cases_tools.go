@@ -1,14 +1,12 @@
 package conformance
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // weatherParams is the compliance tests' get_weather parameters schema.
@@ -25,9 +23,9 @@ func weatherTool() map[string]any {
 		"description": "Get the current weather for a location", "parameters": weatherParams}
 }
 
-// weatherQuestion is the compliance tests' question; the marker makes
-// Aptix's sandbox call the tool (docs/sandbox.md) and reads as a hint to a model.
-const weatherQuestion = `What's the weather like in San Francisco? [call:get_weather {"location":"San Francisco, CA"}]`
+// weatherQuestion is the compliance tests' question, as they send it: a
+// model (and Aptix's sandbox, by its tool rule) answers it with a call.
+const weatherQuestion = `What's the weather like in San Francisco?`
 
 // toolCalling: a function_call item whose arguments fit the tool's schema
 // and whose tool is echoed with strict set; then the tool's output, sent
@@ -44,6 +42,9 @@ func toolCalling(t *testing.T, s *suite) {
 		t.Fatalf("function_call %+v", fc)
 	}
 	checkArguments(t, fc.Arguments)
+	if s.opts.Deterministic && !strings.Contains(fc.Arguments, `"location":"San Francisco"`) {
+		t.Errorf("sandbox arguments %s do not carry the city the question names", fc.Arguments)
+	}
 	var echoed struct {
 		Tools []map[string]any `json:"tools"`
 	}
@@ -111,21 +112,27 @@ func toolCallingStreaming(t *testing.T, s *suite) {
 // checkArguments validates a call's arguments against get_weather's schema.
 func checkArguments(t *testing.T, args string) {
 	t.Helper()
-	c := jsonschema.NewCompiler()
 	b, _ := json.Marshal(weatherParams)
-	doc, _ := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err := c.AddResource("get_weather.json", doc); err != nil {
-		t.Fatal(err)
+	if err := ValidateAgainst(string(b), args); err != nil {
+		t.Errorf("arguments do not fit get_weather's parameters: %v", err)
 	}
-	sch, err := c.Compile("get_weather.json")
-	if err != nil {
-		t.Fatal(err)
+}
+
+// functionCallRoundTrip: a call forced by a named tool_choice, then its
+// output sent back by previous_response_id alone (no tools) yields a
+// completed text answer.
+func functionCallRoundTrip(t *testing.T, s *suite) {
+	first := s.create(t, map[string]any{"input": "Use the weather tool to get the temperature in San Francisco.",
+		"tools": []any{weatherTool()}, "tool_choice": map[string]any{"type": "function", "name": "get_weather"}})
+	calls := first.itemsOf("function_call")
+	if len(calls) == 0 || calls[0].CallID == "" {
+		t.Fatalf("no function_call with a call_id in %s", first.raw)
 	}
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(args))
-	if err != nil {
-		t.Fatalf("arguments %q are not JSON: %v", args, err)
-	}
-	if err := sch.Validate(inst); err != nil {
-		t.Errorf("arguments %s do not fit get_weather's parameters: %v", args, err)
+	checkArguments(t, calls[0].Arguments)
+	second := s.create(t, map[string]any{"previous_response_id": first.ID, "input": []any{
+		map[string]any{"type": "function_call_output", "call_id": calls[0].CallID, "output": "64 degrees and clear"}}})
+	completedWithMessage(t, second)
+	if s.opts.Deterministic && !strings.Contains(second.text(), `returned "64 degrees and clear"`) {
+		t.Errorf("sandbox reply does not quote the tool output: %q", second.text())
 	}
 }

@@ -135,6 +135,9 @@ func (s *suite) stream(t *testing.T, body map[string]any) (Stream, response) {
 	if st.Final == nil {
 		t.Fatalf("stream has no terminal event; types: %v", types(st))
 	}
+	if !st.Done {
+		t.Errorf("stream does not end with data: [DONE] (Open Responses' terminal SSE event); last event %s", st.Events[len(st.Events)-1].Type)
+	}
 	var r response
 	if err := json.Unmarshal(st.Final, &r); err != nil {
 		t.Fatalf("decode terminal response: %v", err)

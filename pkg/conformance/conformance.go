@@ -67,14 +67,25 @@ func Tests() []Test {
 		{"streaming-response", "SSE events are schema-valid, ordered, numbered, named like their type, and rebuild the final response", streamingResponse},
 		{"tool-calling", "a function tool yields a function_call item; its function_call_output yields a text answer", toolCalling},
 		{"tool-calling-streaming", "a streamed function call has output_item.added/done and arguments delta/done events", toolCallingStreaming},
+		{"function-call-roundtrip", "a call forced by a named tool_choice, and its function_call_output sent back by previous_response_id, yield a completed answer", functionCallRoundTrip},
 		{"image-input", "an input_image part (data URL) is accepted", imageInput},
+		{"file-input", "a small base64 input_file part is accepted", fileInput},
 		{"multi-turn", "a conversation continues from explicit history and from previous_response_id", multiTurn},
+		{"previous-response-id", "a second response that names the first by previous_response_id completes", previousResponseID},
 		{"get-response", "a stored response reads back with GET /responses/{id}; an unknown id is a 404 (not a compliance test: the Responses API's)", getResponse},
 		{"previous-response-not-found", "an unknown previous_response_id is a 400 previous_response_not_found, not a fresh start", previousNotFound},
 		{"assistant-phase", "assistant messages labelled commentary/final_answer are accepted as history", assistantPhase},
 		{"compaction", "POST /responses/compact returns a response.compaction whose compaction item the next request accepts", compaction},
 		{"compaction-without-model", "a compact request without the required model is rejected with 400/422", compactionWithoutModel},
 	}
+}
+
+// Public lists the ids of the public Open Responses HTTP compliance tests
+// (those that need no vector store or search index), all of which Tests
+// reproduces.
+func Public() []string {
+	return []string{"basic-response", "streaming-response", "system-prompt", "tool-calling", "tool-calling-streaming",
+		"function-call-roundtrip", "image-input", "file-input", "multi-turn", "previous-response-id"}
 }
 
 // Run runs every test against baseURL (ending in /v1) as subtests of t,

@@ -104,3 +104,29 @@ func (v *Validator) Event(doc []byte) error {
 	}
 	return v.validate("event:"+head.Type, doc)
 }
+
+// ValidateAgainst validates a JSON document against a JSON Schema of the
+// request (a function's parameters, a structured output's schema): what a
+// client checks of a call's arguments or of a json_schema answer.
+func ValidateAgainst(schema, doc string) error {
+	sdoc, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(schema)))
+	if err != nil {
+		return fmt.Errorf("parse the schema: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("request.json", sdoc); err != nil {
+		return fmt.Errorf("add the schema: %w", err)
+	}
+	sch, err := c.Compile("request.json")
+	if err != nil {
+		return fmt.Errorf("compile the schema: %w", err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(doc)))
+	if err != nil {
+		return fmt.Errorf("%q is not JSON: %w", doc, err)
+	}
+	if err := sch.Validate(inst); err != nil {
+		return fmt.Errorf("%s does not validate: %w", doc, err)
+	}
+	return nil
+}

@@ -26,6 +26,9 @@ type Stream struct {
 	// Final is the response of the terminal event (response.completed,
 	// response.incomplete or response.failed), nil when there was none.
 	Final json.RawMessage
+	// Done is whether the stream ended with the "data: [DONE]" sentinel,
+	// the terminal SSE event Open Responses requires.
+	Done bool
 }
 
 // ReadSSE reads a text/event-stream body to its end and checks the framing
@@ -48,7 +51,7 @@ func ReadSSE(r io.Reader) (Stream, error) {
 		}
 		payload := strings.Join(data, "\n")
 		if payload == "[DONE]" {
-			done = true
+			done, st.Done = true, true
 			return
 		}
 		if done {

@@ -62,8 +62,11 @@ func TestReadSSEAndLifecycleAcceptAWellFormedStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Events) != 10 || st.Events[9].Type != doneEv || st.Final == nil {
-		t.Fatalf("events %d final %s", len(st.Events), st.Final)
+	if len(st.Events) != 10 || st.Events[9].Type != doneEv || st.Final == nil || !st.Done {
+		t.Fatalf("events %d final %s done %v", len(st.Events), st.Final, st.Done)
+	}
+	if without, _ := conformance.ReadSSE(strings.NewReader(goodStream(nil))); without.Done {
+		t.Fatal("a stream without data: [DONE] read as done")
 	}
 	if err := conformance.CheckLifecycle(st); err != nil {
 		t.Fatal(err)

@@ -25,8 +25,10 @@ func TestEveryTestIsListedAndDocumented(t *testing.T) {
 			t.Errorf("README.md does not document %q", tc.Name)
 		}
 	}
-	for _, want := range []string{"basic-response", "system-prompt", "streaming-response", "tool-calling", "tool-calling-streaming",
-		"image-input", "multi-turn", "assistant-phase", "compaction", "compaction-without-model"} {
+	if len(conformance.Public()) != 10 {
+		t.Errorf("%d public tests, want the 10 HTTP compliance tests", len(conformance.Public()))
+	}
+	for _, want := range append(conformance.Public(), "assistant-phase", "compaction", "compaction-without-model") {
 		if !names[want] {
 			t.Errorf("compliance test %q missing", want)
 		}

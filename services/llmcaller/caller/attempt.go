@@ -57,7 +57,7 @@ func (t *turn) attempt(turnCtx context.Context, client openai.Client, body []byt
 		return out
 	}
 	if (t.in.Stream || t.bg) && isEventStream(raw.Header) {
-		return t.readStream(turnCtx, actx, raw)
+		return t.readStream(turnCtx, actx, cancel, raw)
 	}
 	b, err := io.ReadAll(raw.Body)
 	if err != nil {

@@ -274,7 +274,7 @@ func (t *turn) resume(turnCtx context.Context, client openai.Client) outcome {
 		return errorOutcome(raw)
 	}
 	if isEventStream(raw.Header) {
-		return t.readStream(turnCtx, actx, raw)
+		return t.readStream(turnCtx, actx, cancel, raw)
 	}
 	b, err := io.ReadAll(raw.Body)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
@@ -38,8 +39,9 @@ type streamEvent struct {
 // readStream consumes an SSE response with openai-go's decoder, hands text
 // and argument deltas to the sink, and returns the final response object
 // (from response.completed|incomplete|failed) verbatim as the body, the same
-// shape a non-streaming call returns.
-func (t *turn) readStream(turnCtx, actx context.Context, raw *http.Response) outcome {
+// shape a non-streaming call returns. A data: [DONE] before that event is a
+// cut stream; after it, the stream is read to its end (drainEnd).
+func (t *turn) readStream(turnCtx, actx context.Context, cancel context.CancelFunc, raw *http.Response) outcome {
 	dec := ssestream.NewDecoder(raw)
 	defer dec.Close()
 	out := outcome{status: raw.StatusCode, sse: true}
@@ -92,10 +94,12 @@ func (t *turn) readStream(turnCtx, actx context.Context, raw *http.Response) out
 				t.closeText(actx, "")
 			}
 			out.body = string(e.Response)
+			drainEnd(dec, cancel)
 			return out
 		case "error":
 			out.body = string(data)
 			out.err = streamError(raw.StatusCode, e)
+			drainEnd(dec, cancel)
 			return out
 		}
 	}
@@ -106,6 +110,22 @@ func (t *turn) readStream(turnCtx, actx context.Context, raw *http.Response) out
 	failed := t.transportFailure(turnCtx, actx, fmt.Errorf("reading the event stream: %w", err))
 	failed.status = raw.StatusCode
 	return failed
+}
+
+// drainGrace bounds how long the end of a stream (its data: [DONE], or
+// EOF) is waited for once the terminal event has been read.
+const drainGrace = 250 * time.Millisecond
+
+// drainEnd reads what follows a stream's terminal event (nothing but the
+// data: [DONE] sentinel Open Responses servers send) to EOF. A body read
+// to its end lets the connection go back to the pool; one left unread is
+// closed. A server that keeps the stream open longer than drainGrace has
+// its request cancelled (the connection is dropped, the answer is kept).
+func drainEnd(dec ssestream.Decoder, cancel context.CancelFunc) {
+	timer := time.AfterFunc(drainGrace, cancel)
+	defer timer.Stop()
+	for dec.Next() { // to EOF: a body closed before it cannot be reused
+	}
 }
 
 func streamError(status int, e streamEvent) *contracts.UpstreamError {

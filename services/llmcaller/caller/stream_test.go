@@ -3,7 +3,12 @@ package caller_test
 import (
 	"context"
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,5 +180,41 @@ func TestStreamingAgainstBackendThatIgnoresStream(t *testing.T) {
 	d := sink.all()
 	if res.Error != nil || res.Body != body || len(d) != 2 || d[0].Text != "whole answer" || d[0].ItemID != "msg_1" || d[1].Type != caller.DeltaDone || d[1].Seq != 1 {
 		t.Fatalf("result %+v deltas %+v", res, d)
+	}
+}
+
+// The upstream's data: [DONE] ends a stream: after the terminal event it is
+// read (the connection goes back to the pool: consecutive streamed calls
+// share one), before it the stream was cut.
+func TestStreamingDoneSentinel(t *testing.T) {
+	srv := sandbox.New(sandbox.Options{Logger: quiet})
+	ts := httptest.NewUnstartedServer(srv)
+	var conns atomic.Int32
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	c := caller.New(profileSet(ts.URL, nil), caller.Options{Logger: quiet})
+	for i := range 3 {
+		res := c.Call(context.Background(), caller.Input{TurnID: "t" + strconv.Itoa(i), Body: simpleBody(t, "x"), Stream: true, Deltas: &recorder{}})
+		if res.Error != nil || !res.Streamed {
+			t.Fatalf("call %d: %+v", i, res.Error)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("3 streamed calls opened %d connections, want 1 (the stream read to its end)", n)
+	}
+
+	early := "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0}\n\n" +
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"delta\":\"partial\"}\n\n" +
+		"data: [DONE]\n\n"
+	cut, _ := fixedServer(t, 200, map[string]string{"Content-Type": "text/event-stream"}, early)
+	c = caller.New(profileSet(cut.URL, nil), caller.Options{Logger: quiet, BaseBackoff: time.Millisecond})
+	res := c.Call(context.Background(), caller.Input{TurnID: "t", Body: simpleBody(t, "x"), Stream: true, Deltas: &recorder{}})
+	if res.Error == nil || !strings.Contains(res.Error.Message, "without response.completed") {
+		t.Fatalf("[DONE] before the terminal event: %+v", res.Error)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox/reply"
 )
 
 // SandboxCommand returns `sandbox`: it serves the sandbox Responses API
@@ -35,10 +36,12 @@ func SandboxCommand() *cobra.Command {
 		Use:   "sandbox",
 		Short: "Serve the sandbox /v1/responses endpoint (deterministic, NOT a model)",
 		Long: "Serve an OpenAI-compatible /v1/responses endpoint that answers deterministically from what it\n" +
-			"receives (mode, instruction, context chunk ids, previous response), for tests, demos and benchmarks.\n" +
-			"It is a sandbox, not a model. Faults: per request with the X-Sandbox-Fault header\n" +
-			"(latency=D, 429, 500, status=N, detail=N, malformed, drop, stream-error, retry-after=S, retry-after-ms=MS)\n" +
-			"or for every request with --faults.",
+			"receives, in the shape a model would (a text, a function call, JSON of the requested schema),\n" +
+			"for tests, demos and benchmarks. It is a sandbox, not a model: every response says \"sandbox\": true\n" +
+			"and carries the x-aptix-sandbox header. Streams end with data: [DONE].\n\n" +
+			reply.Rules + "\n\n" +
+			"Faults: per request with the X-Sandbox-Fault header (latency=D, 429, 500, status=N, detail=N,\n" +
+			"malformed, drop, stream-error, retry-after=S, retry-after-ms=MS) or for every request with --faults.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o := sandbox.Options{Latency: latency, FailFirst: failFirst, FailStatus: failStatus, Faults: faults,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aptix-dev/aptix/services/llmcaller/cli"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox/reply"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while the command writes.
@@ -94,5 +95,14 @@ func TestSandboxCommandRejectsBadScript(t *testing.T) {
 	cmd.SetArgs([]string{"--addr", "127.0.0.1:0", "--script", script})
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "JSON array of strings") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// The help states the answering rules, so nobody mistakes the sandbox
+// for a model.
+func TestSandboxHelpStatesTheRules(t *testing.T) {
+	cmd := cli.SandboxCommand()
+	if !strings.Contains(cmd.Long, reply.Rules) || !strings.Contains(cmd.Long, "data: [DONE]") || !strings.Contains(cmd.Long, "not a model") {
+		t.Fatalf("help:\n%s", cmd.Long)
 	}
 }

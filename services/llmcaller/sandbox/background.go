@@ -276,6 +276,10 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, j *job, after in
 		}
 		next += len(evs)
 		if done {
+			_, _ = w.Write([]byte(doneLine))
+			if fl != nil {
+				fl.Flush()
+			}
 			return
 		}
 		select {

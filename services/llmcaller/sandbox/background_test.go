@@ -26,14 +26,23 @@ type bgEvent struct {
 }
 
 // readEvents reads SSE events until the body ends (or n events, n > 0).
+// A stream read to its end must end with data: [DONE], and nothing after it.
 func readEvents(t *testing.T, body io.Reader, n int) []bgEvent {
 	t.Helper()
 	var out []bgEvent
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	done := false
 	for sc.Scan() {
 		line, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok {
+			continue
+		}
+		if done {
+			t.Fatalf("data after [DONE]: %s", line)
+		}
+		if line == "[DONE]" {
+			done = true
 			continue
 		}
 		var e bgEvent
@@ -42,8 +51,11 @@ func readEvents(t *testing.T, body io.Reader, n int) []bgEvent {
 		}
 		out = append(out, e)
 		if n > 0 && len(out) == n {
-			break
+			return out
 		}
+	}
+	if !done {
+		t.Fatalf("the stream ended without data: [DONE] after %d events", len(out))
 	}
 	return out
 }

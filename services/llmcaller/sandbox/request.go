@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	json "github.com/go-json-experiment/json/v1"
-	"strings"
+
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox/reply"
 )
 
 // request is the part of a /responses body the sandbox reads. Unknown fields
@@ -184,18 +185,20 @@ func validateMessage(param string, it item) error {
 	return nil
 }
 
-// choice is the resolved tool_choice: forced is the tool to call, if any.
+// choice is the resolved tool_choice: raw echoes it on the response, rule
+// is what the answering rules read (reply.ToolCall).
 type choice struct {
-	raw    json.RawMessage
-	forced *tool
-	// none is tool_choice "none": no call is emitted, markers included.
-	none bool
+	raw  json.RawMessage
+	rule reply.Choice
 }
 
-// resolveChoice applies tool_choice to the request's own tools (tools are
-// never inherited from previous_response_id).
+// none is tool_choice "none": no call is emitted, markers included.
+func (c choice) none() bool { return c.rule.Mode == "none" }
+
+// resolveChoice checks tool_choice against the request's own tools (tools
+// are never inherited from previous_response_id).
 func resolveChoice(req request) (choice, error) {
-	c := choice{raw: req.ToolChoice}
+	c := choice{raw: req.ToolChoice, rule: reply.Choice{Mode: "auto"}}
 	if len(c.raw) == 0 {
 		c.raw = json.RawMessage(`"auto"`)
 		return c, nil
@@ -204,14 +207,12 @@ func resolveChoice(req request) (choice, error) {
 	if json.Unmarshal(c.raw, &mode) == nil {
 		switch mode {
 		case "auto", "none":
-			c.none = mode == "none"
+			c.rule.Mode = mode
 			return c, nil
 		case "required":
-			for i := range req.Tools {
-				if req.Tools[i].Type == "function" {
-					c.forced = &req.Tools[i]
-					return c, nil
-				}
+			c.rule.Mode = mode
+			if len(functionTools(req.Tools)) > 0 {
+				return c, nil
 			}
 			return c, invalid("tool_choice", "", "Tool choice 'required' must be specified with 'tools' parameter.")
 		}
@@ -224,9 +225,9 @@ func resolveChoice(req request) (choice, error) {
 	if err := json.Unmarshal(c.raw, &obj); err != nil || obj.Type != "function" || obj.Name == "" {
 		return c, invalid("tool_choice", "invalid_value", "Invalid 'tool_choice': expected 'auto', 'none', 'required' or {\"type\":\"function\",\"name\":…}.")
 	}
-	for i := range req.Tools {
-		if req.Tools[i].Type == "function" && req.Tools[i].Name == obj.Name {
-			c.forced = &req.Tools[i]
+	for _, t := range functionTools(req.Tools) {
+		if t.Name == obj.Name {
+			c.rule = reply.Choice{Mode: "function", Name: obj.Name}
 			return c, nil
 		}
 	}
@@ -242,67 +243,6 @@ func lastUserTexts(items []entry) []string {
 		}
 	}
 	return nil
-}
-
-// modeOf finds "[MODE: X]" in the texts.
-func modeOf(texts []string) string {
-	for _, t := range texts {
-		if i := strings.Index(t, "[MODE:"); i >= 0 {
-			rest := t[i+len("[MODE:"):]
-			if j := strings.Index(rest, "]"); j >= 0 {
-				return strings.TrimSpace(rest[:j])
-			}
-		}
-	}
-	return "unspecified"
-}
-
-// instructionOf returns the first line after "[INSTRUCTION]", or else the
-// first non-empty line that is not a [MODE]/[CONTEXT] marker.
-func instructionOf(texts []string) string {
-	for _, t := range texts {
-		if _, after, ok := strings.Cut(t, "[INSTRUCTION]"); ok {
-			for _, line := range strings.Split(after, "\n") {
-				if l := strings.TrimSpace(line); l != "" {
-					return l
-				}
-			}
-		}
-	}
-	for _, t := range texts {
-		if strings.HasPrefix(strings.TrimSpace(t), "[CONTEXT]") {
-			continue
-		}
-		for _, line := range strings.Split(t, "\n") {
-			l := strings.TrimSpace(line)
-			if l != "" && !strings.HasPrefix(l, "[MODE:") {
-				return l
-			}
-		}
-	}
-	return "(empty)"
-}
-
-// chunkIDs parses the AGN-002 "Id: <id>" line that follows each
-// "=== CHUNK N ===" header of a [CONTEXT] part, so an "Id:" inside a chunk's
-// code is never mistaken for one.
-func chunkIDs(texts []string) []string {
-	var ids []string
-	for _, t := range texts {
-		if !strings.HasPrefix(strings.TrimSpace(t), "[CONTEXT]") {
-			continue
-		}
-		lines := strings.Split(t, "\n")
-		for i := 0; i+1 < len(lines); i++ {
-			l := strings.TrimSpace(lines[i])
-			if strings.HasPrefix(l, "=== CHUNK ") && strings.HasSuffix(l, " ===") {
-				if id, ok := strings.CutPrefix(strings.TrimSpace(lines[i+1]), "Id: "); ok {
-					ids = append(ids, strings.TrimSpace(id))
-				}
-			}
-		}
-	}
-	return ids
 }
 
 // attachmentNote is the reply's sentence saying how many images and files

@@ -6,9 +6,10 @@ import (
 	json "github.com/go-json-experiment/json/v1"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox/reply"
 )
 
 // maxBody bounds a request body; larger ones are rejected like any bad body.
@@ -138,10 +139,17 @@ func (s *Server) answer(req request, items []entry) (response, []json.RawMessage
 		// A tool round's input holds only outputs: the turn's user message is in the history.
 		userTexts = turn.user.texts()
 	}
-	s.countInstruction(instructionOf(userTexts))
+	s.countInstruction(reply.InstructionOf(userTexts))
 	ch, err := resolveChoice(req)
 	if err != nil {
 		return response{}, nil, err
+	}
+	format, err := reply.ResponsesFormat([]byte(req.Text))
+	switch {
+	case errors.Is(err, reply.ErrNoSchema):
+		return response{}, nil, invalid("text.format.schema", "missing_required_parameter", "Missing required parameter: 'text.format.schema'.")
+	case err != nil:
+		return response{}, nil, invalid("text.format", "invalid_value", "Invalid 'text.format': "+err.Error())
 	}
 
 	inputBytes := 0
@@ -151,28 +159,23 @@ func (s *Server) answer(req request, items []entry) (response, []json.RawMessage
 	inputTokens := tokenCount(inputBytes)
 	resp := newResponse(req, ch)
 
+	calls, err := toolCalls(req, ch, turn, reply.Request(userTexts))
+	if err != nil {
+		return response{}, nil, err
+	}
 	var outText string
-	switch calls := turn.pending; {
-	case len(calls) > 0 && !ch.none:
-		if !resp.ParallelToolCalls {
-			calls = calls[:1]
-		}
+	if len(calls) > 0 {
 		for _, c := range calls {
 			outText += c.Arguments
 			resp.Output = append(resp.Output, c)
 		}
-	case ch.forced != nil:
-		args, err := argumentsFor(ch.forced.Parameters)
-		if err != nil {
-			return response{}, nil, invalid("tools", "invalid_function_parameters", fmt.Sprintf("Invalid schema for function '%s': %v", ch.forced.Name, err))
-		}
-		outText = args
-		resp.Output = []any{functionCallItem{ID: newID("fc_"), Type: "function_call", Status: "completed",
-			CallID: newID("call_"), Name: ch.forced.Name, Arguments: args}}
-	default:
+	} else {
 		text, ok := s.nextScript()
 		if !ok {
-			text = replyText(userTexts, prevID) + attachmentNote(turn.user) + compactionNote(chain) + quoteOutputs(turn.outputs)
+			sentence := reply.Sentence(userTexts, prevID) + attachmentNote(turn.user) + compactionNote(chain) + quoteOutputs(turn.outputs)
+			if text, err = reply.Text(format, sentence, reply.Request(userTexts)); err != nil {
+				return response{}, nil, invalid("text.format.schema", "invalid_json_schema", "Invalid 'text.format.schema': "+err.Error())
+			}
 		}
 		msg := messageItem{ID: newID("msg_"), Type: "message", Status: "completed", Role: "assistant"}
 		if req.MaxOutputTokens != nil && tokens(text) > *req.MaxOutputTokens {
@@ -208,19 +211,35 @@ func (s *Server) replayedFrom(items []entry) string {
 	return ""
 }
 
-// replyText is the deterministic answer: it names the mode, the instruction's
-// first line, the context chunk ids and, on a continuation, the previous response.
-func replyText(userTexts []string, prevID string) string {
-	ids := chunkIDs(userTexts)
-	chunks := "none"
-	if len(ids) > 0 {
-		chunks = strings.Join(ids, ", ")
+// toolCalls are the calls the model makes (none: it answers in text):
+// the markers' calls still without output (the first only when
+// parallel_tool_calls is false), else what reply.ToolCall decides from
+// tool_choice, the function tools and the user's request. tool_choice
+// "none" makes none.
+func toolCalls(req request, ch choice, turn turnState, request string) ([]functionCallItem, error) {
+	if ch.none() {
+		return nil, nil
 	}
-	text := fmt.Sprintf("Sandbox reply (mode %s) to: %s. Context chunks: %s.", modeOf(userTexts), instructionOf(userTexts), chunks)
-	if prevID != "" {
-		text += " Continuing from " + prevID + "."
+	if calls := turn.pending; len(calls) > 0 {
+		if !deref(req.ParallelToolCalls, true) {
+			calls = calls[:1]
+		}
+		return calls, nil
 	}
-	return text
+	c, ok, err := reply.ToolCall(request, functionTools(req.Tools), ch.rule, len(turn.outputs) > 0)
+	if err != nil {
+		return nil, invalid("tools", "invalid_function_parameters", "Invalid function parameters: "+err.Error())
+	}
+	if !ok {
+		return nil, nil
+	}
+	id := newID("call_") // a forced call is made again on every round: a new id each time
+	if ch.rule.Mode == "auto" {
+		// As a marker's: the same request gets the same call id.
+		id = callID(turn.userIndex, request+"\x00auto", 0, reply.Marker{Name: c.Name, Arguments: c.Arguments})
+	}
+	return []functionCallItem{{ID: newID("fc_"), Type: "function_call", Status: "completed",
+		CallID: id, Name: c.Name, Arguments: c.Arguments}}, nil
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

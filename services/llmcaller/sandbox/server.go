@@ -1,11 +1,14 @@
 // Package sandbox is Aptix's stand-in for an OpenAI-compatible /responses
 // endpoint. It is a SANDBOX, not a model: it answers deterministically from
-// what it received (the mode, the instruction's first line, the context chunk
-// ids, the previous response) so tests, demos and benchmarks can prove what
-// reached the backend without a hosted model. It speaks the Responses API wire
-// format (JSON and SSE) closely enough for openai-go to decode it, keeps
-// response state for previous_response_id, does not retain tools, and injects
-// faults on request (docs/sandbox.md).
+// what it received, in the shape a model would (a function call where the
+// request names a tool, JSON of the requested schema, else a sentence naming
+// the mode, the instruction's first line, the context chunk ids and the
+// previous response; the rules are package reply's), so tests, demos,
+// benchmarks and client developers can prove what reached the backend
+// without a hosted model. It speaks the Responses API wire format (JSON and
+// SSE, each stream ended by data: [DONE]) closely enough for openai-go to
+// decode it, keeps response state for previous_response_id, does not retain
+// tools, and injects faults on request (docs/sandbox.md).
 package sandbox
 
 import (

@@ -71,6 +71,19 @@ func (s *Server) stream(w http.ResponseWriter, resp response, streamError bool) 
 	e := &sse{w: w, fl: fl}
 	e.emit("response.created", map[string]any{"response": started(resp, "in_progress")})
 	streamEvents(e, resp, streamError)
+	e.done()
+}
+
+// doneLine ends every event stream, after its terminal event (or its error
+// event): Open Responses' terminal sentinel, which openai-go also reads as
+// the end. It has no "event:" line and is not an event.
+const doneLine = "data: [DONE]\n\n"
+
+func (e *sse) done() {
+	_, _ = e.w.Write([]byte(doneLine))
+	if e.fl != nil {
+		e.fl.Flush()
+	}
 }
 
 // started is resp as it looks before any output: the snapshot the opening

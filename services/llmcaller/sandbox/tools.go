@@ -1,13 +1,14 @@
 package sandbox
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	json "github.com/go-json-experiment/json/v1"
 	"strconv"
 	"strings"
+
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox/reply"
 )
 
 // tool is one entry of the request's tools. Function tools may come flat
@@ -40,6 +41,18 @@ func (t *tool) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// functionTools are the request's function tools as the answering rules
+// read them.
+func functionTools(tools []tool) []reply.Tool {
+	var out []reply.Tool
+	for _, t := range tools {
+		if t.Type == "function" {
+			out = append(out, reply.Tool{Name: t.Name, Description: deref(t.Description, ""), Parameters: []byte(t.Parameters)})
+		}
+	}
+	return out
+}
+
 // echoTools is the response's tools: function tools flat with every field
 // the schema requires (description and parameters null when absent, strict
 // set explicitly: true when absent, as OpenAI treats it), others as sent.
@@ -61,85 +74,12 @@ func echoTools(tools []tool) []json.RawMessage {
 	return out
 }
 
-// marker is one "[call:NAME {json}]" in a user text (docs/sandbox.md): the
-// sandbox's deterministic tool rule, so tests and tool loops can script calls.
-type marker struct {
-	name, arguments string
-}
-
-// callMarkers finds every well-formed marker in text, in order. The JSON
-// object is optional ("[call:ping]" calls ping with {}); a marker whose JSON
-// does not parse is left alone, as plain text.
-func callMarkers(text string) []marker { return markersAfter(text, "[call:") }
-
-// repeatMarkers are "[repeat:NAME {json}]": a model that calls NAME again
-// on every round, however many outputs it got (a tool loop's depth limit
-// is tested with it).
-func repeatMarkers(text string) []marker { return markersAfter(text, "[repeat:") }
-
-func markersAfter(text, prefix string) []marker {
-	var out []marker
-	for rest := text; ; {
-		i := strings.Index(rest, prefix)
-		if i < 0 {
-			return out
-		}
-		rest = rest[i+len(prefix):]
-		m, n, ok := parseMarker(rest)
-		if ok {
-			out = append(out, m)
-			rest = rest[n:]
-		}
-	}
-}
-
-// parseMarker reads "NAME {json}]" from s and returns the marker and the
-// bytes it used.
-func parseMarker(s string) (marker, int, bool) {
-	n := 0
-	for n < len(s) && isNameByte(s[n]) {
-		n++
-	}
-	if n == 0 {
-		return marker{}, 0, false
-	}
-	m := marker{name: s[:n], arguments: "{}"}
-	i := n
-	for i < len(s) && s[i] == ' ' {
-		i++
-	}
-	if i < len(s) && s[i] == '{' {
-		dec := json.NewDecoder(strings.NewReader(s[i:]))
-		var raw json.RawMessage
-		if dec.Decode(&raw) != nil {
-			return marker{}, 0, false
-		}
-		var buf bytes.Buffer
-		if json.Compact(&buf, raw) != nil {
-			return marker{}, 0, false
-		}
-		m.arguments = buf.String()
-		i += int(dec.InputOffset())
-		for i < len(s) && s[i] == ' ' {
-			i++
-		}
-	}
-	if i >= len(s) || s[i] != ']' {
-		return marker{}, 0, false
-	}
-	return m, i + 1, true
-}
-
-func isNameByte(c byte) bool {
-	return c == '_' || c == '-' || c == '.' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
-
 // callID is deterministic per turn and marker: the same user message at the
 // same place in the conversation always yields the same id, so a client that
 // sends the output back (by previous_response_id or by replaying the items)
 // is recognised, while the same marker in a later turn gets a new id.
-func callID(turn int, userText string, idx int, m marker) string {
-	h := sha256.Sum256([]byte(strconv.Itoa(turn) + "\x00" + userText + "\x00" + strconv.Itoa(idx) + "\x00" + m.name + "\x00" + m.arguments))
+func callID(turn int, userText string, idx int, m reply.Marker) string {
+	h := sha256.Sum256([]byte(strconv.Itoa(turn) + "\x00" + userText + "\x00" + strconv.Itoa(idx) + "\x00" + m.Name + "\x00" + m.Arguments))
 	return "call_" + hex.EncodeToString(h[:12])
 }
 
@@ -187,33 +127,21 @@ func readTurn(chain []entry) turnState {
 	if st.userIndex < 0 {
 		return st
 	}
-	text := strings.Join(ownTexts(st.user.texts()), "\n")
-	for idx, m := range callMarkers(text) {
+	text := strings.Join(reply.OwnTexts(st.user.texts()), "\n")
+	for idx, m := range reply.CallMarkers(text) {
 		id := callID(st.userIndex, text, idx, m)
 		if answered[id] {
 			continue
 		}
 		st.pending = append(st.pending, functionCallItem{ID: newID("fc_"), Type: "function_call", Status: "completed",
-			CallID: id, Name: m.name, Arguments: m.arguments})
+			CallID: id, Name: m.Name, Arguments: m.Arguments})
 	}
 	round := strconv.Itoa(len(st.outputs))
-	for idx, m := range repeatMarkers(text) {
+	for idx, m := range reply.RepeatMarkers(text) {
 		st.pending = append(st.pending, functionCallItem{ID: newID("fc_"), Type: "function_call", Status: "completed",
-			CallID: callID(st.userIndex, text+"\x00repeat "+round, idx, m), Name: m.name, Arguments: m.arguments})
+			CallID: callID(st.userIndex, text+"\x00repeat "+round, idx, m), Name: m.Name, Arguments: m.Arguments})
 	}
 	return st
-}
-
-// ownTexts drops the AGN-002 [CONTEXT] parts: retrieved code that happens
-// to contain a marker is the user's context, not the user's request.
-func ownTexts(texts []string) []string {
-	var out []string
-	for _, t := range texts {
-		if !strings.HasPrefix(strings.TrimSpace(t), "[CONTEXT]") {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // outputString is a function_call_output's output as text: the string

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/aptix-dev/aptix/pkg/conformance"
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
@@ -288,14 +290,23 @@ func TestGatewayBackgroundCancelInProgress(t *testing.T) {
 	}
 }
 
-// sseEvents reads a raw SSE body into (type, data) pairs.
+// sseEvents reads a raw SSE body into (type, data) pairs; the body must
+// end with data: [DONE], and nothing after it.
 func sseEvents(t *testing.T, body io.Reader) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	done := false
 	for sc.Scan() {
 		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			if done {
+				t.Fatalf("data after [DONE]: %s", data)
+			}
+			if data == "[DONE]" {
+				done = true
+				continue
+			}
 			var m map[string]any
 			if err := json.Unmarshal([]byte(data), &m); err != nil {
 				t.Fatalf("event %s: %v", data, err)
@@ -303,7 +314,58 @@ func sseEvents(t *testing.T, body io.Reader) []map[string]any {
 			out = append(out, m)
 		}
 	}
+	if !done {
+		t.Fatalf("the stream ended without data: [DONE] after %d events", len(out))
+	}
 	return out
+}
+
+// TestGatewayStreamsEndWithDone: every SSE stream of a response ends with
+// its terminal event and then the literal data: [DONE] (Open Responses'
+// terminal event): a streamed create, a background create with stream,
+// and a resumed stream (GET ?stream=true), from the start and from a
+// point after the terminal event.
+func TestGatewayStreamsEndWithDone(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	url, _ := e.gateway()
+	read := func(name string, res *http.Response) conformance.Stream {
+		t.Helper()
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(res.Body)
+			t.Fatalf("%s: HTTP %d %s", name, res.StatusCode, b)
+		}
+		st, err := conformance.ReadSSE(res.Body)
+		if err != nil || !st.Done {
+			t.Fatalf("%s: done %v, framing %v", name, st.Done, err)
+		}
+		return st
+	}
+	post := func(body string) *http.Response {
+		res, err := http.Post(url+"/v1/responses", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	st := read("create", post(`{"model":"sandbox-1","input":"Stream me","stream":true}`))
+	if last := st.Events[len(st.Events)-1]; last.Type != "response.completed" {
+		t.Fatalf("create: last event %s", last.Type)
+	}
+	bg := read("background", post(`{"model":"sandbox-1","input":"Stream me in the background","stream":true,"background":true}`))
+	last := bg.Events[len(bg.Events)-1]
+	if last.Type != "response.completed" {
+		t.Fatalf("background: last event %s", last.Type)
+	}
+	var term struct{ ID string }
+	_ = json.Unmarshal(bg.Final, &term)
+	for _, after := range []string{"", "&starting_after=1", "&starting_after=" + strconv.FormatInt(last.Seq, 10)} {
+		res, err := http.Get(url + "/v1/responses/" + term.ID + "?stream=true" + after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read("resume"+after, res)
+	}
 }
 
 // TestGatewayBackgroundStreamResume: background + stream starts with

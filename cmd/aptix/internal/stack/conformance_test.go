@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/conformance"
@@ -33,5 +35,30 @@ func TestGatewayEchoesToolsBySchema(t *testing.T) {
 	var v conformance.Validator
 	if err := v.Response([]byte(body)); err != nil {
 		t.Fatalf("%v\n%s", err, body)
+	}
+}
+
+// TestGatewayStructuredOutputs: text.format json_schema reaches the model
+// through the pipeline, and the answer (the sandbox builds it from the
+// schema and the request) validates against the schema.
+func TestGatewayStructuredOutputs(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	url, _ := e.gateway()
+	const schema = `{"type":"object","properties":{"city":{"type":"string","description":"the city"},"nights":{"type":"integer","minimum":1},"tags":{"type":"array","items":{"type":"string","enum":["food","art"]}}},"required":["city","nights","tags"],"additionalProperties":false}`
+	code, body := postJSON(t, url+"/v1/responses", `{"model":"sandbox-1","input":"Plan 3 nights in Porto.","text":{"format":{"type":"json_schema","name":"trip","strict":true,"schema":`+schema+`}}}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	var r struct {
+		Output []struct {
+			Content []struct{ Text string }
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil || len(r.Output) == 0 || len(r.Output[0].Content) == 0 {
+		t.Fatalf("%v %s", err, body)
+	}
+	got := r.Output[0].Content[0].Text
+	if err := conformance.ValidateAgainst(schema, got); err != nil || !strings.Contains(got, `"city":"Porto"`) || !strings.Contains(got, `"nights":3`) {
+		t.Fatalf("answer %s: %v", got, err)
 	}
 }

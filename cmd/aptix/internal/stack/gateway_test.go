@@ -753,7 +753,7 @@ func TestGatewayConversation(t *testing.T) {
 // TestGatewaySSEWire: Open Responses' streaming rules on the raw wire: the
 // `event:` line equals the JSON type, sequence numbers run 0, 1, 2, …, and
 // each item is added before its deltas and done after them, every item of
-// the final response done exactly once.
+// the final response done exactly once, and data: [DONE] last.
 func TestGatewaySSEWire(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	url, _ := e.gateway()
@@ -772,7 +772,11 @@ func TestGatewaySSEWire(t *testing.T) {
 		var final struct {
 			Output []struct{ ID string }
 		}
-		for i, block := range strings.Split(strings.TrimSpace(string(raw)), "\n\n") {
+		blocks := strings.Split(strings.TrimSpace(string(raw)), "\n\n")
+		if blocks[len(blocks)-1] != "data: [DONE]" {
+			t.Fatalf("the stream ends with %q, want data: [DONE]", blocks[len(blocks)-1])
+		}
+		for i, block := range blocks[:len(blocks)-1] {
 			lines := strings.SplitN(block, "\n", 2)
 			name, _ := strings.CutPrefix(lines[0], "event: ")
 			data, _ := strings.CutPrefix(lines[1], "data: ")
