@@ -150,9 +150,12 @@ func TestTurnIDScopedPerPrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := e.authGateway(&auth.Chain{Keys: keys}, &logBuf{}, func(c *httpapi.Config) { c.SyncTimeout = 10 * time.Second })
+	gateway := func() string {
+		return e.authGateway(&auth.Chain{Keys: keys}, &logBuf{}, func(c *httpapi.Config) { c.SyncTimeout = 10 * time.Second })
+	}
+	url := gateway()
 
-	execute := func(key, body string) contracts.AgentExecuteResponse {
+	execute := func(url, key, body string) contracts.AgentExecuteResponse {
 		t.Helper()
 		st, _, b := call(t, http.MethodPost, url+"/v1/aptix/execute", body, bearer(key))
 		var r contracts.AgentExecuteResponse
@@ -175,7 +178,7 @@ func TestTurnIDScopedPerPrincipal(t *testing.T) {
 
 	// Alice's turns: one on /v1/aptix/execute with a turn id she chose, one
 	// on /v1/responses whose response id converts to its turn id.
-	mine := execute(alice, `{"conversationId":"notes","turnId":"t-chosen","instruction":"Alice's private note","ragScope":"none"}`)
+	mine := execute(url, alice, `{"conversationId":"notes","turnId":"t-chosen","instruction":"Alice's private note","ragScope":"none"}`)
 	if mine.Kind != contracts.KindOK || !strings.Contains(mine.Text, "Alice's private note") {
 		t.Fatalf("alice: %+v", mine)
 	}
@@ -192,21 +195,26 @@ func TestTurnIDScopedPerPrincipal(t *testing.T) {
 	}
 	respTurn := uuid.UUID(raw).String()
 
+	// Bob is served by another gateway replica, one that never saw Alice's
+	// completions (a replica that had seen them dropped Bob's as their
+	// duplicates before turn keys named the conversation).
+	url = gateway()
 	// Within the window: Bob's turn is a new one, answered at once.
-	got := execute(bob, `{"conversationId":"notes","turnId":"t-chosen","instruction":"Bob's first question","ragScope":"none"}`)
+	got := execute(url, bob, `{"conversationId":"notes","turnId":"t-chosen","instruction":"Bob's first question","ragScope":"none"}`)
 	bobs("Bob's turn of Alice's chosen id, within the window", got, "Bob's first question", mine.ResponseContinuationId, aliceUp)
 
 	// Past the window: Bob's own answer again, never Alice's.
 	time.Sleep(past)
-	got = execute(bob, `{"conversationId":"mine","turnId":"`+respTurn+`","instruction":"Bob's second question","ragScope":"none"}`)
+	got = execute(url, bob, `{"conversationId":"mine","turnId":"`+respTurn+`","instruction":"Bob's second question","ragScope":"none"}`)
 	bobs("Bob's turn of Alice's response's turn id, past the window", got, "Bob's second question", mine.ResponseContinuationId, aliceUp)
-	got = execute(bob, `{"conversationId":"other","turnId":"t-chosen","instruction":"Bob's third question","ragScope":"none"}`)
+	got = execute(url, bob, `{"conversationId":"other","turnId":"t-chosen","instruction":"Bob's third question","ragScope":"none"}`)
 	bobs("Bob's turn of Alice's chosen id, past the window", got, "Bob's third question", mine.ResponseContinuationId, aliceUp)
 	if n := e.sb.Requests(); n != 5 {
 		t.Fatalf("the model was called %d times for 5 turns", n)
 	}
 
 	// Alice's response is still hers, unchanged.
+	ca = as(url, alice)
 	again, err := ca.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
 	if err != nil || !strings.Contains(again.OutputText(), "Alice's secret plan") {
 		t.Fatalf("alice's response after Bob's turns: %v %q", err, again.OutputText())
