@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -182,5 +183,39 @@ func TestCancelsWatchAfterTheWatchEnds(t *testing.T) {
 	}
 	if _, _, _, ok, err := c.Watch(ctx, "c", "late"); err != nil || !ok {
 		t.Fatalf("a cancel stored after the watch ended: ok %v err %v", ok, err)
+	}
+}
+
+// TestCancelsScopedByConversation: a cancel is the turn's of its
+// conversation: cancelling one conversation's turn neither aborts nor
+// pre-empts another conversation's turn of the same id.
+func TestCancelsScopedByConversation(t *testing.T) {
+	ctx := context.Background()
+	_, js := natstest.JetStream(t)
+	c, err := OpenCancels(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	synced(t, c)
+	bob, release, _, ok, err := c.Watch(ctx, "bob", "t1")
+	if err != nil || ok {
+		t.Fatalf("bob's turn: ok %v err %v", ok, err)
+	}
+	defer release()
+	if _, err := c.Cancel(ctx, "alice", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, c, "alice's cancel never arrived", func() bool { _, ok := c.known[contracts.TurnKey("alice", "t1")]; return ok })
+	select {
+	case <-bob.Done():
+		t.Fatalf("alice's cancel aborted bob's turn of the same id: %v", context.Cause(bob))
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, ok, err := c.Cancelled(ctx, "bob", "t1"); err != nil || ok {
+		t.Fatalf("bob's turn reads as cancelled: %v %v", ok, err)
+	}
+	if _, _, _, ok, err := c.Watch(ctx, "alice", "t1"); err != nil || !ok {
+		t.Fatalf("alice's turn: ok %v err %v", ok, err)
 	}
 }

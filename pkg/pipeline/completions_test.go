@@ -180,3 +180,27 @@ func watchAll(t *testing.T, ctx context.Context) (jetstream.JetStream, *pipeline
 	t.Cleanup(comp.Stop)
 	return js, comp
 }
+
+// TestCompletionsSameTurnIDTwoConversations: two conversations' turns of
+// the same id are two completions, each handed to its own waiter, neither
+// counted as the other's duplicate.
+func TestCompletionsSameTurnIDTwoConversations(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js, comp := watchAll(t, ctx)
+	for _, conv := range []string{"alice", "bob"} {
+		data, _ := json.Marshal(contracts.Turn{ConversationId: conv, TurnId: "t1", Response: &contracts.AgentExecuteResponse{Kind: contracts.KindOK, Text: conv + "'s answer"}})
+		if _, err := js.Publish(ctx, contracts.Subject(contracts.StageCompleted, conv, "t1"), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, conv := range []string{"bob", "alice"} {
+		got, err := comp.Wait(ctx, conv, "t1")
+		if err != nil || got.ConversationId != conv || got.Response.Text != conv+"'s answer" {
+			t.Fatalf("%s: %+v %v", conv, got.Response, err)
+		}
+	}
+	if turns, dups, bad := comp.Counts(); turns != 2 || dups != 0 || bad != 0 {
+		t.Fatalf("turns %d duplicates %d undecodable %d, want 2 0 0", turns, dups, bad)
+	}
+}
