@@ -2,7 +2,7 @@
 // backend with openai-go and returns the outcome as data
 // (contracts.LLMResult): retries with backoff that honours Retry-After,
 // per-attempt and per-turn timeouts, a concurrency limit per backend, the raw
-// body kept verbatim, pay-once storage by turn id, replayed history for
+// body kept verbatim, pay-once storage by turn key, replayed history for
 // backends without previous_response_id, streaming deltas, tool-call
 // emulation for backends without function calling (emulate.go) and a
 // gen_ai span.
@@ -34,7 +34,8 @@ const TracerName = "github.com/aptix-dev/aptix/services/llmcaller"
 
 // Options configure a Caller. Every field is optional.
 type Options struct {
-	// Results enables pay-once: final results are stored by turn id and a
+	// Results enables pay-once: final results are stored by the call's key
+	// (Input.TurnID) and a
 	// repeated call returns the stored one.
 	Results ResultStore
 	// History keeps conversation items: replayed as input for backends
