@@ -220,3 +220,29 @@ func TestTurnIDScopedPerPrincipal(t *testing.T) {
 		t.Fatalf("alice's response after Bob's turns: %v %q", err, again.OutputText())
 	}
 }
+
+// TestWebhookOnlyForItsOwnTurn: a turn of another conversation that took a
+// response's turn id (a client may choose it on /v1/aptix/execute) is not
+// that response's completion: it sends no webhook to the response's
+// receiver.
+func TestWebhookOnlyForItsOwnTurn(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	rc := newReceiver(t, 0)
+	wc := &httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 100 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true}
+	url, client := e.gateway(func(c *httpapi.Config) { c.Webhooks = wc })
+	ctx := ctxT(t)
+	r, err := client.Responses.New(ctx, bgWithWebhook("Alice's report", rc.srv.URL+"/hook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.waitDeliveries(t, 1)
+	raw, _ := hex.DecodeString(strings.TrimPrefix(r.ID, "resp_"))
+	body := `{"conversationId":"elsewhere","turnId":"` + uuid.UUID(raw).String() + `","instruction":"Bob's turn","ragScope":"none"}`
+	if st, _, b := call(t, http.MethodPost, url+"/v1/aptix/execute", body, nil); st != http.StatusOK || !strings.Contains(b, "Bob's turn") {
+		t.Fatalf("execute: %d %s", st, b)
+	}
+	time.Sleep(time.Second) // a webhook would have gone by now (the first took milliseconds)
+	if d := rc.deliveries(); len(d) != 1 {
+		t.Fatalf("the response's receiver got %d webhooks, want its one: another conversation's turn sent %s", len(d), d[len(d)-1].body)
+	}
+}
