@@ -183,6 +183,12 @@ func TestTurnIDScopedPerPrincipal(t *testing.T) {
 		t.Fatalf("alice: %+v", mine)
 	}
 	ca := as(url, alice)
+	// Alice herself sending another request under her turn id, within the
+	// window: refused at once, as her mistake.
+	st, _, b := call(t, http.MethodPost, url+"/v1/aptix/execute", `{"conversationId":"notes","turnId":"t-chosen","instruction":"another note","ragScope":"none"}`, bearer(alice))
+	if st != http.StatusConflict || !strings.Contains(b, `"code":"turn_id_reused"`) || !strings.Contains(b, `"param":"turnId"`) {
+		t.Fatalf("a reused turn id: %d %s", st, b)
+	}
 	r, err := ca.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Alice's secret plan")}})
 	if err != nil || r.Status != responses.ResponseStatusCompleted {
