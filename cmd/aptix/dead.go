@@ -280,7 +280,7 @@ func retryMsg(d deadEvent) (*nats.Msg, error) {
 	}
 	mark := strconv.FormatUint(d.Seq, 10)
 	h.Set(pipeline.HeaderRedrive, mark)
-	h.Set(contracts.HeaderMsgID, contracts.MsgID(turn, stage)+".redrive-"+mark)
+	h.Set(contracts.HeaderMsgID, contracts.MsgID(conv, turn, stage)+".redrive-"+mark)
 	return &nats.Msg{Subject: d.Original, Header: h, Data: d.Data}, nil
 }
 

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
@@ -31,6 +34,39 @@ func TestDeployDefinitionsInStep(t *testing.T) {
 			if err != nil || string(got) != string(want) {
 				t.Errorf("%s/%s is missing or stale (err %v): run make definitions", committed, e.Name(), err)
 			}
+		}
+	}
+}
+
+// TestProvisionDedupWindow: `aptix provision` creates the streams with the
+// de-duplication window APTIX_DEDUP_WINDOW sets (10 minutes without it),
+// and refuses one JetStream would not accept.
+func TestProvisionDedupWindow(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want time.Duration
+	}{{"", 10 * time.Minute}, {"90s", 90 * time.Second}, {"1d", 24 * time.Hour}} {
+		t.Setenv(pipeline.EnvDedupWindow, c.env)
+		out, err := run(t, "provision", "--dry-run")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan struct {
+			Stream, Queue struct {
+				Duplicates time.Duration `json:"duplicate_window"`
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &plan); err != nil {
+			t.Fatal(err)
+		}
+		if plan.Stream.Duplicates != c.want || plan.Queue.Duplicates != c.want {
+			t.Fatalf("%s=%q: windows %v and %v, want %v", pipeline.EnvDedupWindow, c.env, plan.Stream.Duplicates, plan.Queue.Duplicates, c.want)
+		}
+	}
+	for _, bad := range []string{"10ms", "soon"} {
+		t.Setenv(pipeline.EnvDedupWindow, bad)
+		if _, err := run(t, "provision", "--dry-run"); err == nil || !strings.Contains(err.Error(), pipeline.EnvDedupWindow) {
+			t.Fatalf("%s=%q: %v", pipeline.EnvDedupWindow, bad, err)
 		}
 	}
 }

@@ -48,3 +48,30 @@ func TestTurnSubject(t *testing.T) {
 		}
 	}
 }
+
+// TestTurnKeysNameTheConversation: every per-turn key and id names the
+// conversation as well as the turn, so one conversation's turn never
+// shares a record or a de-duplicated id with another's of the same turn id,
+// and a tool-loop round's key is no turn's key.
+func TestTurnKeysNameTheConversation(t *testing.T) {
+	a := &Turn{ConversationId: "alice", TurnId: "t1"}
+	b := &Turn{ConversationId: "bob", TurnId: "t1"}
+	if TurnKey("alice", "t1") != "alice.t1" || TurnKey("alice", "t1") == TurnKey("bob", "t1") {
+		t.Fatalf("turn keys %q %q", TurnKey("alice", "t1"), TurnKey("bob", "t1"))
+	}
+	if CallKey(a) == CallKey(b) || EventMsgID(a, StageResponded) == EventMsgID(b, StageResponded) || MsgID("alice", "t1", StageRequested) == MsgID("bob", "t1", StageRequested) {
+		t.Fatalf("shared: call keys %q %q, msg ids %q %q", CallKey(a), CallKey(b), EventMsgID(a, StageResponded), EventMsgID(b, StageResponded))
+	}
+	// Ids cannot hold a dot, so no pair of ids builds another pair's key.
+	if TurnKey("a-b", "c") == TurnKey("a", "b-c") || ValidateIDs("a.b", "c") == nil {
+		t.Fatal("ambiguous turn key")
+	}
+	round := &Turn{ConversationId: "alice", TurnId: "t1", Tools: &ToolLoop{Round: 1, Step: 2}}
+	named := &Turn{ConversationId: "alice", TurnId: "t1_r1"}
+	if CallKey(round) != "alice.t1.r1" || CallKey(round) == CallKey(named) {
+		t.Fatalf("round key %q, a turn named like it %q", CallKey(round), CallKey(named))
+	}
+	if EventMsgID(round, StageEnveloped) != "alice.t1.enveloped.2" {
+		t.Fatalf("round msg id %q", EventMsgID(round, StageEnveloped))
+	}
+}

@@ -87,9 +87,24 @@ func ParseSubject(subject string) (stage, conversationID, turnID string, ok bool
 	return parts[1], parts[2], parts[3], true
 }
 
-// MsgID is the Nats-Msg-Id of a turn's event at a stage, so a re-published
-// event is de-duplicated by JetStream.
-func MsgID(turnID, stage string) string { return turnID + "." + stage }
+// TurnKey is a turn's identity wherever Aptix keys a record or an id by
+// turn: "<conversationId>.<turnId>". Clients choose turn ids, so a turn id
+// alone identifies nothing: two conversations (of one principal or two) may
+// both use it, and a record keyed by it alone (a paid LLM result, a cancel,
+// a de-duplicated event) would answer or stop one turn with the other's.
+// Ids are [A-Za-z0-9_-] (ValidateIDs), so the dot cannot occur in either
+// and the key is unambiguous; it is a valid KV key and Nats-Msg-Id. The key
+// of every per-turn record is built here, never from the turn id alone
+// (docs/security.md).
+func TurnKey(conversationID, turnID string) string { return conversationID + "." + turnID }
+
+// MsgID is the Nats-Msg-Id of a turn's event at a stage,
+// "<conversationId>.<turnId>.<stage>", so a re-published event is
+// de-duplicated by JetStream and another conversation's turn of the same id
+// is not.
+func MsgID(conversationID, turnID, stage string) string {
+	return TurnKey(conversationID, turnID) + "." + stage
+}
 
 // Header names. NATS headers are case-sensitive; these are lowercase on purpose.
 const (

@@ -127,18 +127,20 @@ func (l *ToolLoop) ServerTool(name string) (LoopTool, bool) {
 // events are stored and de-duplicated on their own.
 func EventMsgID(t *Turn, stage string) string {
 	if t.Tools == nil || t.Tools.Step == 0 {
-		return MsgID(t.TurnId, stage)
+		return MsgID(t.ConversationId, t.TurnId, stage)
 	}
-	return MsgID(t.TurnId, stage) + "." + strconv.Itoa(t.Tools.Step)
+	return MsgID(t.ConversationId, t.TurnId, stage) + "." + strconv.Itoa(t.Tools.Step)
 }
 
-// CallKey names one LLM call of a turn for pay-once: the turn id for the
-// first, then one key per round of the tool loop.
+// CallKey names one LLM call of a turn for pay-once: the turn's key
+// (TurnKey) for the first, then "<key>.r<round>" per round of the tool
+// loop. The dot keeps a round's key apart from any turn id's.
 func CallKey(t *Turn) string {
+	key := TurnKey(t.ConversationId, t.TurnId)
 	if t.Tools == nil || t.Tools.Round == 0 {
-		return t.TurnId
+		return key
 	}
-	return t.TurnId + "_r" + strconv.Itoa(t.Tools.Round)
+	return key + ".r" + strconv.Itoa(t.Tools.Round)
 }
 
 // ServerCalls counts the function calls in a Responses body's output that

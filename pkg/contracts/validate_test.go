@@ -85,7 +85,7 @@ func TestSubjects(t *testing.T) {
 	if _, _, _, ok := ParseSubject("aptix.dead.envelope"); ok {
 		t.Fatal("dead subject parsed as a stage subject")
 	}
-	if MsgID("t1", StageRetrieved) != "t1.retrieved" || CEType(StageCompleted) != "dev.aptix.turn.completed.v1" {
+	if MsgID("c1", "t1", StageRetrieved) != "c1.t1.retrieved" || CEType(StageCompleted) != "dev.aptix.turn.completed.v1" {
 		t.Fatal("msg id or ce type")
 	}
 	if ConversationFilter("c1") != "aptix.*.c1.>" || StageFilter("retrieved") != "aptix.retrieved.>" {

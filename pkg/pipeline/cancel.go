@@ -13,7 +13,9 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// CancelBucket is the KV bucket of turn cancellations: key = turn id, set
+// CancelBucket is the KV bucket of turn cancellations: key = the turn's key
+// (contracts.TurnKey: conversation and turn id, so a cancel never stops
+// another conversation's turn of the same id), set
 // once (Create) by whoever cancels, read by the LLM caller before it calls
 // the model and watched while it calls, and by a gateway deriving a
 // response's status. A cancel is a fact in the bus, not a message to one
@@ -69,7 +71,7 @@ var ErrCancelled = errors.New("turn cancelled")
 // that aborts tracked turns the moment their cancellation is recorded.
 func OpenCancels(ctx context.Context, js jetstream.JetStream, replicas int) (*Cancels, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: CancelBucket, Description: "Aptix: cancelled turns (turn id → cancel time)",
+		Bucket: CancelBucket, Description: "Aptix: cancelled turns (conversation.turn → cancel time)",
 		History: 1, TTL: cancelTTL, Replicas: max(replicas, 1),
 	})
 	if err != nil {
@@ -113,56 +115,65 @@ func reasonOf(v []byte) string {
 // Close stops the watch.
 func (c *Cancels) Close() { c.stop() }
 
-// abort remembers a delivered cancel and ends the turn's tracked contexts.
-func (c *Cancels) abort(turnID string, rec cancelRecord) {
+// abort remembers a delivered cancel and ends the turn's tracked contexts
+// (key is the turn's contracts.TurnKey).
+func (c *Cancels) abort(key string, rec cancelRecord) {
 	c.mu.Lock()
 	if !c.overflow {
 		if len(c.known) >= c.limit {
 			c.known, c.overflow = nil, true
 		} else {
-			c.known[turnID] = rec
+			c.known[key] = rec
 		}
 	}
-	fns := c.flight[turnID]
-	delete(c.flight, turnID)
+	fns := c.flight[key]
+	delete(c.flight, key)
 	c.mu.Unlock()
 	for _, f := range fns {
 		f.cancel(ErrCancelled)
 	}
 }
 
-// Cancel records the cancellation of turnID (once: a second cancel keeps
-// the first one's time and reason) and returns when it was recorded.
-func (c *Cancels) Cancel(ctx context.Context, turnID string) (time.Time, error) {
-	return c.CancelFor(ctx, turnID, CodeCancelled)
+// Cancel records the cancellation of the conversation's turn (once: a
+// second cancel keeps the first one's time and reason) and returns when it
+// was recorded.
+func (c *Cancels) Cancel(ctx context.Context, conv, turnID string) (time.Time, error) {
+	return c.CancelFor(ctx, conv, turnID, CodeCancelled)
 }
 
 // CancelFor records a cancellation with a reason, the code the turn's
 // rejection carries: CodeCancelled for a client's cancel, "timeout" for a
 // background response past its time limit.
-func (c *Cancels) CancelFor(ctx context.Context, turnID, reason string) (time.Time, error) {
-	if _, err := c.kv.Create(ctx, turnID, []byte(reason)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return time.Time{}, fmt.Errorf("cancel turn %s: %w", turnID, err)
+func (c *Cancels) CancelFor(ctx context.Context, conv, turnID, reason string) (time.Time, error) {
+	key := contracts.TurnKey(conv, turnID)
+	if _, err := c.kv.Create(ctx, key, []byte(reason)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return time.Time{}, fmt.Errorf("cancel turn %s: %w", key, err)
 	}
-	at, _, err := c.Cancelled(ctx, turnID)
+	at, _, err := c.Cancelled(ctx, conv, turnID)
 	return at, err
 }
 
-// Cancelled reports whether turnID was cancelled, and when (the KV
-// server's time of the record, comparable with stream event times).
-func (c *Cancels) Cancelled(ctx context.Context, turnID string) (at time.Time, ok bool, err error) {
-	at, _, ok, err = c.Reason(ctx, turnID)
+// Cancelled reports whether the conversation's turn was cancelled, and when
+// (the KV server's time of the record, comparable with stream event times).
+func (c *Cancels) Cancelled(ctx context.Context, conv, turnID string) (at time.Time, ok bool, err error) {
+	at, _, ok, err = c.Reason(ctx, conv, turnID)
 	return at, ok, err
 }
 
-// Reason is Cancelled with the cancellation's reason (CancelFor).
-func (c *Cancels) Reason(ctx context.Context, turnID string) (at time.Time, reason string, ok bool, err error) {
-	e, err := c.kv.Get(ctx, turnID)
+// Reason is Cancelled with the cancellation's reason (CancelFor). A cancel
+// stored before keys named the conversation (under the turn id alone) is
+// not read: it cannot be told from another conversation's turn of that id.
+func (c *Cancels) Reason(ctx context.Context, conv, turnID string) (at time.Time, reason string, ok bool, err error) {
+	return c.reason(ctx, contracts.TurnKey(conv, turnID))
+}
+
+func (c *Cancels) reason(ctx context.Context, key string) (at time.Time, reason string, ok bool, err error) {
+	e, err := c.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
 		return at, "", false, nil
 	}
 	if err != nil {
-		return at, "", false, fmt.Errorf("read cancel of turn %s: %w", turnID, err)
+		return at, "", false, fmt.Errorf("read cancel of turn %s: %w", key, err)
 	}
 	return e.Created(), reasonOf(e.Value()), true, nil
 }
@@ -175,14 +186,15 @@ func (c *Cancels) Reason(ctx context.Context, turnID string) (at time.Time, reas
 // watch has caught up, after maxKnown cancels, and if the watch ended;
 // Reason followed by Track made two reads on every turn of the LLM caller.
 // On an error or a cancel, the registration is already released.
-func (c *Cancels) Watch(ctx context.Context, turnID string) (tctx context.Context, release func(), reason string, ok bool, err error) {
+func (c *Cancels) Watch(ctx context.Context, conv, turnID string) (tctx context.Context, release func(), reason string, ok bool, err error) {
+	key := contracts.TurnKey(conv, turnID)
 	// Looked up and registered under one lock: a delivery in between
 	// would otherwise abort nothing.
 	c.mu.Lock()
-	rec, known := c.known[turnID]
+	rec, known := c.known[key]
 	trusted := c.synced && !c.overflow
 	if !known {
-		tctx, _, release = c.registerLocked(ctx, turnID)
+		tctx, _, release = c.registerLocked(ctx, key)
 	}
 	c.mu.Unlock()
 	if known {
@@ -191,7 +203,7 @@ func (c *Cancels) Watch(ctx context.Context, turnID string) (tctx context.Contex
 	if trusted {
 		return tctx, release, "", false, nil
 	}
-	_, reason, ok, err = c.Reason(ctx, turnID)
+	_, reason, ok, err = c.reason(ctx, key)
 	if err != nil || ok {
 		release()
 		return nil, nil, reason, ok, err
@@ -199,39 +211,40 @@ func (c *Cancels) Watch(ctx context.Context, turnID string) (tctx context.Contex
 	return tctx, release, "", false, nil
 }
 
-// Track returns a context that ends, with cause ErrCancelled, when turnID
-// is cancelled (already, or while the returned context is in use); release
-// stops tracking it.
-func (c *Cancels) Track(ctx context.Context, turnID string) (tctx context.Context, release func()) {
-	tctx, cancel, release := c.register(ctx, turnID)
+// Track returns a context that ends, with cause ErrCancelled, when the
+// conversation's turn is cancelled (already, or while the returned context
+// is in use); release stops tracking it.
+func (c *Cancels) Track(ctx context.Context, conv, turnID string) (tctx context.Context, release func()) {
+	tctx, cancel, release := c.register(ctx, contracts.TurnKey(conv, turnID))
 	// Registered before the read: a cancel recorded in between is seen by
 	// one of the two.
-	if _, ok, _ := c.Cancelled(ctx, turnID); ok {
+	if _, ok, _ := c.Cancelled(ctx, conv, turnID); ok {
 		cancel(ErrCancelled)
 	}
 	return tctx, release
 }
 
-// register makes turnID's in-flight context: a cancel recorded from now on
-// aborts it (abort); release unregisters it.
-func (c *Cancels) register(ctx context.Context, turnID string) (context.Context, context.CancelCauseFunc, func()) {
+// register makes the in-flight context of the turn whose key
+// (contracts.TurnKey) is key: a cancel recorded from now on aborts it
+// (abort); release unregisters it.
+func (c *Cancels) register(ctx context.Context, key string) (context.Context, context.CancelCauseFunc, func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.registerLocked(ctx, turnID)
+	return c.registerLocked(ctx, key)
 }
 
 // registerLocked is register with c.mu held.
-func (c *Cancels) registerLocked(ctx context.Context, turnID string) (context.Context, context.CancelCauseFunc, func()) {
+func (c *Cancels) registerLocked(ctx context.Context, key string) (context.Context, context.CancelCauseFunc, func()) {
 	tctx, cancel := context.WithCancelCause(ctx)
 	me := &tracked{cancel: cancel}
-	c.flight[turnID] = append(c.flight[turnID], me)
+	c.flight[key] = append(c.flight[key], me)
 	return tctx, cancel, func() {
 		c.mu.Lock()
-		rest := slices.DeleteFunc(c.flight[turnID], func(t *tracked) bool { return t == me })
+		rest := slices.DeleteFunc(c.flight[key], func(t *tracked) bool { return t == me })
 		if len(rest) == 0 {
-			delete(c.flight, turnID)
+			delete(c.flight, key)
 		} else {
-			c.flight[turnID] = rest
+			c.flight[key] = rest
 		}
 		c.mu.Unlock()
 		cancel(nil)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -47,7 +48,7 @@ func TestCancelsWatchSeesEveryCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if _, err := other.CancelFor(ctx, "before", "timeout"); err != nil {
+	if _, err := other.CancelFor(ctx, "c", "before", "timeout"); err != nil {
 		t.Fatal(err)
 	}
 	c, err := OpenCancels(ctx, js, 1)
@@ -57,15 +58,15 @@ func TestCancelsWatchSeesEveryCancel(t *testing.T) {
 	defer c.Close()
 	synced(t, c)
 
-	if _, _, reason, ok, err := c.Watch(ctx, "before"); err != nil || !ok || reason != "timeout" {
+	if _, _, reason, ok, err := c.Watch(ctx, "c", "before"); err != nil || !ok || reason != "timeout" {
 		t.Fatalf("a cancel stored before the process: ok %v reason %q err %v", ok, reason, err)
 	}
-	tctx, release, _, ok, err := c.Watch(ctx, "during")
+	tctx, release, _, ok, err := c.Watch(ctx, "c", "during")
 	if err != nil || ok {
 		t.Fatalf("an uncancelled turn: ok %v err %v", ok, err)
 	}
 	defer release()
-	if _, err := other.Cancel(ctx, "during"); err != nil {
+	if _, err := other.Cancel(ctx, "c", "during"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -86,13 +87,13 @@ func TestCancelsWatchSeesEveryCancel(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			if _, err := other.Cancel(ctx, id); err != nil {
+			if _, err := other.Cancel(ctx, "c", id); err != nil {
 				t.Error(err)
 			}
 		}()
 		go func() {
 			defer wg.Done()
-			tctx, release, _, ok, err := c.Watch(ctx, id)
+			tctx, release, _, ok, err := c.Watch(ctx, "c", id)
 			if err != nil {
 				t.Error(err)
 				return
@@ -116,7 +117,7 @@ func TestCancelsWatchSeesEveryCancel(t *testing.T) {
 		}
 	}
 
-	calm, release, _, ok, err := c.Watch(ctx, "calm")
+	calm, release, _, ok, err := c.Watch(ctx, "c", "calm")
 	if err != nil || ok {
 		t.Fatalf("calm: ok %v err %v", ok, err)
 	}
@@ -143,17 +144,17 @@ func TestCancelsWatchAfterOverflow(t *testing.T) {
 	c.limit = 3
 	c.mu.Unlock()
 	for i := range 5 {
-		if _, err := c.Cancel(ctx, fmt.Sprintf("t%d", i)); err != nil {
+		if _, err := c.Cancel(ctx, "c", fmt.Sprintf("t%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	eventually(t, c, "no overflow after 5 cancels with a limit of 3", func() bool { return c.overflow })
 	for i := range 5 {
-		if _, _, _, ok, err := c.Watch(ctx, fmt.Sprintf("t%d", i)); err != nil || !ok {
+		if _, _, _, ok, err := c.Watch(ctx, "c", fmt.Sprintf("t%d", i)); err != nil || !ok {
 			t.Fatalf("t%d after overflow: ok %v err %v", i, ok, err)
 		}
 	}
-	if _, release, _, ok, err := c.Watch(ctx, "never"); err != nil || ok {
+	if _, release, _, ok, err := c.Watch(ctx, "c", "never"); err != nil || ok {
 		t.Fatalf("never: ok %v err %v", ok, err)
 	} else {
 		release()
@@ -177,10 +178,44 @@ func TestCancelsWatchAfterTheWatchEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if _, err := other.Cancel(ctx, "late"); err != nil {
+	if _, err := other.Cancel(ctx, "c", "late"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, ok, err := c.Watch(ctx, "late"); err != nil || !ok {
+	if _, _, _, ok, err := c.Watch(ctx, "c", "late"); err != nil || !ok {
 		t.Fatalf("a cancel stored after the watch ended: ok %v err %v", ok, err)
+	}
+}
+
+// TestCancelsScopedByConversation: a cancel is the turn's of its
+// conversation: cancelling one conversation's turn neither aborts nor
+// pre-empts another conversation's turn of the same id.
+func TestCancelsScopedByConversation(t *testing.T) {
+	ctx := context.Background()
+	_, js := natstest.JetStream(t)
+	c, err := OpenCancels(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	synced(t, c)
+	bob, release, _, ok, err := c.Watch(ctx, "bob", "t1")
+	if err != nil || ok {
+		t.Fatalf("bob's turn: ok %v err %v", ok, err)
+	}
+	defer release()
+	if _, err := c.Cancel(ctx, "alice", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, c, "alice's cancel never arrived", func() bool { _, ok := c.known[contracts.TurnKey("alice", "t1")]; return ok })
+	select {
+	case <-bob.Done():
+		t.Fatalf("alice's cancel aborted bob's turn of the same id: %v", context.Cause(bob))
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, ok, err := c.Cancelled(ctx, "bob", "t1"); err != nil || ok {
+		t.Fatalf("bob's turn reads as cancelled: %v %v", ok, err)
+	}
+	if _, _, _, ok, err := c.Watch(ctx, "alice", "t1"); err != nil || !ok {
+		t.Fatalf("alice's turn: ok %v err %v", ok, err)
 	}
 }

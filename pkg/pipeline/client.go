@@ -28,7 +28,7 @@ func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExec
 		return fmt.Errorf("encode request: %w", err)
 	}
 	subject := contracts.Subject(contracts.StageRequested, req.ConversationId, req.TurnId)
-	id := contracts.MsgID(req.TurnId, contracts.StageRequested)
+	id := contracts.MsgID(req.ConversationId, req.TurnId, contracts.StageRequested)
 	ctx, span := tracer().Start(ctx, "send aptix."+contracts.StageRequested, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(messagingAttrs("send", subject, id)...),
 		trace.WithAttributes(attribute.String("aptix.conversation_id", req.ConversationId), attribute.String("aptix.turn_id", req.TurnId)))

@@ -18,7 +18,9 @@ import (
 // (a gateway, the benchmark) pays for one consumer, not one per turn as Await
 // does. Completions that arrive before anyone waits are kept until claimed.
 //
-// The turn id comes from the subject and a completion is decoded by the
+// Completions are matched to waiters by the turn's key (contracts.TurnKey),
+// never the turn id alone: two conversations may use the same turn id.
+// The key comes from the subject and a completion is decoded by the
 // caller that waits for it, on its own goroutine: every gateway replica
 // sees every completion, and decoding them all on the consumer's one
 // goroutine, under the lock, cost each replica a decode per turn of every
@@ -53,7 +55,7 @@ var ErrUnreadableCompletion = errors.New("completion unreadable")
 
 // decode reads the completion's turn. A claim-checked body is fetched
 // within ctx, retried briefly: the object store may be failing over.
-func (c *Completions) decode(ctx context.Context, m completion, turnID string) (contracts.Turn, error) {
+func (c *Completions) decode(ctx context.Context, m completion, conv, turnID string) (contracts.Turn, error) {
 	var t contracts.Turn
 	data, err := EventData(ctx, c.js, m.header, m.data)
 	for wait := 100 * time.Millisecond; err != nil && wait <= 400*time.Millisecond && ctx.Err() == nil; wait *= 2 {
@@ -66,21 +68,21 @@ func (c *Completions) decode(ctx context.Context, m completion, turnID string) (
 	if err == nil {
 		err = unmarshalTurn(data, &t)
 	}
-	if err == nil && t.TurnId != turnID {
-		err = fmt.Errorf("its event names turn %q", t.TurnId)
+	if err == nil && (t.TurnId != turnID || t.ConversationId != conv) {
+		err = fmt.Errorf("its event names turn %q of conversation %q", t.TurnId, t.ConversationId)
 	}
 	if err != nil {
 		c.mu.Lock()
 		c.errs++
 		c.mu.Unlock()
-		return t, fmt.Errorf("%w: turn %s: %w", ErrUnreadableCompletion, turnID, err)
+		return t, fmt.Errorf("%w: turn %s: %w", ErrUnreadableCompletion, contracts.TurnKey(conv, turnID), err)
 	}
 	return t, nil
 }
 
 type arrival struct {
-	turn string
-	at   time.Time
+	key string // contracts.TurnKey
+	at  time.Time
 }
 
 // DefaultKeepUnclaimed is how long Completions keeps a completion nobody
@@ -106,39 +108,40 @@ func WatchCompletions(ctx context.Context, js jetstream.JetStream, conversationF
 }
 
 func (c *Completions) deliver(m jetstream.Msg) {
-	_, _, turnID, ok := contracts.ParseSubject(m.Subject())
+	_, conv, turnID, ok := contracts.ParseSubject(m.Subject())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !ok || turnID == "" {
+	if !ok || conv == "" || turnID == "" {
 		c.errs++
 		return
 	}
+	key := contracts.TurnKey(conv, turnID)
 	now := time.Now()
 	c.forget(now)
-	c.seen[turnID]++
-	if c.seen[turnID] == 1 {
+	c.seen[key]++
+	if c.seen[key] == 1 {
 		c.turns++
-		c.arrived = append(c.arrived, arrival{turnID, now})
+		c.arrived = append(c.arrived, arrival{key, now})
 	}
-	if c.seen[turnID] > 1 {
+	if c.seen[key] > 1 {
 		c.dups++
 		return
 	}
 	got := completion{header: m.Headers(), data: m.Data()}
-	if ch, ok := c.wait[turnID]; ok {
-		delete(c.wait, turnID)
+	if ch, ok := c.wait[key]; ok {
+		delete(c.wait, key)
 		ch <- got
 		return
 	}
-	c.got[turnID] = got
+	c.got[key] = got
 }
 
 // forget drops what arrived more than keep ago (c.mu held).
 func (c *Completions) forget(now time.Time) {
 	n := 0
 	for n < len(c.arrived) && now.Sub(c.arrived[n].at) > c.keep {
-		delete(c.got, c.arrived[n].turn)
-		delete(c.seen, c.arrived[n].turn)
+		delete(c.got, c.arrived[n].key)
+		delete(c.seen, c.arrived[n].key)
 		n++
 	}
 	if n > 0 {
@@ -160,25 +163,27 @@ func (c *Completions) Pending() int {
 	return len(c.got)
 }
 
-// Wait returns the completion of turnID, waiting until ctx ends.
-func (c *Completions) Wait(ctx context.Context, turnID string) (contracts.Turn, error) {
+// Wait returns the completion of the conversation's turn, waiting until
+// ctx ends.
+func (c *Completions) Wait(ctx context.Context, conv, turnID string) (contracts.Turn, error) {
+	key := contracts.TurnKey(conv, turnID)
 	c.mu.Lock()
-	if m, ok := c.got[turnID]; ok {
-		delete(c.got, turnID)
+	if m, ok := c.got[key]; ok {
+		delete(c.got, key)
 		c.mu.Unlock()
-		return c.decode(ctx, m, turnID)
+		return c.decode(ctx, m, conv, turnID)
 	}
 	ch := make(chan completion, 1)
-	c.wait[turnID] = ch
+	c.wait[key] = ch
 	c.mu.Unlock()
 	select {
 	case m := <-ch:
-		return c.decode(ctx, m, turnID)
+		return c.decode(ctx, m, conv, turnID)
 	case <-ctx.Done():
 		c.mu.Lock()
-		delete(c.wait, turnID)
+		delete(c.wait, key)
 		c.mu.Unlock()
-		return contracts.Turn{}, fmt.Errorf("turn %s: %w", turnID, ctx.Err())
+		return contracts.Turn{}, fmt.Errorf("turn %s: %w", key, ctx.Err())
 	}
 }
 

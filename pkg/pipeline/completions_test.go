@@ -42,7 +42,7 @@ func TestCompletionsDispatchByTurn(t *testing.T) {
 	complete("early", "early.completed") // arrives before anyone waits
 	got := make(chan contracts.Turn, 1)
 	go func() {
-		tr, err := comp.Wait(ctx, "late")
+		tr, err := comp.Wait(ctx, "c", "late")
 		if err != nil {
 			t.Error(err)
 		}
@@ -53,7 +53,7 @@ func TestCompletionsDispatchByTurn(t *testing.T) {
 	if tr := <-got; tr.Response == nil || tr.Response.Text != "answer late" {
 		t.Fatalf("late: %+v", tr)
 	}
-	tr, err := comp.Wait(ctx, "early")
+	tr, err := comp.Wait(ctx, "c", "early")
 	if err != nil || tr.Response.Text != "answer early" {
 		t.Fatalf("early: %+v, %v", tr, err)
 	}
@@ -71,7 +71,7 @@ func TestCompletionsDispatchByTurn(t *testing.T) {
 	}
 	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancelShort()
-	if _, err := comp.Wait(short, "old"); err == nil {
+	if _, err := comp.Wait(short, "c", "old"); err == nil {
 		t.Fatal("a completion from before the watch was delivered")
 	}
 }
@@ -123,7 +123,7 @@ func TestCompletionsForgetUnclaimed(t *testing.T) {
 	if n := comp.Pending(); n != 1 {
 		t.Fatalf("%d unclaimed completions kept, want only the new one", n)
 	}
-	if got, err := comp.Wait(ctx, "new"); err != nil || got.TurnId != "new" {
+	if got, err := comp.Wait(ctx, "c", "new"); err != nil || got.TurnId != "new" {
 		t.Fatalf("%+v %v", got, err)
 	}
 }
@@ -154,10 +154,10 @@ func TestCompletionsDecodeOnlyWhenClaimed(t *testing.T) {
 	if turns, _, bad := comp.Counts(); turns != 2 || bad != 0 {
 		t.Fatalf("before any claim: %d turns, %d undecodable (nothing should be decoded yet)", turns, bad)
 	}
-	if got, err := comp.Wait(ctx, "good"); err != nil || got.Response == nil || got.Response.Text != "fine" {
+	if got, err := comp.Wait(ctx, "c", "good"); err != nil || got.Response == nil || got.Response.Text != "fine" {
 		t.Fatalf("good: %+v %v", got, err)
 	}
-	if _, err := comp.Wait(ctx, "garbled"); !errors.Is(err, pipeline.ErrUnreadableCompletion) {
+	if _, err := comp.Wait(ctx, "c", "garbled"); !errors.Is(err, pipeline.ErrUnreadableCompletion) {
 		t.Fatalf("a garbled completion: %v", err)
 	}
 	if _, _, bad := comp.Counts(); bad != 1 {
@@ -179,4 +179,28 @@ func watchAll(t *testing.T, ctx context.Context) (jetstream.JetStream, *pipeline
 	}
 	t.Cleanup(comp.Stop)
 	return js, comp
+}
+
+// TestCompletionsSameTurnIDTwoConversations: two conversations' turns of
+// the same id are two completions, each handed to its own waiter, neither
+// counted as the other's duplicate.
+func TestCompletionsSameTurnIDTwoConversations(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js, comp := watchAll(t, ctx)
+	for _, conv := range []string{"alice", "bob"} {
+		data, _ := json.Marshal(contracts.Turn{ConversationId: conv, TurnId: "t1", Response: &contracts.AgentExecuteResponse{Kind: contracts.KindOK, Text: conv + "'s answer"}})
+		if _, err := js.Publish(ctx, contracts.Subject(contracts.StageCompleted, conv, "t1"), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, conv := range []string{"bob", "alice"} {
+		got, err := comp.Wait(ctx, conv, "t1")
+		if err != nil || got.ConversationId != conv || got.Response.Text != conv+"'s answer" {
+			t.Fatalf("%s: %+v %v", conv, got.Response, err)
+		}
+	}
+	if turns, dups, bad := comp.Counts(); turns != 2 || dups != 0 || bad != 0 {
+		t.Fatalf("turns %d duplicates %d undecodable %d, want 2 0 0", turns, dups, bad)
+	}
 }

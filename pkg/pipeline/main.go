@@ -32,6 +32,9 @@ const (
 	EnvHistoryMaxBytes = "APTIX_HISTORY_MAX_BYTES"
 	EnvHistoryMaxAge   = "APTIX_HISTORY_MAX_AGE"
 	EnvCompletionGrace = "APTIX_COMPLETION_GRACE"
+	// EnvDedupWindow is the streams' Nats-Msg-Id de-duplication window
+	// (StreamConfig.Duplicates; default 10m).
+	EnvDedupWindow = "APTIX_DEDUP_WINDOW"
 )
 
 // Build makes a stage once the connection is up (stages open their KV

@@ -24,7 +24,7 @@ import (
 //   - a replay must not overwrite the original conversation's continuation
 //     record (the mapper asks UpdatesConversation);
 //   - a retried turn must not be de-duplicated: its first run may already
-//     have stored an error completion under <turn>.completed, so every event
+//     have stored an error completion under <conv>.<turn>.completed, so every event
 //     of the retry gets a Nats-Msg-Id suffixed with the redrive mark.
 const (
 	// HeaderReplayOf names the turn a replay re-runs.
@@ -108,7 +108,7 @@ type ReplayEvent struct {
 }
 
 // PublishReplay stores a replayed event on its stage's subject with
-// Nats-Msg-Id <turn>.<stage>, the replay headers and a new trace linked to
+// Nats-Msg-Id <conversation>.<turn>.<stage>, the replay headers and a new trace linked to
 // the original's, claim-checking a payload too big for one message. It
 // returns once JetStream accepted the event.
 func PublishReplay(ctx context.Context, js jetstream.JetStream, ev ReplayEvent) error {
@@ -116,7 +116,7 @@ func PublishReplay(ctx context.Context, js jetstream.JetStream, ev ReplayEvent) 
 		return fmt.Errorf("conversation id %q and turn id %q must each be 1-%d characters of [A-Za-z0-9_-]", ev.ConversationId, ev.TurnId, contracts.MaxIDLen)
 	}
 	subject := contracts.Subject(ev.Stage, ev.ConversationId, ev.TurnId)
-	id := contracts.MsgID(ev.TurnId, ev.Stage)
+	id := contracts.MsgID(ev.ConversationId, ev.TurnId, ev.Stage)
 	orig := otel.GetTextMapPropagator().Extract(context.Background(), HeaderCarrier(ev.OrigHeader))
 	// A new root: the replay is its own trace, linked to the one it re-runs.
 	ctx, span := tracer().Start(ctx, "send aptix."+ev.Stage, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer),

@@ -197,7 +197,7 @@ func TestMigrateFromSingleStream(t *testing.T) {
 func submitOld(t *testing.T, js jetstream.JetStream, turn string) {
 	t.Helper()
 	msg := &nats.Msg{Subject: contracts.Subject(contracts.StageRequested, "c1", turn), Data: []byte(`{"conversationId":"c1","turnId":"` + turn + `","instruction":"x"}`), Header: nats.Header{}}
-	msg.Header.Set(contracts.HeaderMsgID, contracts.MsgID(turn, contracts.StageRequested))
+	msg.Header.Set(contracts.HeaderMsgID, contracts.MsgID("c1", turn, contracts.StageRequested))
 	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}

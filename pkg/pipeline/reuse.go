@@ -14,10 +14,13 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// A turn id names one request. A client that re-sends a turn id with a
-// different request (a script reusing ids, a copy-paste) must not get the
-// old answer silently, and JetStream's de-duplication would otherwise drop
-// the new request (same Nats-Msg-Id) or its events (same <turn>.<stage>).
+// A turn id names one request of its conversation. A client that re-sends a
+// turn id in the same conversation with a different request (a script
+// reusing ids, a copy-paste) must not get the old answer silently, and
+// JetStream's de-duplication would otherwise drop the new request (same
+// Nats-Msg-Id) or its events (same <conv>.<turn>.<stage>). The same turn id
+// in another conversation is another turn (contracts.TurnKey): every record
+// and id of a turn names its conversation, so it runs on its own.
 
 // CodeTurnIDReused is the error code of a turn id sent again with another request.
 const CodeTurnIDReused = "turn_id_reused"
@@ -69,10 +72,10 @@ func sameRequest(a, b contracts.AgentExecuteRequest) bool {
 // reuseMsgID gives the turn_id_reused completion its own Nats-Msg-Id (the
 // turn's completed id is taken by the first request's answer), stable per
 // request so a redelivery stores it once.
-func reuseMsgID(turnID string, req contracts.AgentExecuteRequest) string {
+func reuseMsgID(conv, turnID string, req contracts.AgentExecuteRequest) string {
 	j, _ := json.Marshal(req)
 	sum := sha256.Sum256(j)
-	return contracts.MsgID(turnID, contracts.StageCompleted) + ".reused-" + hex.EncodeToString(sum[:6])
+	return contracts.MsgID(conv, turnID, contracts.StageCompleted) + ".reused-" + hex.EncodeToString(sum[:6])
 }
 
 type expectFirstKey struct{}

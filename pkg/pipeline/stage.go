@@ -397,9 +397,10 @@ func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
 }
 
 // publish sends the turn on to the next stage: CloudEvents headers, the
-// trace context, and Nats-Msg-Id <turnId>.<stage> so a redelivered event
-// that is handled twice is stored once. A full stream is waited out (the
-// input stays unacknowledged meanwhile), never dropped.
+// trace context, and Nats-Msg-Id <conversationId>.<turnId>.<stage>
+// (contracts.EventMsgID) so a redelivered event that is handled twice is
+// stored once. A full stream is waited out (the input stays unacknowledged
+// meanwhile), never dropped.
 func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) error {
 	data, err := marshalTurn(t)
 	if err != nil {
@@ -498,7 +499,7 @@ func (r *runner) failReused(ctx context.Context, t *contracts.Turn) error {
 		return err
 	}
 	return untilStored(ctx, r.log, "aptix."+contracts.StageCompleted, func() error {
-		return publishEventID(ctx, r.pub, "aptix/"+r.st.Name, contracts.StageCompleted, t.ConversationId, t.TurnId, reuseMsgID(t.TurnId, t.Request), data)
+		return publishEventID(ctx, r.pub, "aptix/"+r.st.Name, contracts.StageCompleted, t.ConversationId, t.TurnId, reuseMsgID(t.ConversationId, t.TurnId, t.Request), data)
 	})
 }
 
@@ -507,10 +508,10 @@ func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered
 	r.stats.dead.Add(1)
 	r.stats.fail(reason)
 	subject := msg.Metadata.Get(MetaSubject)
-	_, _, turnID, ok := contracts.ParseSubject(subject)
+	_, conv, turnID, ok := contracts.ParseSubject(subject)
 	id := nuid.Next()
 	if ok {
-		id = carriedID(ctx, turnID+".dead."+r.st.Name)
+		id = carriedID(ctx, contracts.TurnKey(conv, turnID)+".dead."+r.st.Name)
 	}
 	dead := message.NewMessage(id, msg.Payload)
 	for k, v := range msg.Metadata {

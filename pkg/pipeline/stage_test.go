@@ -88,7 +88,7 @@ func TestRetryWithGrowingDelayThenSuccess(t *testing.T) {
 	if err := json.Unmarshal(m.Data(), &out); err != nil || out.Retrieval == nil {
 		t.Fatalf("%v %+v", err, out)
 	}
-	if got := m.Headers().Get(contracts.HeaderMsgID); got != "t1.retrieved" {
+	if got := m.Headers().Get(contracts.HeaderMsgID); got != "c1.t1.retrieved" {
 		t.Fatalf("Nats-Msg-Id %q", got)
 	}
 	if m.Headers().Get(contracts.HeaderCEType) != "dev.aptix.turn.retrieved.v1" || m.Headers().Get(contracts.HeaderTraceparent) == "" {

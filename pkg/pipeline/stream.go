@@ -72,7 +72,10 @@ type StreamConfig struct {
 	// TrimEvery is how often the trimmer runs (default 5 s).
 	TrimEvery time.Duration
 	// Duplicates is the Nats-Msg-Id de-duplication window: a stage that
-	// re-publishes a turn's event within it is ignored by the server.
+	// re-publishes a turn's event within it is ignored by the server
+	// (APTIX_DEDUP_WINDOW, default 10 minutes, at least 100ms). Nothing
+	// depends on its length for isolation: every id names its conversation
+	// and turn (contracts.MsgID), so tests shorten it to cross it quickly.
 	Duplicates time.Duration
 	// Memory stores the streams in memory (benchmarks only: not durable).
 	Memory bool
@@ -135,7 +138,33 @@ func StreamConfigFromEnv() (StreamConfig, error) {
 			*d.dst = n
 		}
 	}
+	var err error
+	if c.Duplicates, err = DedupWindowFromEnv(); err != nil {
+		errs = append(errs, err)
+	}
 	return c, errors.Join(errs...)
+}
+
+// minDedupWindow is the shortest window nats-server accepts.
+const minDedupWindow = 100 * time.Millisecond
+
+// DedupWindowFromEnv reads APTIX_DEDUP_WINDOW (e.g. 10m, 2h, 1d): 0 when it
+// is unset (the default applies), an error when it is no duration or
+// shorter than the 100ms nats-server accepts. StreamConfigFromEnv reads it,
+// and so does the in-process stack of `aptix up` and the tests.
+func DedupWindowFromEnv() (time.Duration, error) {
+	v := os.Getenv(EnvDedupWindow)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := ParseAge(v)
+	if err == nil && d < minDedupWindow {
+		err = fmt.Errorf("%v is shorter than the %v JetStream accepts", d, minDedupWindow)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", EnvDedupWindow, err)
+	}
+	return d, nil
 }
 
 // Limits returns the configuration with every default applied, for display.

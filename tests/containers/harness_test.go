@@ -294,10 +294,10 @@ func (c *client) submit(req contracts.AgentExecuteRequest, within time.Duration)
 	}
 }
 
-func (c *client) wait(turnID string, within time.Duration) (contracts.Turn, error) {
+func (c *client) wait(conv, turnID string, within time.Duration) (contracts.Turn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	return c.comp.Wait(ctx, turnID)
+	return c.comp.Wait(ctx, conv, turnID)
 }
 
 // sendAll submits the turns with the given concurrency and waits for every
@@ -324,7 +324,7 @@ func (c *client) sendAll(reqs []contracts.AgentExecuteRequest, concurrency int, 
 			mu.Lock()
 			acked++
 			mu.Unlock()
-			t, err := c.wait(r.TurnId, within)
+			t, err := c.wait(r.ConversationId, r.TurnId, within)
 			if err != nil {
 				c.t.Errorf("turn %s: %v", r.TurnId, err)
 				return

@@ -144,7 +144,7 @@ func TestTinyCapacityBackpressure(t *testing.T) {
 	lost := 0
 	waitUntil := time.Now().Add(3 * time.Minute)
 	for _, id := range accepted {
-		if _, err := c.wait(id, max(time.Until(waitUntil), time.Second)); err != nil {
+		if _, err := c.wait("cap", id, max(time.Until(waitUntil), time.Second)); err != nil {
 			lost++
 		}
 	}

@@ -48,7 +48,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
-	t, err := s.comps.wait(wctx, g, meta.TurnID)
+	t, err := s.comps.wait(wctx, g, meta.ConversationID, meta.TurnID)
 	if err != nil {
 		s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"),
 			Message: fmt.Sprintf("the compaction did not complete within %s", s.cfg.SyncTimeout)})

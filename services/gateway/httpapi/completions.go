@@ -72,10 +72,10 @@ func (c *completions) release(g *watchGen) {
 	}
 }
 
-// wait waits on g for turnID and releases g.
-func (c *completions) wait(ctx context.Context, g *watchGen, turnID string) (contracts.Turn, error) {
+// wait waits on g for the conversation's turn and releases g.
+func (c *completions) wait(ctx context.Context, g *watchGen, conv, turnID string) (contracts.Turn, error) {
 	defer c.release(g)
-	return g.c.Wait(ctx, turnID)
+	return g.c.Wait(ctx, conv, turnID)
 }
 
 func (c *completions) stop() {

@@ -108,7 +108,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
-	t, err := s.comps.wait(wctx, g, meta.TurnID)
+	t, err := s.comps.wait(wctx, g, meta.ConversationID, meta.TurnID)
 	if errors.Is(err, pipeline.ErrUnreadableCompletion) {
 		s.fail(w, &responses.Error{Status: http.StatusInternalServerError, Type: responses.TypeServer,
 			Message: fmt.Sprintf("Response %s completed, but its result could not be read (%v); GET /v1/responses/%s may return it.", meta.ID, err, meta.ID)})
@@ -357,7 +357,7 @@ func (s *Server) relay(client context.Context, meta *responses.Meta, deltas chan
 	waitErr := make(chan error, 1)
 	go func() {
 		defer cancel()
-		t, err := s.comps.wait(wctx, g, meta.TurnID)
+		t, err := s.comps.wait(wctx, g, meta.ConversationID, meta.TurnID)
 		if err != nil {
 			waitErr <- err
 			return

@@ -65,7 +65,7 @@ func (s *Server) armDeadline(ctx context.Context, meta *responses.Meta) error {
 	}
 	subject := deadlinePrefix + "." + meta.ConversationID + "." + meta.TurnID
 	h := nats.Header{}
-	h.Set(contracts.HeaderMsgID, meta.TurnID+".deadline")
+	h.Set(contracts.HeaderMsgID, contracts.TurnKey(meta.ConversationID, meta.TurnID)+".deadline")
 	if _, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: b, Header: h}); err != nil {
 		return fmt.Errorf("publish %s: %w", subject, err)
 	}
@@ -102,7 +102,7 @@ func (s *Server) onDeadline(m jetstream.Msg) {
 		_ = m.NakWithDelay(wait)
 		return
 	}
-	if _, err := s.cancels.CancelFor(ctx, meta.TurnID, responses.CodeTimeout); err != nil {
+	if _, err := s.cancels.CancelFor(ctx, meta.ConversationID, meta.TurnID, responses.CodeTimeout); err != nil {
 		_ = m.NakWithDelay(time.Second)
 		return
 	}

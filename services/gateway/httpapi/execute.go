@@ -77,7 +77,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
 	if !stream {
-		t, err := s.comps.wait(wctx, g, req.TurnId)
+		t, err := s.comps.wait(wctx, g, req.ConversationId, req.TurnId)
 		if err != nil {
 			s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"), Message: err.Error()})
 			return
@@ -87,7 +87,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	done := make(chan contracts.Turn, 1)
 	go func() {
-		if t, err := s.comps.wait(wctx, g, req.TurnId); err == nil {
+		if t, err := s.comps.wait(wctx, g, req.ConversationId, req.TurnId); err == nil {
 			done <- t
 		} else {
 			close(done)

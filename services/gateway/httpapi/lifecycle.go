@@ -17,7 +17,7 @@ import (
 // One KV get and at most two direct gets beyond the latest event.
 func (s *Server) state(ctx context.Context, meta *responses.Meta) (responses.State, error) {
 	var st responses.State
-	cancelAt, reason, cancelled, err := s.cancels.Reason(ctx, meta.TurnID)
+	cancelAt, reason, cancelled, err := s.cancels.Reason(ctx, meta.ConversationID, meta.TurnID)
 	if err != nil {
 		return st, err
 	}
@@ -88,7 +88,7 @@ func (s *Server) cancelMeta(ctx context.Context, meta *responses.Meta) (response
 	if err != nil || responses.Terminal(resp.Status) {
 		return resp, err
 	}
-	if _, err := s.cancels.Cancel(ctx, meta.TurnID); err != nil {
+	if _, err := s.cancels.Cancel(ctx, meta.ConversationID, meta.TurnID); err != nil {
 		return resp, err
 	}
 	return s.current(ctx, meta)

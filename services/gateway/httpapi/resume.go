@@ -75,7 +75,7 @@ func (s *Server) streamStored(w http.ResponseWriter, r *http.Request, meta *resp
 	// A cancel ends the stream even when no completion follows soon (the
 	// stages may be down): after a grace for the turn's own completion,
 	// the stream closes with the response as it then reads.
-	cancelled, release := s.cancels.Track(ctx, meta.TurnID)
+	cancelled, release := s.cancels.Track(ctx, meta.ConversationID, meta.TurnID)
 	defer release()
 	var grace <-chan time.Time
 

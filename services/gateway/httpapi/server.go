@@ -267,6 +267,12 @@ func (s *Server) submitError(err error) *responses.Error {
 		return responses.TooLarge(s.cfg.MaxBodyBytes)
 	case pipeline.IsAtCapacity(err):
 		return responses.Unavailable("Aptix is at capacity (the turn queue is full); retry later.")
+	case errors.Is(err, pipeline.ErrTurnIDReused):
+		// The client's mistake, not the server's: the turn id names another
+		// request of this conversation, whose answer stands.
+		e := responses.BadRequest("turnId", pipeline.CodeTurnIDReused, err.Error())
+		e.Status = http.StatusConflict
+		return e
 	case s.cfg.NC.Status() != nats.CONNECTED, errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrConnectionClosed):
 		return responses.Unavailable("The Aptix bus is unavailable; retry later.")

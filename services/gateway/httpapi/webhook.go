@@ -163,7 +163,7 @@ func responseID(turnID string) string {
 func (wh *webhooks) handle(m jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), wh.cfg.Timeout+2*time.Second)
 	defer cancel()
-	_, _, turnID, ok := contracts.ParseSubject(m.Subject())
+	_, conv, turnID, ok := contracts.ParseSubject(m.Subject())
 	id := responseID(turnID)
 	if !ok || id == "" {
 		_ = m.Ack()
@@ -174,8 +174,11 @@ func (wh *webhooks) handle(m jetstream.Msg) {
 		_ = m.NakWithDelay(wh.cfg.RetryDelay)
 		return
 	}
-	if meta == nil || meta.TurnID != turnID {
-		_ = m.Ack() // not a stored response (or deleted): nobody to tell
+	if meta == nil || meta.TurnID != turnID || meta.ConversationID != conv {
+		// Not a stored response (or deleted), or another conversation's
+		// turn that took the response's turn id (POST /v1/aptix/execute
+		// lets a client choose it): nobody to tell.
+		_ = m.Ack()
 		return
 	}
 	resp, err := wh.s.current(ctx, meta)

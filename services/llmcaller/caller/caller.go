@@ -2,7 +2,7 @@
 // backend with openai-go and returns the outcome as data
 // (contracts.LLMResult): retries with backoff that honours Retry-After,
 // per-attempt and per-turn timeouts, a concurrency limit per backend, the raw
-// body kept verbatim, pay-once storage by turn id, replayed history for
+// body kept verbatim, pay-once storage by turn key, replayed history for
 // backends without previous_response_id, streaming deltas, tool-call
 // emulation for backends without function calling (emulate.go) and a
 // gen_ai span.
@@ -34,7 +34,8 @@ const TracerName = "github.com/aptix-dev/aptix/services/llmcaller"
 
 // Options configure a Caller. Every field is optional.
 type Options struct {
-	// Results enables pay-once: final results are stored by turn id and a
+	// Results enables pay-once: final results are stored by the call's key
+	// (Input.TurnID) and a
 	// repeated call returns the stored one.
 	Results ResultStore
 	// History keeps conversation items: replayed as input for backends
@@ -101,7 +102,18 @@ func New(set *profiles.Set, o Options) *Caller {
 
 // Input is one turn's call.
 type Input struct {
-	ConversationID, TurnID string
+	ConversationID string
+	// TurnID is the call's pay-once key: its result, call record and
+	// in-process flight are kept under it. The stage passes
+	// contracts.CallKey (conversation, turn and tool-loop round): clients
+	// choose turn ids, and a key of the turn id alone would answer one
+	// conversation's turn with another's paid result.
+	TurnID string
+	// LegacyKey, when set, is where a caller before keys named the
+	// conversation kept this call's record (the turn id alone). It is never
+	// read as an answer, only to warn that a redelivery of an event from
+	// before the upgrade calls the model again (legacyRecord).
+	LegacyKey string
 	// Backend names the profile; "" is the set's default.
 	Backend string
 	// Model is resolved through the profile's aliases; the body's own "model"
@@ -190,6 +202,9 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 		}
 		defer func() { c.release(in.TurnID, f, res, t != nil && t.final) }()
 		prior, rev = f.started, f.rev
+		if prior == nil && !unchecked && in.LegacyKey != "" {
+			c.legacyRecord(ctx, in.LegacyKey, log)
+		}
 	}
 
 	ctx, span := c.startSpan(ctx, prof, res.Model)

@@ -17,7 +17,8 @@ import (
 
 // Bucket names and retention of the JetStream stores.
 const (
-	// ResultsBucket is the KV bucket of final LLM results, keyed by turn id.
+	// ResultsBucket is the KV bucket of final LLM results, keyed by the
+	// call's key (Input.TurnID: conversation, turn and round).
 	ResultsBucket = "aptix_llm_results"
 	// HistoryBucket is the object store of conversation items, keyed by
 	// response id: the records too large for HistoryKVBucket.

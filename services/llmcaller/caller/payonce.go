@@ -81,3 +81,24 @@ func (c *Caller) release(turnID string, f *flight, res contracts.LLMResult, fina
 	c.mu.Unlock()
 	close(f.done)
 }
+
+// legacyRecord warns when a call about to be made has a pay-once record
+// under its pre-upgrade key (the turn id alone; Input.LegacyKey). Such a
+// record cannot be told from another conversation's turn of the same id,
+// so answering from it could hand one conversation another's result: it is
+// not used, and the model is called once more for a turn that was in
+// flight at the upgrade. Only a lookup that found nothing under the new
+// key (a redelivery) asks, so new turns pay nothing for it.
+func (c *Caller) legacyRecord(ctx context.Context, key string, log *slog.Logger) {
+	recs := c.records()
+	if recs == nil {
+		return
+	}
+	res, started, _, err := recs.Lookup(ctx, key)
+	if err != nil || res == nil && started == nil {
+		return
+	}
+	c.stats.repeated.Add(1)
+	log.Warn("a pay-once record from before records were keyed by conversation exists under this turn id alone; "+
+		"it may be another conversation's, so it is not used and the model is called again", "legacy_key", key)
+}

@@ -1,7 +1,10 @@
 package caller_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +133,32 @@ func TestFirstDeliveryFindsTakenKey(t *testing.T) {
 				t.Fatalf("recorded %+v, requests %d", r, srv.Requests())
 			}
 		})
+	}
+}
+
+// TestLegacyRecordIsNeverAnAnswer: a result stored before pay-once keys
+// named the conversation (under the turn id alone, Input.LegacyKey) may be
+// another conversation's turn of the same id: a redelivered call finds it,
+// warns, counts a repeated call and calls the model instead of answering
+// from it.
+func TestLegacyRecordIsNeverAnAnswer(t *testing.T) {
+	ts, srv := startSandbox(t, sandbox.Options{})
+	store := caller.NewMemResultStore()
+	if err := store.Put(context.Background(), "turn-1", contracts.LLMResult{Status: 200, Body: `{"id":"resp_other","output":[]}`}); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	c := caller.New(profileSet(ts.URL, nil), caller.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Results: store})
+	in := caller.Input{ConversationID: "c", TurnID: contracts.TurnKey("c", "turn-1"), LegacyKey: "turn-1", Body: simpleBody(t, "mine")}
+	r := c.Call(context.Background(), in)
+	if r.Error != nil || r.Cached || strings.Contains(r.Body, "resp_other") || srv.Requests() != 1 {
+		t.Fatalf("answered %+v with %d model calls, want a call of its own", r, srv.Requests())
+	}
+	if !strings.Contains(logs.String(), "legacy_key=turn-1") || c.Stats().Repeated != 1 {
+		t.Fatalf("no warning of the repeated call (repeated %d): %s", c.Stats().Repeated, logs.String())
+	}
+	// Its own result, under its own key, answers the next redelivery.
+	if again := c.Call(context.Background(), in); !again.Cached || again.Body != r.Body || srv.Requests() != 1 {
+		t.Fatalf("again %+v, %d model calls", again, srv.Requests())
 	}
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// ResultStore keeps each turn's final LLM result under its turn id, so a
-// redelivered event returns the stored result instead of paying for the
-// call twice ("pay once", docs/reliability.md#paid-once).
+// ResultStore keeps each turn's final LLM result under its key
+// (Input.TurnID), so a redelivered event returns the stored result instead
+// of paying for the call twice ("pay once", docs/reliability.md#paid-once).
 type ResultStore interface {
 	// Get returns the stored result, or nil and no error when there is none.
 	Get(ctx context.Context, turnID string) (*contracts.LLMResult, error)

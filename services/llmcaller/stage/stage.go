@@ -5,6 +5,7 @@ package stage
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 
@@ -57,10 +58,10 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	if t.Envelope == nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "enveloped event has no envelope section")
 	}
-	// Each LLM call of a tool loop is paid once on its own: its key is the
-	// turn id, then the turn id and the round.
+	// Each LLM call of a tool loop is paid once on its own: its key names
+	// the conversation and the turn (contracts.TurnKey), then the round.
 	in := caller.Input{
-		ConversationID: t.ConversationId, TurnID: contracts.CallKey(t),
+		ConversationID: t.ConversationId, TurnID: contracts.CallKey(t), LegacyKey: legacyCallKey(t),
 		Backend: t.Envelope.Backend, Model: t.Envelope.Model, Body: t.Envelope.Body,
 		Stream: t.Request.Stream, Emulation: t.Envelope.ToolEmulation,
 		// A first delivery skips the pay-once lookup (caller.Input.FirstDelivery).
@@ -78,7 +79,7 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		var reason string
 		var ok bool
 		var err error
-		if callCtx, release, reason, ok, err = l.Cancels.Watch(ctx, t.TurnId); err != nil {
+		if callCtx, release, reason, ok, err = l.Cancels.Watch(ctx, t.ConversationId, t.TurnId); err != nil {
 			return err // redelivered: a cancel must be read before paying
 		} else if ok {
 			return pipeline.Reject(reason, "the response was cancelled (%s) before the model was called", reason)
@@ -90,7 +91,7 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		return err
 	}
 	if errors.Is(context.Cause(callCtx), pipeline.ErrCancelled) {
-		_, reason, _, _ := l.Cancels.Reason(ctx, t.TurnId)
+		_, reason, _, _ := l.Cancels.Reason(ctx, t.ConversationId, t.TurnId)
 		if reason == "" {
 			reason = pipeline.CodeCancelled
 		}
@@ -108,4 +109,14 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	// With 8 chunks this halves the responded and completed events.
 	t.Envelope.Body = nil
 	return nil
+}
+
+// legacyCallKey is the pay-once key releases before keys named the
+// conversation used (the turn id, then "<turn>_r<round>"): the caller only
+// warns when a record is there, never answers from it (caller.Input.LegacyKey).
+func legacyCallKey(t *contracts.Turn) string {
+	if t.Tools == nil || t.Tools.Round == 0 {
+		return t.TurnId
+	}
+	return t.TurnId + "_r" + strconv.Itoa(t.Tools.Round)
 }

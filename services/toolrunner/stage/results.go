@@ -15,9 +15,10 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// ResultsBucket keeps every finished server-side tool call, keyed by turn,
-// round and call id: recorded before the round is published, so a round
-// redelivered after a crash never runs a finished tool again.
+// ResultsBucket keeps every finished server-side tool call, keyed by
+// conversation, turn, round and call id: recorded before the round is
+// published, so a round redelivered after a crash never runs a finished
+// tool again.
 const ResultsBucket = "aptix_tool_results"
 
 // ResultStore records finished tool calls.
@@ -26,13 +27,15 @@ type ResultStore interface {
 	Put(ctx context.Context, key string, e contracts.ToolExecution) error
 }
 
-// ResultKey names one call of one round of one turn.
-func ResultKey(turnID string, round int, callID string) string {
+// ResultKey names one call of one round of one turn:
+// "<conversationId>.<turnId>.<round>.<callId>" (contracts.TurnKey), so
+// another conversation's turn of the same id never reads this one's results.
+func ResultKey(conv, turnID string, round int, callID string) string {
 	if !contracts.IsToken(callID) {
 		sum := sha256.Sum256([]byte(callID))
 		callID = hex.EncodeToString(sum[:12])
 	}
-	return turnID + "." + strconv.Itoa(round) + "." + callID
+	return contracts.TurnKey(conv, turnID) + "." + strconv.Itoa(round) + "." + callID
 }
 
 // OpenResults creates (idempotently) the results bucket.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,7 +83,7 @@ func (r *Runner) Handle(ctx context.Context, t *contracts.Turn) error {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "toolround event has no tools or envelope section")
 	}
 	if r.Cancels != nil {
-		wctx, release, reason, ok, err := r.Cancels.Watch(ctx, t.TurnId)
+		wctx, release, reason, ok, err := r.Cancels.Watch(ctx, t.ConversationId, t.TurnId)
 		if err != nil {
 			return err
 		} else if ok {
@@ -262,7 +263,7 @@ func (r *Runner) round(ctx context.Context, t *contracts.Turn) error {
 // run executes one call, or returns its recorded result when an earlier
 // delivery of this round finished it.
 func (r *Runner) run(ctx context.Context, t *contracts.Turn, c loop.Call) (contracts.ToolExecution, error) {
-	key := ResultKey(t.TurnId, t.Tools.Round, c.CallID)
+	key := ResultKey(t.ConversationId, t.TurnId, t.Tools.Round, c.CallID)
 	if r.Results != nil {
 		if prev, err := r.Results.Get(ctx, key); err != nil {
 			return contracts.ToolExecution{}, err
@@ -270,7 +271,9 @@ func (r *Runner) run(ctx context.Context, t *contracts.Turn, c loop.Call) (contr
 			return *prev, nil
 		}
 	}
-	e := contracts.ToolExecution{ID: "toolexec_" + key, Tool: c.Tool.Tool, Server: c.Tool.Server, CallID: c.CallID, Round: t.Tools.Round + 1}
+	// The execution's id stays within its turn (the key less the conversation).
+	id := "toolexec_" + strings.TrimPrefix(key, t.ConversationId+".")
+	e := contracts.ToolExecution{ID: id, Tool: c.Tool.Tool, Server: c.Tool.Server, CallID: c.CallID, Round: t.Tools.Round + 1}
 	e.Input = json.RawMessage(c.Arguments)
 	if !json.Valid(e.Input) || len(e.Input) == 0 {
 		e.Input, _ = json.Marshal(c.Arguments)

@@ -145,7 +145,7 @@ func (p *pipelineRun) turn(ctx context.Context, req contracts.AgentExecuteReques
 	if err := pipeline.Submit(ctx, p.js, req); err != nil {
 		return contracts.Turn{}, err
 	}
-	t, err := p.comp.Wait(ctx, req.TurnId)
+	t, err := p.comp.Wait(ctx, req.ConversationId, req.TurnId)
 	if err != nil {
 		return t, err
 	}

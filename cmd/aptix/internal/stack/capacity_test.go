@@ -79,7 +79,7 @@ func TestFullStreamsRefuseLoudlyAndLoseNothing(t *testing.T) {
 	completed, lost := 0, 0
 	for _, id := range accepted {
 		wctx, wcancel := context.WithTimeout(ctx, 90*time.Second)
-		turn, err := comp.Wait(wctx, id)
+		turn, err := comp.Wait(wctx, "burst", id)
 		wcancel()
 		if err != nil {
 			lost++

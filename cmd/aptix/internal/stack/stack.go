@@ -68,6 +68,11 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Stream.Duplicates == 0 {
+		if cfg.Stream.Duplicates, err = pipeline.DedupWindowFromEnv(); err != nil {
+			return err
+		}
+	}
 	if _, err := pipeline.EnsureStream(ctx, js, cfg.Stream); err != nil {
 		return err
 	}
