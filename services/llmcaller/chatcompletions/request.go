@@ -392,7 +392,11 @@ func (b *messageBuilder) instructions(raw json.RawMessage) error {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		if s != "" {
-			b.msgs = append(b.msgs, Message{Role: b.role(b.q.InstructionsRole), Content: s})
+			role := b.q.InstructionsRole
+			if role == "" {
+				role = "system"
+			}
+			b.msgs = append(b.msgs, Message{Role: b.role(role), Content: s})
 		}
 		return nil
 	}
@@ -585,6 +589,9 @@ func argumentString(raw json.RawMessage) (string, error) {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
+		if strings.TrimSpace(s) == "" {
+			return "{}", nil // a call without arguments; servers refuse ""
+		}
 		return s, nil
 	}
 	var buf bytes.Buffer
