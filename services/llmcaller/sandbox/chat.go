@@ -311,7 +311,7 @@ func chatCompletion(resp response) map[string]any {
 	}
 	return map[string]any{"id": chatID(resp), "object": "chat.completion", "created": resp.CreatedAt, "model": resp.Model,
 		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": r.finish, "logprobs": nil}},
-		"usage": chatUsage(r.usage), "system_fingerprint": "aptix-sandbox", "sandbox": true}
+		"usage":   chatUsage(r.usage), "system_fingerprint": "aptix-sandbox", "sandbox": true}
 }
 
 // chatStream writes the reply as chunks: the role, the text a few words at
