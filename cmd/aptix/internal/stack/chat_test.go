@@ -490,3 +490,72 @@ func TestChatBusRoutingAndEmulation(t *testing.T) {
 		t.Fatalf("upstream request %v", sent)
 	}
 }
+
+// TestChatClientPaths: the other client paths on a Chat Completions
+// backend: WebSocket create and continuation on the socket, background
+// create to completion, a background response cancelled while the model
+// runs, and the MCP tool loop (its second round replays the call and its
+// output as messages).
+func TestChatClientPaths(t *testing.T) {
+	e, mcpSrv := toolEnv(t, chatProfile("", func(p *profiles.Profile) { p.AttemptTimeout, p.TurnTimeout = 10*time.Second, 20*time.Second }, "sandbox-1"))
+	url, client := e.gateway()
+	ctx := ctxT(t)
+
+	c := wsDial(t, url)
+	first := wsCompleted(t, wsCreate(t, c, map[string]any{"model": "sandbox-1", "input": "Remember the code word: cobalt."}))
+	second := wsCompleted(t, wsCreate(t, c, map[string]any{"model": "sandbox-1", "previous_response_id": first.ID, "input": "What is the code word?"}))
+	if !strings.Contains(second.text(), "What is the code word?") || !strings.Contains(string(e.sb.LastRequest()), "cobalt") {
+		t.Fatalf("websocket continuation: %q; upstream %s", second.text(), e.sb.LastRequest())
+	}
+
+	r, err := client.Responses.New(ctx, bgParams("Explain the retry policy in the background"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := waitStatus(t, client, r.ID, "completed"); !strings.Contains(done.OutputText(), "Explain the retry policy in the background") {
+		t.Fatalf("background: %q", done.OutputText())
+	}
+
+	lt, err := client.Responses.New(ctx, loopParams(`Add them [call:add {"a":2,"b":3}]`, mcpTool("calc")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(itemTypes(lt), ","); got != "mcp_list_tools,mcp_call,message" || !strings.Contains(lt.OutputText(), `returned "5"`) || mcpSrv.Calls("add") != 1 {
+		t.Fatalf("tool loop: items %s text %q", got, lt.OutputText())
+	}
+	var up struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(e.sb.LastRequest(), &up); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(up.Messages); n < 3 || up.Messages[n-2].Role != "assistant" || up.Messages[n-1].Role != "tool" {
+		t.Fatalf("second round messages %+v", up.Messages)
+	}
+}
+
+// TestChatCancelInProgress: cancelling a background response while the
+// Chat Completions call runs ends it cancelled, and it stays cancelled
+// after the model's time has passed; every stage settles.
+func TestChatCancelInProgress(t *testing.T) {
+	e := newEnv(t, sandbox.Options{Latency: 3 * time.Second}, chatProfile("", func(p *profiles.Profile) { p.AttemptTimeout, p.TurnTimeout = 10*time.Second, 20*time.Second }, "sandbox-1"))
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	r, err := client.Responses.New(ctx, bgParams("Cancel me while the model runs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, client, r.ID, "in_progress")
+	time.Sleep(300 * time.Millisecond) // the call is out
+	c, err := client.Responses.Cancel(ctx, r.ID)
+	if err != nil || c.Status != responses.ResponseStatusCancelled {
+		t.Fatalf("cancel: %v %v", err, c.Status)
+	}
+	time.Sleep(3 * time.Second)
+	if got, err := client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); err != nil || got.Status != responses.ResponseStatusCancelled {
+		t.Fatalf("after the model's time: %v %v", err, got.Status)
+	}
+	e.settled()
+}
