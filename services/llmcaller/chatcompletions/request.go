@@ -12,9 +12,10 @@ package chatcompletions
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
 )
@@ -55,6 +56,23 @@ type responsesRequest struct {
 	PreviousResponseID string          `json:"previous_response_id"`
 	Conversation       json.RawMessage `json:"conversation"`
 	Prompt             json.RawMessage `json:"prompt"`
+}
+
+// from fills r from the body's top-level fields; the input and the
+// instructions are kept raw.
+func (r *responsesRequest) from(all map[string]json.RawMessage) error {
+	r.Input, r.Instructions, r.ToolChoice = all["input"], all["instructions"], all["tool_choice"]
+	r.ParallelToolCalls, r.MaxOutputTokens, r.TopLogprobs = all["parallel_tool_calls"], all["max_output_tokens"], all["top_logprobs"]
+	r.Conversation, r.Prompt = all["conversation"], all["prompt"]
+	for name, dst := range map[string]any{"model": &r.Model, "tools": &r.Tools, "text": &r.Text, "reasoning": &r.Reasoning,
+		"stream": &r.Stream, "background": &r.Background, "previous_response_id": &r.PreviousResponseID} {
+		if raw, ok := all[name]; ok && isSet(raw) {
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // handled are the Responses fields translated (or deliberately not sent);
@@ -137,13 +155,15 @@ type chatFunction struct {
 // Chat Completions server keeps none, so the caller has replaced
 // previous_response_id with the stored items before this runs.
 func Request(body []byte, q profiles.Chat) ([]byte, error) {
-	var r responsesRequest
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, reqErr("", "invalid_json", "request body is not a Responses request: %v", err)
-	}
+	// One pass over the body (the input, most of it, is kept raw), then
+	// the small fields decoded from their own bytes.
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(body, &all); err != nil {
 		return nil, reqErr("", "invalid_json", "request body is not a JSON object: %v", err)
+	}
+	var r responsesRequest
+	if err := r.from(all); err != nil {
+		return nil, reqErr("", "invalid_json", "request body is not a Responses request: %v", err)
 	}
 	switch {
 	case r.PreviousResponseID != "":
@@ -449,7 +469,12 @@ func (b *messageBuilder) items(field string, raw json.RawMessage) error {
 
 func (b *messageBuilder) message(param string, it inputItem) error {
 	var text string
-	if json.Unmarshal(it.Content, &text) == nil || !isSet(it.Content) {
+	if c := bytes.TrimSpace(it.Content); len(c) == 0 || c[0] != '[' {
+		if isSet(c) {
+			if err := json.Unmarshal(c, &text); err != nil {
+				return reqErr(param+".content", "invalid_type", "content must be a string or an array of parts: %v", err)
+			}
+		}
 		if it.Role == "assistant" || it.Role == "user" || it.Role == "system" || it.Role == "developer" {
 			b.msgs = append(b.msgs, Message{Role: b.role(it.Role), Content: text})
 			return nil

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // Completion is the part of a Chat Completions reply the translation reads.

@@ -3,12 +3,13 @@ package chatcompletions
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
 	"unicode/utf8"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // Stream translates a Chat Completions chunk stream into the Responses

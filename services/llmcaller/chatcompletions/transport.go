@@ -2,13 +2,14 @@ package chatcompletions
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
 )
