@@ -341,7 +341,8 @@ func (f *fakeChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Completions server: create (usage with cached tokens), stream, a
 // function-call round trip keeping the server's call id, continuation
 // replayed as messages in order; a 429 with Retry-After is retried after
-// the wait; a 200 whose body is an error is an error; /v1/models lists the
+// the wait; a 200 whose body is an error is an error; a 400 keeps its
+// message, param and code; /v1/models lists the
 // profile's models and an unknown model is a 404.
 func TestGatewayChatFake(t *testing.T) {
 	fake := &fakeChat{}
@@ -430,6 +431,19 @@ func TestGatewayChatFake(t *testing.T) {
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("an error in a 200")}})
 	if ae := apiErr(t, err); ae.StatusCode != 503 || !strings.Contains(ae.Message, "Provider overloaded") {
 		t.Fatalf("200 error body: %d %s", ae.StatusCode, ae.Message)
+	}
+
+	fake.mu.Lock()
+	fake.fail = append(fake.fail, func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(400)
+		_, _ = w.Write([]byte(`{"error":{"message":"messages[1].content: too long","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`))
+	})
+	fake.mu.Unlock()
+	_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "fake-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("a 400")}})
+	if ae := apiErr(t, err); ae.StatusCode != 400 || ae.Param != "messages" || ae.Code != "context_length_exceeded" || ae.Message != "messages[1].content: too long" {
+		t.Fatalf("400: %d %q %q %q", ae.StatusCode, ae.Param, ae.Code, ae.Message)
 	}
 
 	code, body := getJSON(t, url+"/v1/models")
