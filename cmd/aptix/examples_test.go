@@ -172,3 +172,43 @@ func TestExampleProfilesLoad(t *testing.T) {
 		t.Fatalf("default profile %q", def.Name)
 	}
 }
+
+// TestRenderChatProfile: for a chat-completions profile (examples/backends.json)
+// render prints the translated /chat/completions body: the boot prompt as a
+// system message, the user message with the [CONTEXT] block as its own
+// part, tools nested the Chat Completions way, the profile's token field.
+func TestRenderChatProfile(t *testing.T) {
+	t.Setenv("APTIX_PROFILES", "../../examples/backends.json")
+	render, _, _ := root.Find([]string{"render"})
+	t.Cleanup(func() { _ = render.Flags().Set("profile", "") })
+	out, err := run(t, "render", "--request", "../../examples/ddr-turn1.request.json", "--chunks", "../../examples/chunks.json", "--profile", "vllm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Tools []struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+		TopK  int             `json:"top_k"`
+		Input json.RawMessage `json:"input"`
+	}
+	if err := json.Unmarshal([]byte(out), &body); err != nil {
+		t.Fatalf("render output is not JSON: %v\n%s", err, out)
+	}
+	n := len(body.Messages)
+	if n < 2 || body.Messages[0].Role != "system" || body.Messages[n-1].Role != "user" || len(body.Tools) == 0 ||
+		body.Tools[0].Type != "function" || body.Tools[0].Function.Name == "" || body.TopK != 20 || body.Input != nil {
+		t.Fatalf("chat body:\n%s", out)
+	}
+	var parts []struct{ Type, Text string }
+	if err := json.Unmarshal(body.Messages[n-1].Content, &parts); err != nil || len(parts) != 2 || !strings.HasPrefix(parts[1].Text, "[CONTEXT]\n") {
+		t.Fatalf("the context block is not its own part:\n%s", body.Messages[n-1].Content)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/envelope/contextblock"
 	"github.com/aptix-dev/aptix/services/envelope/request"
+	"github.com/aptix-dev/aptix/services/llmcaller/chatcompletions"
 )
 
 // render shows the exact /responses body the envelope stage would send for a
@@ -27,7 +28,7 @@ func init() {
 	)
 	cmd := &cobra.Command{
 		Use:   "render --request FILE [--chunks FILE] [--profile NAME]",
-		Short: "Print the /responses request body Aptix builds for an AgentExecuteRequest",
+		Short: "Print the /responses request body Aptix builds for an AgentExecuteRequest (the /chat/completions body for a chat-completions profile)",
 		Example: `  aptix render --request examples/ddr-turn1.request.json --chunks examples/chunks.json
   aptix render --request examples/ddr-turn2.request.json --prior-tools tools.json --profile sandbox
   APTIX_PROFILES=profiles.json aptix render --request examples/ddr-turn1.request.json --profile local --instructions`,
@@ -88,6 +89,16 @@ func init() {
 				}
 				_, err := fmt.Fprintln(cmd.OutOrStdout(), body.Instructions)
 				return err
+			}
+			if p.ChatCompletions() {
+				// What goes on the wire to a Chat Completions server
+				// (docs/backends.md): the same body, translated.
+				chat, err := chatcompletions.Request(res.Body, p.Chat)
+				if err == nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: profile %s speaks Chat Completions: this is the POST %s/chat/completions body\n", p.Name, p.BaseURL)
+					return printJSON(cmd, chat)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: profile %s speaks Chat Completions; the LLM caller translates this body after replaying the conversation (%v)\n", p.Name, err)
 			}
 			return printJSON(cmd, res.Body)
 		},

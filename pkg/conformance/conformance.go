@@ -33,6 +33,11 @@ type Options struct {
 	// sandbox's deterministic reply texts, which prove that images, tool
 	// outputs and compacted history reached the model.
 	Deterministic bool
+	// Stateless says the model behind the server keeps no state (a Chat
+	// Completions backend behind the gateway): the sandbox cannot name the
+	// response a turn continues or the compaction it made, so those two
+	// sentences are not checked; continuation and compaction still are.
+	Stateless bool
 	// Skip lists test names (e.g. "compaction") the server is known not to
 	// support; they are reported as skipped, never as passed.
 	Skip []string

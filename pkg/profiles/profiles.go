@@ -6,6 +6,7 @@ package profiles
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -24,6 +25,50 @@ const (
 	// into the prompt (docs/tool-emulation.md), parsing <tool_call> blocks from the text.
 	ToolModePrompt ToolMode = "prompt"
 )
+
+// API names the wire protocol a backend speaks.
+type API string
+
+const (
+	// APIResponses is OpenAI's Responses API (POST {baseUrl}/responses): the default.
+	APIResponses API = "responses"
+	// APIChatCompletions is OpenAI's Chat Completions API (POST
+	// {baseUrl}/chat/completions), which most self-hosted and rented models
+	// speak. The LLM caller translates the Responses request the envelope
+	// built into it and the reply back (docs/backends.md). Such a backend has
+	// no server-side state: no previous_response_id (Aptix replays the
+	// conversation), no background mode (no re-attach), no compaction.
+	APIChatCompletions API = "chat-completions"
+)
+
+// Chat holds what differs between Chat Completions servers, so no server's
+// quirk lives in code (docs/backends.md lists them per server).
+type Chat struct {
+	// TokenLimitField receives max_output_tokens: "max_completion_tokens"
+	// (OpenAI's current name, the default) or "max_tokens" (what many
+	// servers still read).
+	TokenLimitField string `json:"tokenLimitField,omitempty"`
+	// DeveloperRole: the server accepts role "developer". Without it
+	// developer messages are sent as "system".
+	DeveloperRole bool `json:"developerRole,omitempty"`
+	// InstructionsRole is the role of the message carrying the request's
+	// instructions: "system" (default) or "developer" (needs DeveloperRole).
+	InstructionsRole string `json:"instructionsRole,omitempty"`
+	// NoStreamOptions: the server refuses stream_options, so a streamed call
+	// does not ask for usage in a final chunk (usage may then be absent).
+	NoStreamOptions bool `json:"noStreamOptions,omitempty"`
+	// FlattenText sends a message whose parts are all text as one string,
+	// the parts joined by a blank line, for servers that take only string
+	// content. By default a user message with several parts keeps them.
+	FlattenText bool `json:"flattenText,omitempty"`
+	// DropFields are request fields never sent (after translation), e.g.
+	// ["seed","reasoning_effort"] for a server that rejects them.
+	DropFields []string `json:"dropFields,omitempty"`
+	// ExtraBody is merged into every request body last (it wins over the
+	// translated fields): a server's own parameters, e.g. OpenRouter's
+	// "provider" or vLLM's "top_k".
+	ExtraBody map[string]json.RawMessage `json:"extraBody,omitempty"`
+}
 
 // Capabilities are what a backend does with a /responses request beyond the basics.
 type Capabilities struct {
@@ -67,6 +112,16 @@ type Profile struct {
 	APIKeyEnv    string            `json:"apiKeyEnv,omitempty"`
 	DefaultModel string            `json:"defaultModel,omitempty"`
 	Aliases      map[string]string `json:"aliases,omitempty"`
+	// Models are further model names this profile serves: a request naming
+	// one is routed here (Set.Route) and /v1/models lists it.
+	Models []string `json:"models,omitempty"`
+	// API is the wire protocol: APIResponses (default) or APIChatCompletions.
+	API API `json:"api,omitempty"`
+	// Chat are the Chat Completions server's quirks (API chat-completions only).
+	Chat Chat `json:"chat,omitzero"`
+	// Headers are sent with every request to the backend (e.g. OpenRouter's
+	// HTTP-Referer and X-Title). Never put a secret here: use APIKeyEnv.
+	Headers map[string]string `json:"headers,omitempty"`
 	// AttemptTimeout bounds one HTTP attempt; TurnTimeout bounds all attempts of a turn.
 	AttemptTimeout time.Duration `json:"attemptTimeout"`
 	TurnTimeout    time.Duration `json:"turnTimeout"`
@@ -162,8 +217,35 @@ func withDefaults(p Profile) Profile {
 	if p.Capabilities.ToolMode == "" {
 		p.Capabilities.ToolMode = ToolModeNative
 	}
+	if p.API == "" {
+		p.API = APIResponses
+	}
+	if p.API == APIChatCompletions {
+		// Chat Completions keeps nothing server-side: these can never hold.
+		p.Capabilities.SupportsPreviousResponseID, p.Capabilities.RetainsTools = false, false
+		p.Capabilities.Reattach, p.Capabilities.Compact = false, false
+		if p.Chat.TokenLimitField == "" {
+			p.Chat.TokenLimitField = TokenLimitMaxCompletionTokens
+		}
+		if p.Chat.InstructionsRole == "" {
+			p.Chat.InstructionsRole = "system"
+		}
+	}
 	return p
 }
+
+// The Chat.TokenLimitField values.
+const (
+	TokenLimitMaxCompletionTokens = "max_completion_tokens"
+	TokenLimitMaxTokens           = "max_tokens"
+)
+
+// ChatCompletions reports whether the profile speaks Chat Completions.
+func (p Profile) ChatCompletions() bool { return p.API == APIChatCompletions }
+
+// Configured reports whether the profile can be called: it needs no API
+// key, or the environment variable it names is set.
+func (p Profile) Configured() bool { return p.APIKeyEnv == "" || os.Getenv(p.APIKeyEnv) != "" }
 
 // Builtin returns the built-in profiles: openai (OPENAI_API_KEY,
 // OPENAI_BASE_URL) and sandbox (APTIX_SANDBOX_URL). The default is openai when
@@ -202,6 +284,10 @@ type fileProfile struct {
 	APIKeyEnv      string            `json:"apiKeyEnv"`
 	DefaultModel   string            `json:"defaultModel"`
 	Aliases        map[string]string `json:"aliases"`
+	Models         []string          `json:"models"`
+	API            API               `json:"api"`
+	Chat           *Chat             `json:"chat"`
+	Headers        map[string]string `json:"headers"`
 	AttemptTimeout string            `json:"attemptTimeout"`
 	TurnTimeout    string            `json:"turnTimeout"`
 	MaxRetries     *int              `json:"maxRetries"`
@@ -213,6 +299,9 @@ type fileProfile struct {
 		Reattach                   bool     `json:"reattach"`
 		Compact                    bool     `json:"compact"`
 	} `json:"capabilities"`
+	// Sandbox marks the built-in sandbox model's endpoints (e.g. its chat
+	// endpoint), so logs never pass them off as a model.
+	Sandbox bool `json:"sandbox"`
 }
 
 type file struct {
@@ -234,7 +323,8 @@ func Parse(data []byte) (*Set, error) {
 			return nil, fmt.Errorf("profile %q: name must match [a-z0-9_-]+", name)
 		}
 		p := Profile{Name: name, BaseURL: strings.TrimRight(fp.BaseURL, "/"), APIKeyEnv: fp.APIKeyEnv,
-			DefaultModel: fp.DefaultModel, Aliases: fp.Aliases, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries}
+			DefaultModel: fp.DefaultModel, Aliases: fp.Aliases, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
+			Models: fp.Models, API: fp.API, Headers: fp.Headers, Sandbox: fp.Sandbox}
 		if p.BaseURL == "" {
 			return nil, fmt.Errorf("profile %q: baseUrl is required", name)
 		}
@@ -258,6 +348,9 @@ func Parse(data []byte) (*Set, error) {
 		default:
 			return nil, fmt.Errorf("profile %q: toolMode must be native or prompt, got %q", name, p.Capabilities.ToolMode)
 		}
+		if err := p.parseAPI(fp); err != nil {
+			return nil, fmt.Errorf("profile %q: %w", name, err)
+		}
 		s.Put(p)
 	}
 	if f.Default != "" {
@@ -267,6 +360,52 @@ func Parse(data []byte) (*Set, error) {
 		s.Default = f.Default
 	}
 	return s, nil
+}
+
+// parseAPI checks the api field and the settings that depend on it: a Chat
+// Completions backend keeps no server-side state, so a capability that
+// needs some is a configuration error, not something to ignore quietly.
+func (p *Profile) parseAPI(fp fileProfile) error {
+	switch p.API {
+	case "", APIResponses:
+		if fp.Chat != nil {
+			return fmt.Errorf(`"chat" quirks need "api": %q`, APIChatCompletions)
+		}
+		return nil
+	case APIChatCompletions:
+	default:
+		return fmt.Errorf("api must be %q or %q, got %q", APIResponses, APIChatCompletions, p.API)
+	}
+	c := fp.Capabilities
+	switch {
+	case c.SupportsPreviousResponseID != nil && *c.SupportsPreviousResponseID:
+		return errors.New("a chat-completions backend has no previous_response_id (Aptix replays the conversation): drop supportsPreviousResponseId")
+	case c.Reattach:
+		return errors.New("a chat-completions backend has no background mode to re-attach to: drop reattach")
+	case c.Compact:
+		return errors.New("a chat-completions backend serves no /responses/compact: drop compact")
+	case c.RetainsTools:
+		return errors.New("a chat-completions backend keeps no tools between requests: drop retainsTools")
+	}
+	p.Capabilities.SupportsPreviousResponseID = false
+	if fp.Chat != nil {
+		p.Chat = *fp.Chat
+	}
+	switch p.Chat.TokenLimitField {
+	case "", TokenLimitMaxCompletionTokens, TokenLimitMaxTokens:
+	default:
+		return fmt.Errorf("chat.tokenLimitField must be %q or %q, got %q", TokenLimitMaxCompletionTokens, TokenLimitMaxTokens, p.Chat.TokenLimitField)
+	}
+	switch p.Chat.InstructionsRole {
+	case "", "system":
+	case "developer":
+		if !p.Chat.DeveloperRole {
+			return errors.New(`chat.instructionsRole "developer" needs chat.developerRole true`)
+		}
+	default:
+		return fmt.Errorf(`chat.instructionsRole must be "system" or "developer", got %q`, p.Chat.InstructionsRole)
+	}
+	return nil
 }
 
 // Load reads a profiles file; an empty path yields the built-ins.

@@ -107,3 +107,96 @@ func TestReattachCapability(t *testing.T) {
 		t.Fatalf("file: on %v, off %v", on.Capabilities.Reattach, off.Capabilities.Reattach)
 	}
 }
+
+// TestChatProfiles: api chat-completions with its quirks and models; the
+// capabilities that need server-side state are refused, not ignored.
+func TestChatProfiles(t *testing.T) {
+	s, err := Parse([]byte(`{"profiles":{"ds":{"api":"chat-completions","baseUrl":"https://api.deepseek.com/v1","defaultModel":"deepseek-chat",
+		"models":["deepseek-reasoner"],"headers":{"X-Title":"t"},
+		"chat":{"tokenLimitField":"max_tokens","flattenText":true,"dropFields":["seed"],"extraBody":{"top_k":5}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := s.Get("ds")
+	if !p.ChatCompletions() || p.Capabilities.SupportsPreviousResponseID || p.Capabilities.Reattach || p.Chat.TokenLimitField != "max_tokens" ||
+		!p.Chat.FlattenText || p.Chat.InstructionsRole != "system" || string(p.Chat.ExtraBody["top_k"]) != "5" || p.Headers["X-Title"] != "t" || p.Models[0] != "deepseek-reasoner" {
+		t.Fatalf("parsed %+v", p)
+	}
+	if o, _ := s.Get("openai"); o.API != APIResponses {
+		t.Fatalf("default api %q", o.API)
+	}
+	for _, bad := range []string{
+		`{"profiles":{"x":{"api":"chat","baseUrl":"http://h/v1"}}}`,
+		`{"profiles":{"x":{"api":"chat-completions","baseUrl":"http://h/v1","capabilities":{"reattach":true}}}}`,
+		`{"profiles":{"x":{"api":"chat-completions","baseUrl":"http://h/v1","capabilities":{"supportsPreviousResponseId":true}}}}`,
+		`{"profiles":{"x":{"api":"chat-completions","baseUrl":"http://h/v1","capabilities":{"compact":true}}}}`,
+		`{"profiles":{"x":{"api":"chat-completions","baseUrl":"http://h/v1","chat":{"tokenLimitField":"max_output_tokens"}}}}`,
+		`{"profiles":{"x":{"api":"chat-completions","baseUrl":"http://h/v1","chat":{"instructionsRole":"developer"}}}}`,
+		`{"profiles":{"x":{"baseUrl":"http://h/v1","chat":{"flattenText":true}}}}`,
+	} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+// TestRoute: model names route to the profile that lists them, the
+// default profile first; "profile/model" names both; a model with a slash
+// that is no profile's name is a model; unconfigured profiles are only
+// reached by name.
+func TestRoute(t *testing.T) {
+	t.Setenv("APTIX_TEST_ROUTE_KEY", "")
+	s := &Set{}
+	s.Put(Profile{Name: "a", DefaultModel: "m1", Models: []string{"shared", "org/big"}})
+	s.Put(Profile{Name: "b", DefaultModel: "m2", Models: []string{"shared"}, Aliases: map[string]string{"fast": "m2-mini"}})
+	s.Put(Profile{Name: "c", DefaultModel: "m3", APIKeyEnv: "APTIX_TEST_ROUTE_KEY"})
+	s.Default = "b"
+	for model, want := range map[string]string{"shared": "b/shared", "m1": "a/m1", "org/big": "a/org/big", "fast": "b/m2-mini",
+		"a/shared": "a/shared", "b/fast": "b/m2-mini", "a": "a/", "c/m3": "c/m3", "c": "c/"} {
+		p, up, ok := s.Route(model)
+		if got := p.Name + "/" + up; !ok || got != want {
+			t.Errorf("%q → %q %v, want %q", model, got, ok, want)
+		}
+	}
+	for _, model := range []string{"", "m3", "nobody/m1", "zz"} {
+		if p, _, ok := s.Route(model); ok {
+			t.Errorf("%q routed to %s", model, p.Name)
+		}
+	}
+	var got []string
+	for _, r := range s.Routes() {
+		got = append(got, r.Profile+":"+r.Model)
+	}
+	if strings.Join(got, " ") != "b:m2 b:shared b:fast b:m2-mini a:m1 a:org/big" {
+		t.Errorf("routes %v", got)
+	}
+}
+
+// TestExampleBackends: every example profile loads, speaks Chat
+// Completions, and points at no address Aptix serves itself.
+func TestExampleBackends(t *testing.T) {
+	s, err := Load("../../examples/backends.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aptix := []string{":4222", ":8080", ":8090", ":8091", ":9464"}
+	n := 0
+	for _, name := range s.Names() {
+		p, _ := s.Get(name)
+		if name == "openai" || name == "sandbox" {
+			continue
+		}
+		n++
+		if !p.ChatCompletions() {
+			t.Errorf("%s: api %q", name, p.API)
+		}
+		for _, port := range aptix {
+			if strings.Contains(p.BaseURL, port+"/") {
+				t.Errorf("%s: %s collides with an address Aptix serves", name, p.BaseURL)
+			}
+		}
+	}
+	if n < 9 {
+		t.Fatalf("%d example profiles", n)
+	}
+}

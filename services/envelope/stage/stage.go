@@ -49,6 +49,32 @@ func route(t *contracts.Turn) string {
 	return contracts.StageEnveloped
 }
 
+// profile picks the turn's backend: the one agentContext.backend names, else
+// the one serving the agent's model (profiles.Set.Route, docs/backends.md),
+// else the default. A routed model is rewritten in req (a copy of the
+// agent context) to what the profile is asked for: aliases resolved, a
+// "profile/" prefix removed.
+func (e *Envelope) profile(req *contracts.AgentExecuteRequest) (profiles.Profile, error) {
+	ac := req.AgentContext
+	if ac != nil && ac.Backend == "" && ac.Model != "" {
+		if p, model, ok := e.Profiles.Route(ac.Model); ok {
+			routed := *ac
+			routed.Model = model
+			req.AgentContext = &routed
+			return p, nil
+		}
+	}
+	backend := ""
+	if ac != nil {
+		backend = ac.Backend
+	}
+	p, err := e.Profiles.Get(backend)
+	if err != nil {
+		return p, pipeline.Reject("unknown_backend", "agentContext.backend: %v", err)
+	}
+	return p, nil
+}
+
 // Handle fills turn.Envelope.
 func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 	req := t.Request
@@ -56,13 +82,9 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 	if err != nil {
 		return err
 	}
-	backend := ""
-	if req.AgentContext != nil {
-		backend = req.AgentContext.Backend
-	}
-	profile, err := e.Profiles.Get(backend)
+	profile, err := e.profile(&req)
 	if err != nil {
-		return pipeline.Reject("unknown_backend", "agentContext.backend: %v", err)
+		return err
 	}
 
 	var prior []request.Tool

@@ -1,7 +1,7 @@
 package responses
 
 import (
-	"slices"
+	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
 )
@@ -14,39 +14,24 @@ type Model struct {
 	OwnedBy string `json:"owned_by"`
 }
 
-// Models lists every profile's default model and aliases, default profile
-// first, each id once (the first profile that serves it wins, as in Resolve).
+// Models lists every model a request may name, each once, owned by the
+// profile it routes to (profiles.Set.Routes: configured profiles only, the
+// default profile's first).
 func Models(set *profiles.Set) []Model {
 	var out []Model
-	seen := map[string]bool{}
-	for _, name := range profileOrder(set) {
-		p, err := set.Get(name)
-		if err != nil {
-			continue
-		}
-		ids := []string{p.DefaultModel}
-		aliases := make([]string, 0, len(p.Aliases))
-		for a, m := range p.Aliases {
-			aliases = append(aliases, a, m)
-		}
-		slices.Sort(aliases)
-		for _, id := range append(ids, aliases...) {
-			if id == "" || seen[id] {
-				continue
-			}
-			seen[id] = true
-			out = append(out, Model{ID: id, Object: "model", OwnedBy: p.Name})
-		}
+	for _, r := range set.Routes() {
+		out = append(out, Model{ID: r.Model, Object: "model", OwnedBy: r.Profile})
 	}
 	return out
 }
 
-// Resolve picks the backend profile serving model: the first profile (the
-// default first) whose default model, alias or alias target it is, or the
-// profile of that name. An empty model takes the default profile. An unknown
-// model is a 400 naming the known ones, never a silent fallback.
-// The returned model is what the turn asks the profile for ("" for its
-// default when the client named the profile itself).
+// Resolve picks the backend profile serving model (profiles.Set.Route: a
+// model, an alias, "profile/model" or a profile's name). An empty model
+// takes the default profile. An unknown model is OpenAI's 404
+// model_not_found naming the known ones, never a silent fallback.
+// The returned model is what the turn asks the profile for: aliases
+// resolved, the profile prefix removed ("" for its default when the client
+// named the profile itself).
 func Resolve(set *profiles.Set, model string) (backend, upstreamModel string, e *Error) {
 	if model == "" {
 		p, err := set.Get("")
@@ -55,35 +40,20 @@ func Resolve(set *profiles.Set, model string) (backend, upstreamModel string, e 
 		}
 		return p.Name, "", nil
 	}
-	for _, name := range profileOrder(set) {
-		p, err := set.Get(name)
-		if err != nil {
-			continue
-		}
-		if p.Name == model {
-			return p.Name, "", nil
-		}
-		if p.DefaultModel == model {
-			return p.Name, model, nil
-		}
-		for a, m := range p.Aliases {
-			if a == model || m == model {
-				return p.Name, model, nil
-			}
-		}
+	if p, up, ok := set.Route(model); ok {
+		return p.Name, up, nil
 	}
-	var ids []string
-	for _, m := range Models(set) {
-		ids = append(ids, m.ID)
-	}
-	e = invalid("model", CodeModelNotFound, "The model '%s' does not exist or is not served by this gateway (known: %v).", model, ids)
-	return "", "", e
+	return "", "", ModelNotFound(set, model)
 }
 
-func profileOrder(set *profiles.Set) []string {
-	names := set.Names()
-	if i := slices.Index(names, set.Default); i > 0 {
-		names = append([]string{set.Default}, slices.Delete(names, i, i+1)...)
+// ModelNotFound is OpenAI's 404 for a model nobody serves, naming the ones
+// that are served.
+func ModelNotFound(set *profiles.Set, model string) *Error {
+	var ids []string
+	for _, r := range set.Routes() {
+		ids = append(ids, r.Model)
 	}
-	return names
+	e := invalid("model", CodeModelNotFound, "The model '%s' does not exist or is not served by this gateway (known: %s).", model, strings.Join(ids, ", "))
+	e.Status = 404
+	return e
 }

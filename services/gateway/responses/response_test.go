@@ -141,23 +141,41 @@ func TestStreamer(t *testing.T) {
 	}
 }
 
-// TestResolve: model picks the backend profile (a model or an alias); an
-// unknown model is a clear 400.
+// TestResolve: model picks the backend profile (a model, a listed model,
+// an alias, "profile/model" or the profile's name), the upstream model has
+// aliases resolved and the prefix removed; an unknown model is OpenAI's 404
+// model_not_found naming the known ones; a profile whose API key is missing
+// is neither listed nor routed to by a bare model.
 func TestResolve(t *testing.T) {
+	t.Setenv("APTIX_TEST_MISSING_KEY", "")
 	set := &profiles.Set{}
 	set.Put(profiles.Profile{Name: "openai", DefaultModel: "gpt-5.1", Aliases: map[string]string{"fast": "gpt-5.1-mini"}})
 	set.Put(profiles.Profile{Name: "sandbox", DefaultModel: "sandbox-1"})
+	set.Put(profiles.Profile{Name: "deepseek", API: profiles.APIChatCompletions, DefaultModel: "deepseek-chat", Models: []string{"deepseek-reasoner", "sandbox-1"}})
+	set.Put(profiles.Profile{Name: "nokey", APIKeyEnv: "APTIX_TEST_MISSING_KEY", DefaultModel: "hidden-1"})
 	set.Default = "sandbox"
-	for model, want := range map[string]string{"": "sandbox", "sandbox-1": "sandbox", "fast": "openai", "gpt-5.1-mini": "openai", "openai": "openai"} {
-		if got, _, e := Resolve(set, model); e != nil || got != want {
-			t.Errorf("%q → %q (%v), want %q", model, got, e, want)
+	type want struct{ backend, model string }
+	for model, w := range map[string]want{
+		"": {"sandbox", ""}, "sandbox-1": {"sandbox", "sandbox-1"}, "fast": {"openai", "gpt-5.1-mini"},
+		"gpt-5.1-mini": {"openai", "gpt-5.1-mini"}, "openai": {"openai", ""}, "deepseek-reasoner": {"deepseek", "deepseek-reasoner"},
+		"deepseek/deepseek-chat": {"deepseek", "deepseek-chat"}, "deepseek/sandbox-1": {"deepseek", "sandbox-1"},
+		"openai/fast": {"openai", "gpt-5.1-mini"}, "nokey/hidden-1": {"nokey", "hidden-1"},
+	} {
+		if got, up, e := Resolve(set, model); e != nil || got != w.backend || up != w.model {
+			t.Errorf("%q → %q %q (%v), want %q %q", model, got, up, e, w.backend, w.model)
 		}
 	}
-	if _, _, e := Resolve(set, "gpt-2"); e == nil || e.Status != 400 || deref(e.Code) != CodeModelNotFound || !strings.Contains(e.Message, "gpt-2") {
-		t.Errorf("unknown model: %v", e)
+	for _, model := range []string{"gpt-2", "hidden-1", "nobody/gpt-5.1"} {
+		if _, _, e := Resolve(set, model); e == nil || e.Status != 404 || deref(e.Code) != CodeModelNotFound || !strings.Contains(e.Message, model) || !strings.Contains(e.Message, "deepseek-reasoner") {
+			t.Errorf("unknown model %q: %v", model, e)
+		}
 	}
-	if ms := Models(set); len(ms) != 4 || ms[0].ID != "sandbox-1" {
-		t.Errorf("models %+v", ms)
+	var ids []string
+	for _, m := range Models(set) {
+		ids = append(ids, m.OwnedBy+":"+m.ID)
+	}
+	if got := strings.Join(ids, " "); got != "sandbox:sandbox-1 deepseek:deepseek-chat deepseek:deepseek-reasoner openai:gpt-5.1 openai:fast openai:gpt-5.1-mini" {
+		t.Errorf("models %s", got)
 	}
 }
 

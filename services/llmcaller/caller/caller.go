@@ -27,6 +27,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/llmcaller/chatcompletions"
 )
 
 // TracerName is the instrumentation scope of the caller's spans.
@@ -295,11 +296,27 @@ func (c *Caller) client(p profiles.Profile) openai.Client {
 	// openai-go reads OPENAI_* variables by default. WithAPIKey("") clears a
 	// key picked up from OPENAI_API_KEY, and the organization/project headers
 	// are dropped, so a profile only ever sends its own credentials.
-	cl := openai.NewClient(option.WithBaseURL(p.BaseURL), option.WithAPIKey(p.APIKey()),
+	opts := []option.RequestOption{option.WithBaseURL(p.BaseURL), option.WithAPIKey(p.APIKey()),
 		option.WithHeaderDel("OpenAI-Organization"), option.WithHeaderDel("OpenAI-Project"),
-		option.WithMaxRetries(0), option.WithHTTPClient(c.o.HTTPClient))
+		option.WithMaxRetries(0), option.WithHTTPClient(c.httpClient(p))}
+	for k, v := range p.Headers {
+		opts = append(opts, option.WithHeader(k, v))
+	}
+	cl := openai.NewClient(opts...)
 	c.clients[key] = cl
 	return cl
+}
+
+// httpClient is the client carrying a profile's calls: for a Chat
+// Completions backend one whose transport translates each /responses call
+// (docs/backends.md), so everything above it runs as for any backend.
+func (c *Caller) httpClient(p profiles.Profile) *http.Client {
+	if !p.ChatCompletions() {
+		return c.o.HTTPClient
+	}
+	hc := *c.o.HTTPClient
+	hc.Transport = &chatcompletions.Transport{Base: c.o.HTTPClient.Transport, Chat: p.Chat}
+	return &hc
 }
 
 // acquire takes one of the profile's MaxConcurrent slots, waiting at most as

@@ -134,6 +134,8 @@ func (t *turn) rejoinPrior(turnCtx context.Context, client openai.Client, res *c
 	t.c.stats.repeated.Add(1)
 	why := fmt.Sprintf("backend profile %q cannot re-attach to a call (capability reattach off)", t.prof.Name)
 	switch {
+	case t.prof.ChatCompletions():
+		why = fmt.Sprintf("backend profile %q speaks Chat Completions, which has no background mode to re-attach to", t.prof.Name)
 	case t.bg && p.ResponseID != "":
 		why = fmt.Sprintf("the earlier call went to another backend (%s %s)", p.Profile, p.BaseURL)
 	case t.bg:

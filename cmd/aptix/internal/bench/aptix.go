@@ -100,10 +100,17 @@ type pipelineRun struct {
 }
 
 func startPipeline(ctx context.Context, url string, sb upstream, chunks []contracts.RagChunk, inFlight int) (*pipelineRun, error) {
+	return startPipelineAPI(ctx, url, sb, chunks, inFlight, profiles.APIResponses)
+}
+
+// startPipelineAPI is startPipeline with the sandbox profile speaking api:
+// with chat-completions the same sandbox is called on its chat endpoint,
+// every request and reply translated (docs/backends.md).
+func startPipelineAPI(ctx context.Context, url string, sb upstream, chunks []contracts.RagChunk, inFlight int, api profiles.API) (*pipelineRun, error) {
 	set := &profiles.Set{}
-	set.Put(profiles.Profile{Name: "sandbox", BaseURL: sb.baseURL(), DefaultModel: "sandbox-1", Sandbox: true,
+	set.Put(profiles.Profile{Name: "sandbox", BaseURL: sb.baseURL(), DefaultModel: "sandbox-1", Sandbox: true, API: api,
 		AttemptTimeout: 30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: 2, MaxConcurrent: inFlight,
-		Capabilities: profiles.Capabilities{SupportsPreviousResponseID: true, ToolMode: profiles.ToolModeNative}})
+		Capabilities: profiles.Capabilities{SupportsPreviousResponseID: api != profiles.APIChatCompletions, ToolMode: profiles.ToolModeNative}})
 	set.Default = "sandbox"
 	nc, err := nats.Connect(url, nats.Name("aptix bench stages"))
 	if err != nil {

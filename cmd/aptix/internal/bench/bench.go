@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/profiles"
 )
 
 // Options size the run. Zero values take the defaults of `make bench`.
@@ -88,6 +89,9 @@ type Report struct {
 	Direct Load         `json:"direct"`
 	Chain  map[int]Load `json:"chain"`
 	Aptix  map[int]Load `json:"aptix"`
+	// AptixChat is the same turn through a Chat Completions backend (the
+	// same sandbox, its chat endpoint), at concurrency 1.
+	AptixChat map[int]Load `json:"aptixChat,omitempty"`
 	// Gateway is the same turn through the HTTP gateway: openai-go → POST
 	// /v1/responses → pipeline → sandbox, on the same pipeline as Aptix.
 	Gateway map[int]Load `json:"gateway"`
@@ -117,6 +121,11 @@ type Ratios struct {
 	// gateway's throughput over the bus path's.
 	GatewayAddedP50Ms float64         `json:"gatewayAddedP50Ms"`
 	GatewayVsBus      map[int]float64 `json:"gatewayVsBus"`
+	// ChatAddedP50Ms and ChatAddedCPUMs are what a Chat Completions backend
+	// adds to a turn at concurrency 1 (chat row − aptix row): the
+	// translation both ways.
+	ChatAddedP50Ms float64 `json:"chatAddedP50Ms"`
+	ChatAddedCPUMs float64 `json:"chatAddedCpuMs"`
 	// CPUChainOverAptix is the chain's CPU per operation over Aptix's: the
 	// throughput ratio the two would reach on cores of their own.
 	CPUChainOverAptix map[int]float64 `json:"cpuChainOverAptix"`
@@ -218,7 +227,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		})
 	}
 	if o.Quick && !o.QuickGateway {
-		return quickEnd(ctx, r, p, url, o)
+		return quickEnd(ctx, r, p, sb, chunks, url, o)
 	}
 	// The bus path's completion watch would otherwise take a copy of every
 	// gateway turn's completion too, a cost the gateway path does not have.
@@ -267,7 +276,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 				return r, err
 			}
 		}
-		return quickEnd(ctx, r, p, url, o)
+		return quickEnd(ctx, r, p, sb, chunks, url, o)
 	}
 	if r.ToolLoop, err = runToolLoop(ctx, gw.base, o.ToolLoopRounds, o.ToolLoops, o.ToolLoopConcurrency, o.ToolLoopReps, o.Progress); err != nil {
 		return r, fmt.Errorf("tool loop: %w", err)
@@ -286,6 +295,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	if err := p.close(); err != nil {
 		return r, fmt.Errorf("stop stages: %w", err)
+	}
+	if err := runChatRow(ctx, &r, url, sb, chunks, o); err != nil {
+		return r, err
 	}
 
 	if err := runChain(ctx, &r, url, o); err != nil {
@@ -312,8 +324,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	return r, nil
 }
 
-// quickEnd finishes a Quick run: the chain, and the ratios of what was measured.
-func quickEnd(ctx context.Context, r Report, p *pipelineRun, url string, o Options) (Report, error) {
+// quickEnd finishes a Quick run: the chat row, the chain, and the ratios of
+// what was measured.
+func quickEnd(ctx context.Context, r Report, p *pipelineRun, sb upstream, chunks []contracts.RagChunk, url string, o Options) (Report, error) {
 	for c, l := range r.Aptix {
 		if err := l.err(fmt.Sprintf("aptix at concurrency %d", c)); err != nil {
 			return r, err
@@ -322,12 +335,41 @@ func quickEnd(ctx context.Context, r Report, p *pipelineRun, url string, o Optio
 	if err := p.close(); err != nil {
 		return r, fmt.Errorf("stop stages: %w", err)
 	}
+	if err := runChatRow(ctx, &r, url, sb, chunks, o); err != nil {
+		return r, err
+	}
 	if err := runChain(ctx, &r, url, o); err != nil {
 		return r, err
 	}
 	r.PeakRSSMiB = peakRSSMiB()
 	setRatios(&r)
 	return r, nil
+}
+
+// runChatRow measures the bench turn through a Chat Completions profile in
+// front of the same sandbox (its chat endpoint), at concurrency 1, after a
+// warm-up. It runs once the Responses pipeline has stopped: both use the
+// stages' durable consumers.
+func runChatRow(ctx context.Context, r *Report, url string, sb upstream, chunks []contracts.RagChunk, o Options) error {
+	p, err := startPipelineAPI(ctx, url, sb, chunks, 1, profiles.APIChatCompletions)
+	if err != nil {
+		return fmt.Errorf("chat pipeline: %w", err)
+	}
+	for i := range 200 {
+		if _, err := p.turn(ctx, benchRequest("chat-warm", i)); err != nil {
+			_ = p.close()
+			return fmt.Errorf("chat warm-up turn: %w", err)
+		}
+	}
+	o.Progress("aptix, chat completions backend: concurrency 1, %d turns", o.LatencyTurns)
+	r.AptixChat = map[int]Load{1: closedLoop(ctx, o.LatencyTurns, 1, func(ctx context.Context, i int) error {
+		_, err := p.turn(ctx, benchRequest("chat-c1", i))
+		return err
+	})}
+	if err := p.close(); err != nil {
+		return fmt.Errorf("stop chat stages: %w", err)
+	}
+	return r.AptixChat[1].err("aptix with a chat completions backend")
 }
 
 // runChain measures the raw JetStream chain at every concurrency.
@@ -368,6 +410,10 @@ func setRatios(r *Report) {
 		GatewayAddedP50Ms: round3(r.Gateway[1].Latency.P50 - r.Aptix[1].Latency.P50),
 		GatewayVsBus:      map[int]float64{},
 		CPUChainOverAptix: map[int]float64{},
+	}
+	if l, ok := r.AptixChat[1]; ok {
+		r.Ratios.ChatAddedP50Ms = round3(l.Latency.P50 - r.Aptix[1].Latency.P50)
+		r.Ratios.ChatAddedCPUMs = round3(l.CPUMsPerOp - r.Aptix[1].CPUMsPerOp)
 	}
 	for _, c := range Concurrencies {
 		r.Ratios.ThroughputVsChain[c] = ratio(r.Aptix[c].PerSecond, r.Chain[c].PerSecond)

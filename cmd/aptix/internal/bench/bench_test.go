@@ -26,6 +26,9 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("concurrency %d: aptix %+v chain %+v", c, r.Aptix[c], r.Chain[c])
 		}
 	}
+	if r.AptixChat[1].Latency.N != 20 || r.AptixChat[1].PerSecond <= 0 {
+		t.Errorf("chat backend samples: %+v", r.AptixChat)
+	}
 	if r.Gateway[1].Latency.N != 20 || r.Gateway[64].Latency.N != 64 || r.Gateway[256].Latency.N != 64 {
 		t.Errorf("gateway samples: %+v", r.Gateway)
 	}
@@ -44,7 +47,7 @@ func TestRunSmall(t *testing.T) {
 	if err := Table(&out, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"direct openai-go", "raw JetStream 5-hop chain", "aptix turn", "gateway: openai-go → HTTP → aptix", "throughput gateway / bus", "tool loop, 3 client-side rounds", "soak: 50 turns", "goals:"} {
+	for _, want := range []string{"direct openai-go", "raw JetStream 5-hop chain", "aptix turn", "aptix turn, chat completions backend", "chat completions backend added", "gateway: openai-go → HTTP → aptix", "throughput gateway / bus", "tool loop, 3 client-side rounds", "soak: 50 turns", "goals:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

@@ -24,6 +24,9 @@ func Table(w io.Writer, r Report) error {
 	for _, c := range sortedKeys(r.Aptix) {
 		row("aptix turn", r.Aptix[c])
 	}
+	for _, c := range sortedKeys(r.AptixChat) {
+		row("aptix turn, chat completions backend", r.AptixChat[c])
+	}
 	for _, c := range sortedKeys(r.Gateway) {
 		row("gateway: openai-go → HTTP → aptix", r.Gateway[c])
 	}
@@ -46,6 +49,10 @@ func Table(w io.Writer, r Report) error {
 	for _, c := range sortedKeys(r.Ratios.ThroughputVsChain) {
 		fmt.Fprintf(w, "throughput aptix / chain at concurrency %d: %.2f (CPU per op chain / aptix: %.2f; Aptix's own CPU per turn beyond the chain and the direct call: %.3f ms)\n",
 			c, r.Ratios.ThroughputVsChain[c], r.Ratios.CPUChainOverAptix[c], r.Aptix[c].CPUMsPerOp-r.Chain[c].CPUMsPerOp-r.Direct.CPUMsPerOp)
+	}
+	if len(r.AptixChat) > 0 {
+		fmt.Fprintf(w, "chat completions backend added (chat row − aptix row, the translation both ways) at concurrency 1: p50 %.3f ms, CPU %.3f ms per turn\n",
+			r.Ratios.ChatAddedP50Ms, r.Ratios.ChatAddedCPUMs)
 	}
 	fmt.Fprintf(w, "gateway added latency (gateway − bus) at concurrency 1: p50 %.3f ms\n", r.Ratios.GatewayAddedP50Ms)
 	for _, c := range sortedKeys(r.Ratios.GatewayVsBus) {

@@ -257,8 +257,8 @@ func TestGatewayContinuationAndBranching(t *testing.T) {
 	}
 }
 
-// TestGatewayBadRequests: error handling (docs/http-api.md#errors) (400 invalid request):
-// unknown model, unknown parameter, malformed JSON, a body over the limit,
+// TestGatewayBadRequests: error handling (docs/http-api.md#errors): an unknown model is
+// OpenAI's 404 model_not_found; an unknown parameter, malformed JSON, a body over the limit,
 // and none of them reaches the pipeline.
 func TestGatewayBadRequests(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
@@ -266,7 +266,7 @@ func TestGatewayBadRequests(t *testing.T) {
 	ctx := ctxT(t)
 	_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt-nope",
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}})
-	apiError(t, err, 400, "model_not_found")
+	apiError(t, err, 404, "model_not_found")
 	_, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("x")}}, option.WithJSONSet("temprature", 1))
 	ae := apiError(t, err, 400, "unknown_parameter")
