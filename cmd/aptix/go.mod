@@ -121,6 +121,7 @@ require (
 require (
 	github.com/aptix-dev/aptix/pkg/conformance v0.0.0
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
+	github.com/aptix-dev/aptix/pkg/netguard v0.0.0
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0
 	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
 	github.com/aptix-dev/aptix/pkg/toolemu v0.0.0 // indirect
@@ -150,3 +151,5 @@ replace github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
 replace github.com/aptix-dev/aptix/pkg/toolemu => ../../pkg/toolemu
 
 replace github.com/aptix-dev/aptix/pkg/conformance => ../../pkg/conformance
+
+replace github.com/aptix-dev/aptix/pkg/netguard => ../../pkg/netguard
