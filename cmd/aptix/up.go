@@ -74,6 +74,12 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	if err != nil {
 		return usagef("%w", err)
 	}
+	// The same limits every stage binary applies (APTIX_QUEUE_MAX_BYTES,
+	// APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES, ...).
+	streams, subs, err := pipeline.LimitsFromEnv()
+	if err != nil {
+		return usagef("%w", err)
+	}
 	stopTelemetry, err := pipeline.StartTelemetry(ctx, "aptix")
 	if err != nil {
 		return err
@@ -148,7 +154,7 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- stack.Run(ctx, nc, stack.Config{Profiles: set, Searcher: idx, Logger: log, Tools: tools}, ready)
+		errc <- stack.Run(ctx, nc, stack.Config{Profiles: set, Searcher: idx, Logger: log, Tools: tools, Stream: streams, Subscriber: subs}, ready)
 	}()
 	select {
 	case <-ready:
@@ -173,10 +179,13 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		}
 		curlLine = fmt.Sprintf("Or over HTTP, with any OpenAI SDK or curl:\n  curl -s %s/v1/responses%s -H 'Content-Type: application/json' -d '{\"model\":\"%s\",\"input\":\"Explain what this service does\"}'\n", base, hdr, def.Model(""))
 	}
-	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (%sJetStream data in %s)\n  Model:  %s\n%s%s  Stages: retriever, envelope, llmcaller, mapper, toolrunner (nats micro ls)\n\n"+
+	lim := streams.Limits()
+	limitsLine := fmt.Sprintf("  Limits: queue %s, work %s, history %s / %s (APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES, APTIX_HISTORY_MAX_AGE)\n",
+		pipeline.FormatBytes(lim.QueueMaxBytes), pipeline.FormatBytes(lim.WorkMaxBytes), pipeline.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge)
+	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (%sJetStream data in %s)\n  Model:  %s\n%s%s%s  Stages: retriever, envelope, llmcaller, mapper, toolrunner (nats micro ls)\n\n"+
 		"Send a first turn from another terminal:\n  %s\n%s"+
 		"Give it your code to retrieve from:\n  %s && %s\n\nCtrl-C stops it; in-flight turns finish first.\n",
-		natsAddr, listening(natsAddr, listen), dataDir, model, httpLine, mcpLine, hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
+		natsAddr, listening(natsAddr, listen), dataDir, model, httpLine, mcpLine, limitsLine, hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
 		hint(natsAddr, "index", "."), hint(natsAddr, "exec", `"Where are retries scheduled?"`))
 	err = <-errc
 	stopGateway()
