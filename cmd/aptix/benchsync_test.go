@@ -10,7 +10,7 @@ import (
 // The bench's default run must store the way `aptix up` stores: a figure
 // measured under another fsync policy is not what a user gets.
 func TestBenchMeasuresShippedSync(t *testing.T) {
-	up, err := startEmbedded(t.TempDir(), -1, "")
+	up, err := startEmbedded(t.TempDir(), -1, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

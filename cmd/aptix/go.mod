@@ -67,7 +67,7 @@ require (
 	github.com/mschoch/smat v0.2.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
-	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nkeys v0.4.16
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
@@ -121,6 +121,7 @@ require (
 require (
 	github.com/aptix-dev/aptix/pkg/conformance v0.0.0
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
+	github.com/aptix-dev/aptix/pkg/netguard v0.0.0 // indirect
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0
 	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
 	github.com/aptix-dev/aptix/pkg/toolemu v0.0.0 // indirect
@@ -150,3 +151,5 @@ replace github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
 replace github.com/aptix-dev/aptix/pkg/toolemu => ../../pkg/toolemu
 
 replace github.com/aptix-dev/aptix/pkg/conformance => ../../pkg/conformance
+
+replace github.com/aptix-dev/aptix/pkg/netguard => ../../pkg/netguard

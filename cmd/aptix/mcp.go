@@ -103,7 +103,7 @@ func runMCP(ctx context.Context, addr, workspace string, out io.Writer) error {
 		}
 		return nil
 	}
-	url, stopHTTP, err := serveMCPWith(ctx, src, o, addr)
+	url, stopHTTP, err := serveMCPWith(ctx, src, o, addr, nil)
 	if err != nil {
 		return err
 	}
@@ -148,14 +148,16 @@ func openMCPIndex(ctx context.Context, js jetstream.JetStream, log *slog.Logger)
 // streamable HTTP on addr ("127.0.0.1:0" picks a port), endpoint /mcp. stop
 // (also called when ctx ends) ends open sessions and the listener.
 func serveMCP(ctx context.Context, src mcpserver.Source, addr string, log *slog.Logger) (url string, stop func(), err error) {
-	return serveMCPWith(ctx, src, mcpserver.Options{Logger: log}, addr)
+	return serveMCPWith(ctx, src, mcpserver.Options{Logger: log}, addr, nil)
 }
 
 // mcpSessionTimeout closes sessions of clients that went away without
 // saying so.
 const mcpSessionTimeout = 30 * time.Minute
 
-func serveMCPWith(ctx context.Context, src mcpserver.Source, o mcpserver.Options, addr string) (string, func(), error) {
+// serveMCPWith serves src on addr; guard (if not nil) wraps the handler
+// (requireCredential).
+func serveMCPWith(ctx context.Context, src mcpserver.Source, o mcpserver.Options, addr string, guard func(http.Handler) http.Handler) (string, func(), error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -165,8 +167,12 @@ func serveMCPWith(ctx context.Context, src mcpserver.Source, o mcpserver.Options
 	}
 	srv := mcpserver.New(src, o)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Logger: o.Logger, SessionTimeout: mcpSessionTimeout}))
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Logger: o.Logger, SessionTimeout: mcpSessionTimeout})
+	if guard != nil {
+		h = guard(h)
+	}
+	mux.Handle("/mcp", h)
 	// Requests derive from base: cancelling it ends the long-lived SSE
 	// streams, which a graceful Shutdown would otherwise wait for.
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))

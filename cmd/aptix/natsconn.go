@@ -55,7 +55,7 @@ func defaultDataDir() string {
 // as `aptix index` work with nothing running. close releases both.
 func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 	opts := []nats.Option{nats.Name("aptix " + name)}
-	auth, err := pipeline.AuthOptions(natsCreds, natsNkey)
+	auth, err := cliAuthOptions()
 	if err != nil {
 		return nil, nil, usagef("%w", err)
 	}
@@ -74,7 +74,7 @@ func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("no NATS at %s, and no embedded one possible: %w (to use that one, pass its URL with --nats)", DefaultNATSURL, err)
 	}
-	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), -1, "")
+	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), -1, "", nil)
 	if err != nil {
 		unlock()
 		return nil, nil, err
@@ -113,7 +113,7 @@ func drainAndWait(nc *nats.Conn) {
 // sent to a server with no stages would wait forever, so it fails fast instead.
 func connectRunning(name string) (*nats.Conn, error) {
 	opts := []nats.Option{nats.Name("aptix " + name), nats.Timeout(2 * time.Second)}
-	auth, err := pipeline.AuthOptions(natsCreds, natsNkey)
+	auth, err := cliAuthOptions()
 	if err != nil {
 		return nil, usagef("%w", err)
 	}
@@ -129,15 +129,26 @@ func connectRunning(name string) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// startEmbedded runs a JetStream-enabled nats-server storing under storeDir.
+// cliAuthOptions are the CLI's NATS credentials: --creds and --nkey, or
+// else the nkey a secured `aptix up` generated in --data.
+func cliAuthOptions() ([]nats.Option, error) {
+	nkey := natsNkey
+	if nkey == "" && natsCreds == "" {
+		nkey = defaultNkey(dataDir)
+	}
+	return pipeline.AuthOptions(natsCreds, nkey)
+}
+
+// startEmbedded runs a JetStream-enabled nats-server storing under storeDir;
+// with users, only their nkeys may connect.
 // port -1 means no TCP listener (in-process clients only).
-func startEmbedded(storeDir string, port int, host string) (*server.Server, error) {
+func startEmbedded(storeDir string, port int, host string, users []*server.NkeyUser) (*server.Server, error) {
 	if err := os.MkdirAll(storeDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create NATS store dir: %w", err)
 	}
 	opts := &server.Options{
 		ServerName: "aptix", JetStream: true, StoreDir: storeDir,
-		Host: host, Port: port, NoSigs: true, SyncAlways: true,
+		Host: host, Port: port, NoSigs: true, SyncAlways: true, Nkeys: users,
 	}
 	if host == "" {
 		opts.Host = "127.0.0.1"

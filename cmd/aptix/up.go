@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -74,6 +75,12 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	if err != nil {
 		return usagef("%w", err)
 	}
+	// The same limits every stage binary applies (APTIX_QUEUE_MAX_BYTES,
+	// APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES, ...).
+	streams, subs, err := pipeline.LimitsFromEnv()
+	if err != nil {
+		return usagef("%w", err)
+	}
 	stopTelemetry, err := pipeline.StartTelemetry(ctx, "aptix")
 	if err != nil {
 		return err
@@ -103,7 +110,29 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		}
 		defer httpLn.Close()
 	}
-	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), port, host)
+	// Beyond loopback NATS takes only the nkey generated into the data dir,
+	// and the MCP endpoint only the gateway's credentials (upsecure.go).
+	var nkeyFile string
+	var users []*server.NkeyUser
+	if secureNATS(listen) {
+		nkeyFile = upNkeyFile(dataDir)
+		pub, err := ensureNkey(nkeyFile)
+		if err != nil {
+			return err
+		}
+		users = nkeyUsers(pub)
+	}
+	guardMCP := false
+	if upMCP != "" && !auth.Loopback(upMCP) {
+		if err := auth.Precheck(upMCP); err != nil {
+			return usagef("--mcp %s: %w", upMCP, err)
+		}
+		m, _ := auth.ParseMode(os.Getenv("APTIX_AUTH"))
+		if guardMCP = !m.None(); !guardMCP {
+			log.Warn("APTIX_AUTH=none: the MCP endpoint beyond loopback serves the code index to anyone", "addr", upMCP)
+		}
+	}
+	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), port, host, users)
 	if err != nil {
 		return err
 	}
@@ -123,7 +152,15 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		model = "SANDBOX at " + def.BaseURL + ": a deterministic stand-in, NOT a model (set OPENAI_API_KEY or APTIX_PROFILES to use one)"
 	}
 
-	nc, err := nats.Connect(natsAddr, nats.Name("aptix up"), nats.MaxReconnects(-1))
+	natsOpts := []nats.Option{nats.Name("aptix up"), nats.MaxReconnects(-1)}
+	if nkeyFile != "" {
+		o, err := pipeline.AuthOptions("", nkeyFile)
+		if err != nil {
+			return err
+		}
+		natsOpts = append(natsOpts, o...)
+	}
+	nc, err := nats.Connect(natsAddr, natsOpts...)
 	if err != nil {
 		return fmt.Errorf("connect to embedded NATS: %w", err)
 	}
@@ -139,7 +176,7 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	}
 	defer idx.Close()
 
-	tools, mcpLine, stopTools, err := upTools(ctx, js, idx, log)
+	tools, mcpLine, stopTools, err := upTools(ctx, js, idx, guardMCP, log)
 	if err != nil {
 		return err
 	}
@@ -148,7 +185,7 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- stack.Run(ctx, nc, stack.Config{Profiles: set, Searcher: idx, Logger: log, Tools: tools}, ready)
+		errc <- stack.Run(ctx, nc, stack.Config{Profiles: set, Searcher: idx, Logger: log, Tools: tools, Stream: streams, Subscriber: subs}, ready)
 	}()
 	select {
 	case <-ready:
@@ -173,10 +210,17 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		}
 		curlLine = fmt.Sprintf("Or over HTTP, with any OpenAI SDK or curl:\n  curl -s %s/v1/responses%s -H 'Content-Type: application/json' -d '{\"model\":\"%s\",\"input\":\"Explain what this service does\"}'\n", base, hdr, def.Model(""))
 	}
-	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (%sJetStream data in %s)\n  Model:  %s\n%s%s  Stages: retriever, envelope, llmcaller, mapper, toolrunner (nats micro ls)\n\n"+
+	lim := streams.Limits()
+	limitsLine := fmt.Sprintf("  Limits: queue %s, work %s, history %s / %s (APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES, APTIX_HISTORY_MAX_AGE)\n",
+		pipeline.FormatBytes(lim.QueueMaxBytes), pipeline.FormatBytes(lim.WorkMaxBytes), pipeline.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge)
+	natsAccess := ""
+	if nkeyFile != "" {
+		natsAccess = "credentials required: the nkey " + nkeyFile + ", which the CLI on this data dir uses by itself (elsewhere --nkey FILE); "
+	}
+	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (%s%sJetStream data in %s)\n  Model:  %s\n%s%s%s  Stages: retriever, envelope, llmcaller, mapper, toolrunner (nats micro ls)\n\n"+
 		"Send a first turn from another terminal:\n  %s\n%s"+
 		"Give it your code to retrieve from:\n  %s && %s\n\nCtrl-C stops it; in-flight turns finish first.\n",
-		natsAddr, listening(natsAddr, listen), dataDir, model, httpLine, mcpLine, hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
+		natsAddr, listening(natsAddr, listen), natsAccess, dataDir, model, httpLine, mcpLine, limitsLine, hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
 		hint(natsAddr, "index", "."), hint(natsAddr, "exec", `"Where are retries scheduled?"`))
 	err = <-errc
 	stopGateway()
@@ -193,7 +237,11 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 // upTools serves the code index as MCP server "aptix" (--mcp) and returns
 // the toolrunner's MCP servers: APTIX_MCP_CONFIG's, plus "aptix" unless the
 // file names its own.
-func upTools(ctx context.Context, js jetstream.JetStream, idx *retrieval.Index, log *slog.Logger) (*mcp.Registry, string, func(), error) {
+//
+// With guard, the endpoint answers only callers with a credential the
+// gateway accepts (APTIX_AUTH), and the in-process tool loop with a token
+// of its own.
+func upTools(ctx context.Context, js jetstream.JetStream, idx *retrieval.Index, guard bool, log *slog.Logger) (*mcp.Registry, string, func(), error) {
 	cfg, err := mcp.ConfigFromEnv()
 	if err != nil {
 		return nil, "", nil, usagef("%w", err)
@@ -204,17 +252,33 @@ func upTools(ctx context.Context, js jetstream.JetStream, idx *retrieval.Index, 
 		if err != nil {
 			return nil, "", nil, err
 		}
-		url, stopMCP, err := serveMCP(ctx, src, upMCP, log.With("component", "mcp"))
+		var wrap func(http.Handler) http.Handler
+		var headers map[string]string
+		access := ""
+		if guard {
+			setup, err := auth.FromEnv(ctx, upMCP, js, 1, log.With("component", "mcp"))
+			if err != nil {
+				return nil, "", nil, usagef("--mcp %s: %w", upMCP, err)
+			}
+			token, err := internalToken()
+			if err != nil {
+				return nil, "", nil, err
+			}
+			wrap = func(h http.Handler) http.Handler { return requireCredential(h, setup.Auth, token) }
+			headers = map[string]string{"Authorization": "Bearer " + token}
+			access = "; " + setup.Auth.Mode() + " required, as for the gateway"
+		}
+		url, stopMCP, err := serveMCPWith(ctx, src, mcpserver.Options{Logger: log.With("component", "mcp")}, upMCP, wrap)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("serve the index over MCP on %s (--mcp \"\" turns it off): %w", upMCP, err)
 		}
 		stop = stopMCP
-		line = fmt.Sprintf("  MCP:    %s (the code index as MCP server \"aptix\": search_code, read_file_lines, list_repos)\n", url)
+		line = fmt.Sprintf("  MCP:    %s (the code index as MCP server \"aptix\": search_code, read_file_lines, list_repos%s)\n", url, access)
 		if cfg.Servers == nil {
 			cfg.Servers = map[string]mcp.ServerConfig{}
 		}
 		if _, ok := cfg.Servers["aptix"]; !ok {
-			cfg.Servers["aptix"] = mcp.ServerConfig{Type: mcp.TypeHTTP, URL: url}
+			cfg.Servers["aptix"] = mcp.ServerConfig{Type: mcp.TypeHTTP, URL: url, Headers: headers}
 		}
 	}
 	reg := mcp.NewRegistry(cfg, mcp.Options{Logger: log.With("component", "toolrunner")})

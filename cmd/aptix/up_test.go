@@ -53,12 +53,18 @@ func startUp(t *testing.T) *syncBuffer {
 // when not called before).
 func startUpIn(t *testing.T, dir string) (out *syncBuffer, stop func()) {
 	t.Helper()
+	return startUpListen(t, dir, freeAddr(t))
+}
+
+// startUpListen is startUpIn with NATS listening on listen.
+func startUpListen(t *testing.T, dir, listen string) (out *syncBuffer, stop func()) {
+	t.Helper()
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("APTIX_PROFILES", "")
 	t.Setenv("APTIX_SANDBOX_URL", "http://"+freeAddr(t)+"/v1")
-	listen := freeAddr(t)
 	oldURL, oldData, oldHTTP, oldInvoked := natsURL, dataDir, upHTTP, invokedAs
-	natsURL, dataDir, upHTTP, invokedAs = "nats://"+listen, dir, freeAddr(t), "bin/aptix"
+	_, port, _ := net.SplitHostPort(listen)
+	natsURL, dataDir, upHTTP, invokedAs = "nats://127.0.0.1:"+port, dir, freeAddr(t), "bin/aptix"
 	ctx, cancel := context.WithCancel(context.Background())
 	out = &syncBuffer{}
 	done := make(chan error, 1)

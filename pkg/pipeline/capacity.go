@@ -3,11 +3,13 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -81,30 +83,61 @@ func untilStored(ctx context.Context, log *slog.Logger, what string, publish fun
 	}
 }
 
+// ErrAdmitTimeout is the failure of a turn that waited AdmitTimeout for room
+// in APTIX: it is answered with a CodeAtCapacity error completion instead of
+// waiting in the queue for as long as the stream stays full.
+var ErrAdmitTimeout = errors.New("no room in APTIX for a new turn within the admission timeout")
+
+// CodeAtCapacity is the error code of a turn refused for lack of room after
+// it was queued (the gateway answers it 503 with Retry-After).
+const CodeAtCapacity = "at_capacity"
+
 // admission lets the first stage bring a new turn into APTIX only while
-// APTIX has room for turns already inside to move (StreamConfig.admitBelow).
-// The stream's size is read at most every interval and shared by every
-// handler of the process.
+// APTIX has room for every turn already inside to finish
+// (StreamConfig.admitBelow): its stored bytes plus, for every turn a stage
+// holds or has yet to take, the events that turn will still add up to its
+// completion, each estimated at the larger of the stream's average event
+// size and its latest completion's (a turn's events grow stage by stage). A
+// turn's earlier events can be trimmed only once the next stage has them,
+// and completions not before CompletionGrace, so admitting on the size alone
+// (or on one more event per turn) let the stream fill with turns that could
+// not move: paid model calls whose answers could not be stored. The stream's
+// size is read at most every interval and shared by every handler of the
+// process.
 type admission struct {
 	stream   string
 	js       jetstream.JetStream
 	below    int64
+	timeout  time.Duration
 	interval time.Duration
 
 	mu      sync.Mutex
 	checked time.Time
 	bytes   int64
-	avg     int64 // the stream's average event size at the last read
+	est     int64 // the estimated size of one event at the last read
 	logged  time.Time
 }
 
 func newAdmission(js jetstream.JetStream, c StreamConfig) *admission {
-	return &admission{stream: c.JetStreamConfig().Name, js: js, below: c.admitBelow(), interval: 100 * time.Millisecond}
+	c = c.withDefaults()
+	return &admission{stream: c.JetStreamConfig().Name, js: js, below: c.admitBelow(), timeout: c.AdmitTimeout, interval: 100 * time.Millisecond}
 }
 
-// wait returns once APTIX is below its admission mark, or ctx's error.
+// eventsLeft is how many more events a turn waiting at a stage adds to
+// APTIX up to and including its completion. A tool round adds two more per
+// round; the half of the work room above the admission mark absorbs those
+// and events larger than the estimate.
+var eventsLeft = map[string]int64{"envelope": 3, "llmcaller": 2, "mapper": 1, "toolrunner": 3}
+
+// eventsPerTurn is what a turn just admitted adds: retrieved, enveloped,
+// responded and completed.
+const eventsPerTurn = 4
+
+// wait returns once APTIX is below its admission mark, ErrAdmitTimeout after
+// AdmitTimeout without room, or ctx's error.
 func (a *admission) wait(ctx context.Context, log *slog.Logger) error {
 	delay := 50 * time.Millisecond
+	deadline := time.Now().Add(a.timeout)
 	for {
 		used, err := a.used(ctx)
 		if err != nil {
@@ -113,6 +146,9 @@ func (a *admission) wait(ctx context.Context, log *slog.Logger) error {
 		if used < a.below {
 			a.admitted()
 			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w (%s; APTIX_ADMIT_TIMEOUT)", ErrAdmitTimeout, a.timeout)
 		}
 		a.mu.Lock()
 		if time.Since(a.logged) > 5*time.Second {
@@ -129,27 +165,23 @@ func (a *admission) wait(ctx context.Context, log *slog.Logger) error {
 	}
 }
 
-// admitted counts a turn just let in until the next read of the stream: its
-// event and the next one it will need (as used estimates them). Without it
-// every handler of the process admitted on the same cached size for a whole
-// interval, and a fast first stage let in enough turns at once to fill the
-// stream with work that could not move (the capacity test stalled 1 run in
-// 3 once the stages got faster).
+// admitted counts a turn just let in until the next read of the stream: all
+// its events (as used estimates them). Without it every handler of the
+// process admitted on the same cached size for a whole interval, and a fast
+// first stage let in enough turns at once to fill the stream with work that
+// could not move.
 func (a *admission) admitted() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.bytes += 2 * max(a.avg, minEventEstimate)
+	a.bytes += eventsPerTurn * max(a.est, minEventEstimate)
 }
 
-// minEventEstimate stands in for the average event size before the stream
-// holds any event.
+// minEventEstimate stands in for the event size before the stream holds
+// any event.
 const minEventEstimate = 1024
 
-// used is APTIX's size plus the next event of every turn a stage holds or
-// has yet to take (estimated at the stream's average event size): a turn
-// inside grows by one event before its previous one can be trimmed, so
-// admitting on the size alone could fill the stream with work that then
-// cannot move.
+// used is APTIX's size plus what every turn inside will still add (see
+// admission).
 func (a *admission) used(ctx context.Context) (int64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -163,10 +195,14 @@ func (a *admission) used(ctx context.Context) (int64, error) {
 	st := s.CachedInfo().State
 	used := int64(st.Bytes)
 	if st.Msgs > 0 {
-		avg := int64(st.Bytes / st.Msgs)
-		a.avg = avg
+		est := int64(st.Bytes / st.Msgs)
+		if m, err := s.GetLastMsgForSubject(ctx, contracts.StageFilter(contracts.StageCompleted)); err == nil {
+			est = max(est, int64(len(m.Data)+len(m.Subject)+headerSize(m.Header)))
+		}
+		a.est = est
 		for _, stage := range Stages {
-			if contracts.StreamOf(stage.In) != a.stream {
+			left := eventsLeft[stage.Name]
+			if contracts.StreamOf(stage.In) != a.stream || left == 0 {
 				continue
 			}
 			c, err := s.Consumer(ctx, Durable(stage.Name))
@@ -174,9 +210,20 @@ func (a *admission) used(ctx context.Context) (int64, error) {
 				continue
 			}
 			ci := c.CachedInfo()
-			used += int64(ci.NumPending+uint64(ci.NumAckPending)) * avg
+			used += int64(ci.NumPending+uint64(ci.NumAckPending)) * left * est
 		}
 	}
 	a.bytes, a.checked = used, time.Now()
 	return a.bytes, nil
+}
+
+// headerSize approximates a message's stored header bytes.
+func headerSize(h nats.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
 }

@@ -32,6 +32,7 @@ const (
 	EnvHistoryMaxBytes = "APTIX_HISTORY_MAX_BYTES"
 	EnvHistoryMaxAge   = "APTIX_HISTORY_MAX_AGE"
 	EnvCompletionGrace = "APTIX_COMPLETION_GRACE"
+	EnvAdmitTimeout    = "APTIX_ADMIT_TIMEOUT"
 	// EnvDedupWindow is the streams' Nats-Msg-Id de-duplication window
 	// (StreamConfig.Duplicates; default 10m).
 	EnvDedupWindow = "APTIX_DEDUP_WINDOW"
@@ -97,15 +98,13 @@ func runMain(service string, build Build, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	streams, err := StreamConfigFromEnv()
+	streams, subs, err := LimitsFromEnv()
 	if err != nil {
 		return err
 	}
 	// The mapper, where turns end, keeps history within its limits (its NATS
 	// user is the one allowed to purge APTIX in deploy/nats/auth.conf).
-	o := Options{Logger: log, Stream: streams, Trim: st.Name == "mapper", Subscriber: SubscriberConfig{
-		MaxAckPending: envInt(EnvMaxAckPending), MaxDeliver: envInt(EnvMaxDeliver), AckWait: envDuration(EnvAckWait),
-	}}
+	o := Options{Logger: log, Stream: streams, Trim: st.Name == "mapper", Subscriber: subs}
 	log.Info("starting", "nats", url)
 	started := time.Now()
 	for {
@@ -144,6 +143,16 @@ func retryStartup(ctx context.Context, log *slog.Logger, what string, f func() e
 		}
 		wait = min(2*wait, 4*time.Second)
 	}
+}
+
+// LimitsFromEnv is the one reading of the stream limits (StreamConfigFromEnv)
+// and consumer settings (APTIX_MAX_ACK_PENDING, APTIX_MAX_DELIVER,
+// APTIX_ACK_WAIT) that every Aptix process running stages applies: the stage
+// binaries, `aptix up` and the in-process stack.
+func LimitsFromEnv() (StreamConfig, SubscriberConfig, error) {
+	streams, err := StreamConfigFromEnv()
+	subs := SubscriberConfig{MaxAckPending: envInt(EnvMaxAckPending), MaxDeliver: envInt(EnvMaxDeliver), AckWait: envDuration(EnvAckWait)}
+	return streams, subs, err
 }
 
 func envInt(key string) int {

@@ -297,7 +297,14 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	}
 	if r.admit != nil {
 		if err := r.admit.wait(ctx, log); err != nil {
-			return err
+			if !errors.Is(err, ErrAdmitTimeout) {
+				return err
+			}
+			// Answered, not held: the client is told to retry later.
+			r.stats.rejected.Add(1)
+			log.Warn("turn refused: no room in APTIX", "code", CodeAtCapacity, "err", err)
+			r.stats.fail(err.Error())
+			return r.fail(ctx, &turn, CodeAtCapacity, "Aptix is at capacity: "+err.Error()+"; retry later")
 		}
 	}
 	out := r.st.Out

@@ -69,6 +69,11 @@ type StreamConfig struct {
 	// whatever the size limit says, so a client can read its result
 	// (APTIX_COMPLETION_GRACE, default 10 minutes).
 	CompletionGrace time.Duration
+	// AdmitTimeout bounds how long the first stage holds a queued request
+	// for room in APTIX before it answers the turn with a CodeAtCapacity
+	// error completion (APTIX_ADMIT_TIMEOUT, default 2 minutes): an accepted
+	// turn is answered in bounded time whatever the limits.
+	AdmitTimeout time.Duration
 	// TrimEvery is how often the trimmer runs (default 5 s).
 	TrimEvery time.Duration
 	// Duplicates is the Nats-Msg-Id de-duplication window: a stage that
@@ -106,6 +111,9 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	if c.TrimEvery <= 0 {
 		c.TrimEvery = 5 * time.Second
 	}
+	if c.AdmitTimeout <= 0 {
+		c.AdmitTimeout = 2 * time.Minute
+	}
 	return c
 }
 
@@ -129,7 +137,7 @@ func StreamConfigFromEnv() (StreamConfig, error) {
 	for _, d := range []struct {
 		key string
 		dst *time.Duration
-	}{{EnvHistoryMaxAge, &c.HistoryMaxAge}, {EnvCompletionGrace, &c.CompletionGrace}} {
+	}{{EnvHistoryMaxAge, &c.HistoryMaxAge}, {EnvCompletionGrace, &c.CompletionGrace}, {EnvAdmitTimeout, &c.AdmitTimeout}} {
 		if v := os.Getenv(d.key); v != "" {
 			n, err := ParseAge(v)
 			if err != nil {
@@ -170,9 +178,10 @@ func DedupWindowFromEnv() (time.Duration, error) {
 // Limits returns the configuration with every default applied, for display.
 func (c StreamConfig) Limits() StreamConfig { return c.withDefaults() }
 
-// admitBelow is the APTIX size under which the first stage may bring a new
-// turn in: half the work room stays free for turns already inside to move
-// (each move adds its next event before the trimmer frees the previous one).
+// admitBelow is the mark under which the first stage may bring a new turn
+// in, counting the events every turn inside will still add (admission):
+// half the work room stays free beyond that for events larger than the
+// estimate, tool rounds, and error completions.
 func (c StreamConfig) admitBelow() int64 {
 	c = c.withDefaults()
 	return c.HistoryMaxBytes + c.WorkMaxBytes/2

@@ -95,7 +95,7 @@ func (tr *Trimmer) Trim(ctx context.Context) (TrimResult, error) {
 		if cut <= st.FirstSeq {
 			break
 		}
-		for _, p := range tr.plan(ctx, s, st.LastSeq, cut, grace) {
+		for _, p := range tr.plan(ctx, s, st.LastSeq, cut, grace, ageCut) {
 			if p.below <= st.FirstSeq {
 				continue
 			}
@@ -130,8 +130,9 @@ type purge struct {
 
 // plan bounds each subject's purge by what must stay: a stage's input from
 // its first unacknowledged event on, completions and dead letters within
-// their grace.
-func (tr *Trimmer) plan(ctx context.Context, s jetstream.Stream, lastSeq, cut, grace uint64) []purge {
+// their grace, and completions a durable reader of them (the gateway's
+// webhooks) has yet to take or acknowledge, up to the history age.
+func (tr *Trimmer) plan(ctx context.Context, s jetstream.Stream, lastSeq, cut, grace, ageCut uint64) []purge {
 	var out []purge
 	for _, st := range Stages {
 		if contracts.StreamOf(st.In) != contracts.StreamName {
@@ -139,8 +140,12 @@ func (tr *Trimmer) plan(ctx context.Context, s jetstream.Stream, lastSeq, cut, g
 		}
 		out = append(out, purge{contracts.StageFilter(st.In), min(cut, tr.floor(ctx, s, Durable(st.Name), lastSeq))})
 	}
+	completed := min(cut, grace)
+	for _, name := range completionReaders(ctx, s) {
+		completed = min(completed, max(tr.floor(ctx, s, name, lastSeq), ageCut))
+	}
 	out = append(out,
-		purge{contracts.StageFilter(contracts.StageCompleted), min(cut, grace)},
+		purge{contracts.StageFilter(contracts.StageCompleted), completed},
 		purge{contracts.DeadPrefix + ".>", min(cut, grace)},
 	)
 	// Requests left in APTIX by the single-stream layout are history once no
@@ -149,6 +154,22 @@ func (tr *Trimmer) plan(ctx context.Context, s jetstream.Stream, lastSeq, cut, g
 		out = append(out, purge{contracts.StageFilter(contracts.StageRequested), min(cut, grace)})
 	}
 	return out
+}
+
+// completionReaders are the durable consumers that read completions
+// (ephemeral and ordered ones, clients awaiting their turns, are not
+// waited for: they read a completion as it is stored).
+func completionReaders(ctx context.Context, s jetstream.Stream) []string {
+	var names []string
+	l := s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		c := ci.Config
+		if c.Durable != "" && (c.FilterSubject == contracts.StageFilter(contracts.StageCompleted) ||
+			len(c.FilterSubjects) == 1 && c.FilterSubjects[0] == contracts.StageFilter(contracts.StageCompleted)) {
+			names = append(names, ci.Name)
+		}
+	}
+	return names
 }
 
 // floor is the first stream sequence a stage consumer may still need. A

@@ -13,6 +13,7 @@ require (
 
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1 // indirect
+	github.com/aptix-dev/aptix/pkg/netguard v0.0.0
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -72,3 +73,5 @@ replace github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles
 replace github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
 
 replace github.com/aptix-dev/aptix/pkg/toolemu => ../../pkg/toolemu
+
+replace github.com/aptix-dev/aptix/pkg/netguard => ../../pkg/netguard

@@ -27,6 +27,7 @@ require (
 	github.com/MicahParks/jwkset v0.11.4 // indirect
 	github.com/ThreeDotsLabs/watermill v1.5.1 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/aptix-dev/aptix/pkg/netguard v0.0.0
 	github.com/aptix-dev/aptix/pkg/toolemu v0.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
@@ -85,3 +86,5 @@ require (
 	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/aptix-dev/aptix/pkg/netguard => ../../pkg/netguard

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/netguard"
 )
 
 // Server-side tool loop settings (docs/architecture.md#the-server-side-tool-loop).
@@ -176,12 +177,19 @@ func mcpUse(label, url, connector string, allowed, approval json.RawMessage, o M
 
 // allowedURL compares parsed URLs, not strings: an allowed
 // "https://mcp.corp.com" must not admit "https://mcp.corp.com.evil.net" or
-// "https://mcp.corp.com@10.0.0.1". Scheme and host must be equal, the path
-// must start with the allowed one, and userinfo is never accepted.
+// "https://mcp.corp.com@10.0.0.1", and an allowed "http://h/mcp" must not
+// admit "/mcpevil" or "/mcp/../admin" (also percent-encoded). Scheme and
+// host must be equal, the allowed path a prefix of the cleaned, unescaped
+// path segment by segment (netguard.Within), and userinfo is never
+// accepted. Where the URL may then connect is checked when it is dialed
+// (services/toolrunner/mcp).
 func allowedURL(raw string, prefixes []string) bool {
 	u, err := url.Parse(raw)
 	if err != nil || u.User != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
+	}
+	if _, ok := netguard.PathSegments(u); !ok {
+		return false // even for "*": a path servers may read differently
 	}
 	for _, p := range prefixes {
 		if p == "*" {
@@ -191,7 +199,7 @@ func allowedURL(raw string, prefixes []string) bool {
 		if err != nil || a.Host == "" {
 			continue
 		}
-		if strings.EqualFold(a.Scheme, u.Scheme) && strings.EqualFold(a.Host, u.Host) && strings.HasPrefix(u.EscapedPath(), a.EscapedPath()) {
+		if netguard.Within(u, a) {
 			return true
 		}
 	}

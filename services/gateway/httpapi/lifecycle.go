@@ -2,13 +2,16 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -53,6 +56,40 @@ func (s *Server) current(ctx context.Context, meta *responses.Meta) (responses.R
 	st, err := s.state(ctx, meta)
 	if err != nil {
 		return responses.Response{}, err
+	}
+	r := responses.Current(*meta, st)
+	if r.Metadata["webhook_url"] != "" && responses.Terminal(r.Status) {
+		r.Webhook = s.webhookStatus(ctx, meta.ID)
+	}
+	return r, nil
+}
+
+// completedResponse is meta's response as its completion m says: the
+// completion in hand stands in for the stored one when that is no longer
+// readable (trimmed from history), so a webhook never reports a terminal
+// response as queued.
+func (s *Server) completedResponse(ctx context.Context, meta *responses.Meta, m jetstream.Msg) (responses.Response, error) {
+	st, err := s.state(ctx, meta)
+	if err != nil {
+		return responses.Response{}, err
+	}
+	if st.Stage != contracts.StageCompleted || st.Turn == nil {
+		data, err := pipeline.EventData(ctx, s.js, m.Headers(), m.Data())
+		if err != nil {
+			return responses.Response{}, fmt.Errorf("read completion of %s: %w", meta.TurnID, err)
+		}
+		var t contracts.Turn
+		if err := json.Unmarshal(data, &t); err != nil {
+			return responses.Response{}, fmt.Errorf("decode completion of %s: %w", meta.TurnID, err)
+		}
+		at := time.Now()
+		if md, err := m.Metadata(); err == nil {
+			at = md.Timestamp
+		}
+		st.Stage, st.Turn, st.At = contracts.StageCompleted, &t, at.Unix()
+		if st.CancelledAt != 0 {
+			st.CancelWins = st.CancelledAt < at.Unix()
+		}
 	}
 	r := responses.Current(*meta, st)
 	if r.Metadata["webhook_url"] != "" && responses.Terminal(r.Status) {

@@ -7,7 +7,7 @@ import (
 )
 
 // TestCheckAddr: the SSRF rule on resolved addresses: link-local and cloud
-// metadata always refused, loopback/private/CGNAT only when allowed, public
+// metadata always refused (in every IPv6 form that embeds them), loopback/private/CGNAT only when allowed, public
 // addresses accepted.
 func TestCheckAddr(t *testing.T) {
 	cases := []struct {
@@ -30,6 +30,13 @@ func TestCheckAddr(t *testing.T) {
 		{"0.0.0.0", false, false},
 		{"::ffff:127.0.0.1", false, true},
 		{"224.0.0.1", false, false},
+		// Embedded IPv4 forms of the metadata address (NAT64, 6to4,
+		// IPv4-mapped and -compatible): refused like the address itself.
+		{"64:ff9b::169.254.169.254", false, false},
+		{"2002:a9fe:a9fe::1", false, false},
+		{"::ffff:169.254.169.254", false, false},
+		{"::169.254.169.254", false, false},
+		{"64:ff9b::10.0.0.1", false, true},
 	}
 	for _, tc := range cases {
 		a := netip.MustParseAddr(tc.addr)

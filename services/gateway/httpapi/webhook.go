@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,6 +39,12 @@ type WebhookConfig struct {
 	MaxAttempts int
 	RetryDelay  time.Duration
 	Timeout     time.Duration
+	// PerDestination is how many deliveries run at once to one destination
+	// (scheme, host and port; default 4), and QueuePerDestination how many
+	// more wait for it in this replica (default 100): a slow or dead
+	// receiver holds only its own deliveries, never another's.
+	PerDestination      int
+	QueuePerDestination int
 	// AllowPrivate lets loopback and private addresses receive webhooks
 	// (a local receiver); link-local and cloud metadata addresses are
 	// refused always.
@@ -46,8 +54,9 @@ type WebhookConfig struct {
 }
 
 // WebhookConfigFromEnv reads APTIX_WEBHOOK_SECRET, APTIX_WEBHOOK_MAX_ATTEMPTS,
-// APTIX_WEBHOOK_RETRY_DELAY, APTIX_WEBHOOK_TIMEOUT and
-// APTIX_WEBHOOK_ALLOW_PRIVATE=1.
+// APTIX_WEBHOOK_RETRY_DELAY, APTIX_WEBHOOK_TIMEOUT,
+// APTIX_WEBHOOK_CONCURRENCY (per destination), APTIX_WEBHOOK_QUEUE (per
+// destination) and APTIX_WEBHOOK_ALLOW_PRIVATE=1.
 func WebhookConfigFromEnv() (*WebhookConfig, error) {
 	c := &WebhookConfig{Secret: os.Getenv("APTIX_WEBHOOK_SECRET"), AllowPrivate: os.Getenv("APTIX_WEBHOOK_ALLOW_PRIVATE") == "1"}
 	if c.Secret != "" {
@@ -55,12 +64,17 @@ func WebhookConfigFromEnv() (*WebhookConfig, error) {
 			return nil, fmt.Errorf("APTIX_WEBHOOK_SECRET: %w", err)
 		}
 	}
-	if v := os.Getenv("APTIX_WEBHOOK_MAX_ATTEMPTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("APTIX_WEBHOOK_MAX_ATTEMPTS %q: want a positive integer", v)
+	for _, n := range []struct {
+		name string
+		dst  *int
+	}{{"APTIX_WEBHOOK_MAX_ATTEMPTS", &c.MaxAttempts}, {"APTIX_WEBHOOK_CONCURRENCY", &c.PerDestination}, {"APTIX_WEBHOOK_QUEUE", &c.QueuePerDestination}} {
+		if v := os.Getenv(n.name); v != "" {
+			i, err := strconv.Atoi(v)
+			if err != nil || i < 1 {
+				return nil, fmt.Errorf("%s %q: want a positive integer", n.name, v)
+			}
+			*n.dst = i
 		}
-		c.MaxAttempts = n
 	}
 	for _, d := range []struct {
 		name string
@@ -89,6 +103,12 @@ func (c *WebhookConfig) defaults() {
 	if c.UserAgent == "" {
 		c.UserAgent = "aptix/dev"
 	}
+	if c.PerDestination <= 0 {
+		c.PerDestination = 4
+	}
+	if c.QueuePerDestination <= 0 {
+		c.QueuePerDestination = 100
+	}
 }
 
 // webhookKey decodes a Standard Webhooks secret.
@@ -102,7 +122,10 @@ func webhookKey(secret string) ([]byte, error) {
 
 // WebhookConsumer is the durable consumer every gateway replica shares:
 // each completion is delivered to one replica, and one not acknowledged
-// (a crash, a restart, a failing receiver) is delivered again.
+// (a crash, a restart) is delivered again. The history trimmer keeps every
+// completion from this consumer's first unacknowledged one on (up to
+// APTIX_HISTORY_MAX_AGE), so a pending webhook outlives the trim of the
+// history it was sent from (docs/reliability.md).
 const WebhookConsumer = "aptix-gateway-webhooks"
 
 // webhookDead is where a delivery that exhausted its attempts goes, with
@@ -110,20 +133,53 @@ const WebhookConsumer = "aptix-gateway-webhooks"
 var webhookDead = contracts.DeadSubject("webhook")
 
 // webhooks delivers the webhooks of terminal responses.
+//
+// The consumer's callback only looks the response up and queues the
+// delivery by destination (scheme, host and port); each destination runs
+// at most PerDestination deliveries at once, each attempt bounded by
+// Timeout and retried after RetryDelay in this process, and holds at most
+// QueuePerDestination more: a completion for a destination whose queue is
+// full is handed back to the consumer for later (no attempt counted).
+// Every held completion is kept in progress, so the server redelivers it
+// only if this replica goes away. Delivery was serial: one receiver that
+// hung kept every other tenant's webhooks waiting behind it.
 type webhooks struct {
 	s      *Server
 	cfg    WebhookConfig
 	key    []byte
 	client *http.Client
 	cc     jetstream.ConsumeContext
+
+	ctx    context.Context // ends at stop: deliveries in flight give up
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	dests  map[string]*destination
+	held   map[jetstream.Msg]struct{} // queued or in flight, kept in progress
+}
+
+// destination is one receiver's queue.
+type destination struct {
+	queue  []delivery
+	active int
+}
+
+// delivery is one webhook to send: the response as of its completion, so
+// it no longer depends on the stored completion.
+type delivery struct {
+	m        jetstream.Msg
+	id, url  string
+	event    string
+	resp     responses.Response
+	attempts int // made before this delivery began (a redelivery's)
 }
 
 // startWebhooks creates (or binds to) the durable consumer on completed
-// events and starts consuming. Delivery needs no goroutine per request and
-// no timer of its own: the consumer's redelivery is the retry queue.
+// events and starts consuming.
 func (s *Server) startWebhooks(ctx context.Context, cfg WebhookConfig) (*webhooks, error) {
 	cfg.defaults()
-	wh := &webhooks{s: s, cfg: cfg, client: ssrfSafeClient(cfg.AllowPrivate)}
+	wh := &webhooks{s: s, cfg: cfg, client: ssrfSafeClient(cfg.AllowPrivate), dests: map[string]*destination{}, held: map[jetstream.Msg]struct{}{}}
+	wh.ctx, wh.cancel = context.WithCancel(context.Background())
 	if cfg.Secret != "" {
 		var err error
 		if wh.key, err = webhookKey(cfg.Secret); err != nil {
@@ -136,18 +192,79 @@ func (s *Server) startWebhooks(ctx context.Context, cfg WebhookConfig) (*webhook
 		Durable: WebhookConsumer, Description: "Aptix gateway: webhooks of terminal responses",
 		FilterSubject: contracts.StageFilter(contracts.StageCompleted),
 		DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: cfg.Timeout + 5*time.Second, MaxDeliver: cfg.MaxAttempts + 1, MaxAckPending: 256,
+		// Attempts are counted by the gateway (a completion handed back
+		// for a full destination queue is not an attempt), so the server
+		// redelivers without limit; held completions are kept in progress.
+		AckWait: webhookAckWait, MaxDeliver: -1, MaxAckPending: webhookMaxAckPending,
+		// A gateway gone this long no longer pins completions in history
+		// (pkg/pipeline's trimmer keeps what this consumer has not acknowledged).
+		InactiveThreshold: webhookInactive,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("webhook consumer: %w", err)
 	}
+	wh.wg.Add(1)
+	go wh.keepInProgress()
 	if wh.cc, err = cons.Consume(wh.handle); err != nil {
+		wh.cancel()
 		return nil, fmt.Errorf("webhook consumer: %w", err)
 	}
 	return wh, nil
 }
 
-func (wh *webhooks) stop() { wh.cc.Stop() }
+const (
+	// webhookAckWait is how long a replica that went away keeps its held
+	// completions from the others.
+	webhookAckWait = 30 * time.Second
+	// webhookMaxAckPending bounds the completions held at once, across
+	// destinations.
+	webhookMaxAckPending = 4096
+	// webhookInactive is how long webhooks stay pending with no gateway
+	// running: past it the consumer is removed, and completions stored
+	// meanwhile send none.
+	webhookInactive = 24 * time.Hour
+)
+
+// stop stops consuming, ends the deliveries in flight and hands every held
+// completion back for another replica (or the next start) at once.
+func (wh *webhooks) stop() {
+	wh.cc.Stop()
+	wh.cancel()
+	wh.mu.Lock()
+	for _, d := range wh.dests {
+		for _, q := range d.queue {
+			_ = q.m.Nak()
+			delete(wh.held, q.m)
+		}
+		d.queue = nil
+	}
+	wh.mu.Unlock()
+	wh.wg.Wait()
+}
+
+// keepInProgress tells the server every held completion is still being
+// worked on, so none is redelivered to another replica meanwhile.
+func (wh *webhooks) keepInProgress() {
+	defer wh.wg.Done()
+	t := time.NewTicker(webhookAckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-wh.ctx.Done():
+			return
+		case <-t.C:
+		}
+		wh.mu.Lock()
+		held := make([]jetstream.Msg, 0, len(wh.held))
+		for m := range wh.held {
+			held = append(held, m)
+		}
+		wh.mu.Unlock()
+		for _, m := range held {
+			_ = m.InProgress()
+		}
+	}
+}
 
 // responseID is the response id of a gateway turn ("resp_" + the turn's
 // UUIDv7 in hex), or "" for a turn the gateway did not create.
@@ -159,9 +276,10 @@ func responseID(turnID string) string {
 	return "resp_" + hex.EncodeToString(u[:])
 }
 
-// handle delivers one completion's webhook, if its response asked for one.
+// handle takes one completion: a response that asked for a webhook is
+// queued for its destination; anything else is acknowledged.
 func (wh *webhooks) handle(m jetstream.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), wh.cfg.Timeout+2*time.Second)
+	ctx, cancel := context.WithTimeout(wh.ctx, 10*time.Second)
 	defer cancel()
 	_, conv, turnID, ok := contracts.ParseSubject(m.Subject())
 	id := responseID(turnID)
@@ -181,31 +299,115 @@ func (wh *webhooks) handle(m jetstream.Msg) {
 		_ = m.Ack()
 		return
 	}
-	resp, err := wh.s.current(ctx, meta)
+	resp, err := wh.s.completedResponse(ctx, meta, m)
 	if err != nil {
 		_ = m.NakWithDelay(wh.cfg.RetryDelay)
 		return
 	}
-	url := resp.Metadata["webhook_url"]
+	target := resp.Metadata["webhook_url"]
 	event := "response." + resp.Status
-	if url == "" || !wantsEvent(resp.Metadata["webhook_events"], event) {
+	if target == "" || !wantsEvent(resp.Metadata["webhook_events"], event) {
 		_ = m.Ack()
 		return
 	}
-	attempt := 1
-	if md, err := m.Metadata(); err == nil {
-		attempt = int(md.NumDelivered)
+	d := delivery{m: m, id: id, url: target, event: event, resp: resp}
+	if prev := resp.Webhook; prev != nil && prev.Event == event {
+		switch prev.Status {
+		case "delivered", "failed":
+			_ = m.Ack() // done before a crash lost the acknowledgement
+			return
+		case "retrying":
+			d.attempts = prev.Attempts
+		}
 	}
-	err = wh.send(ctx, url, event, resp)
-	switch {
-	case err == nil:
-		_ = m.Ack()
-		wh.record(ctx, id, responses.WebhookStatus{Status: "delivered", Event: event, Attempts: attempt})
-	case errors.Is(err, errRefusedURL) || attempt >= wh.cfg.MaxAttempts:
-		wh.deadLetter(ctx, m, id, event, attempt, err)
-	default:
-		wh.s.log.Info("webhook attempt failed, retrying", "response", id, "attempt", attempt, "err", err)
-		_ = m.NakWithDelay(wh.cfg.RetryDelay)
+	wh.enqueue(d)
+}
+
+// destinationOf is the queue a URL's deliveries share.
+func destinationOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host)
+}
+
+// enqueue queues d for its destination, or hands it back for later when
+// that destination's queue is full.
+func (wh *webhooks) enqueue(d delivery) {
+	key := destinationOf(d.url)
+	wh.mu.Lock()
+	defer wh.mu.Unlock()
+	if wh.ctx.Err() != nil {
+		_ = d.m.Nak()
+		return
+	}
+	dest := wh.dests[key]
+	if dest == nil {
+		dest = &destination{}
+		wh.dests[key] = dest
+	}
+	if len(dest.queue) >= wh.cfg.QueuePerDestination {
+		_ = d.m.NakWithDelay(max(wh.cfg.RetryDelay, wh.cfg.Timeout))
+		return
+	}
+	wh.held[d.m] = struct{}{}
+	dest.queue = append(dest.queue, d)
+	if dest.active < wh.cfg.PerDestination {
+		dest.active++
+		wh.wg.Add(1)
+		go wh.work(key, dest)
+	}
+}
+
+// work delivers a destination's queue until it is empty.
+func (wh *webhooks) work(key string, dest *destination) {
+	defer wh.wg.Done()
+	for {
+		wh.mu.Lock()
+		if len(dest.queue) == 0 || wh.ctx.Err() != nil {
+			dest.active--
+			if dest.active == 0 && len(dest.queue) == 0 {
+				delete(wh.dests, key)
+			}
+			wh.mu.Unlock()
+			return
+		}
+		d := dest.queue[0]
+		dest.queue = dest.queue[1:]
+		wh.mu.Unlock()
+		wh.deliver(d)
+		wh.mu.Lock()
+		delete(wh.held, d.m)
+		wh.mu.Unlock()
+	}
+}
+
+// deliver makes the attempts of one delivery and settles its completion.
+func (wh *webhooks) deliver(d delivery) {
+	ctx := wh.ctx
+	for attempt := d.attempts + 1; ; attempt++ {
+		err := wh.send(ctx, d.url, d.event, d.resp)
+		switch {
+		case ctx.Err() != nil:
+			_ = d.m.Nak() // stopping: another replica (or the next start) sends it
+			return
+		case err == nil:
+			wh.record(ctx, d.id, responses.WebhookStatus{Status: "delivered", Event: d.event, Attempts: attempt})
+			_ = d.m.Ack()
+			return
+		case errors.Is(err, errRefusedURL) || attempt >= wh.cfg.MaxAttempts:
+			wh.deadLetter(ctx, d.m, d.id, d.event, attempt, err)
+			return
+		}
+		wh.s.log.Info("webhook attempt failed, retrying", "response", d.id, "attempt", attempt, "err", err)
+		wh.record(ctx, d.id, responses.WebhookStatus{Status: "retrying", Event: d.event, Attempts: attempt, Error: err.Error()})
+		select {
+		case <-ctx.Done():
+			_ = d.m.Nak()
+			return
+		case <-time.After(wh.cfg.RetryDelay):
+		}
 	}
 }
 

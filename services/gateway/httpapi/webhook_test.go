@@ -34,3 +34,27 @@ func TestWantsEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookConfigFromEnv: the per-destination limits are read and checked.
+func TestWebhookConfigFromEnv(t *testing.T) {
+	t.Setenv("APTIX_WEBHOOK_CONCURRENCY", "8")
+	t.Setenv("APTIX_WEBHOOK_QUEUE", "50")
+	c, err := WebhookConfigFromEnv()
+	if err != nil || c.PerDestination != 8 || c.QueuePerDestination != 50 {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	t.Setenv("APTIX_WEBHOOK_QUEUE", "0")
+	if _, err := WebhookConfigFromEnv(); err == nil {
+		t.Fatal("APTIX_WEBHOOK_QUEUE=0 accepted")
+	}
+}
+
+// TestDestinationOf: deliveries share a queue by scheme, host and port.
+func TestDestinationOf(t *testing.T) {
+	if a, b := destinationOf("https://Hooks.example.com/a?x=1"), destinationOf("https://hooks.example.com/b"); a != b {
+		t.Errorf("%s != %s", a, b)
+	}
+	if a, b := destinationOf("https://hooks.example.com/a"), destinationOf("https://hooks.example.com:8443/a"); a == b {
+		t.Errorf("another port shares the queue: %s", a)
+	}
+}

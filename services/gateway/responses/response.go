@@ -342,6 +342,9 @@ func Failure(t *contracts.Turn) *Error {
 		if f.Code == contracts.LoopMaxDepthExceeded {
 			typ = TypeExecution
 		}
+		if f.Code == codeAtCapacity {
+			status = 503 // queued, then refused for room: retry later (Retry-After)
+		}
 		return &Error{Status: status, Type: typ, Code: ptr(f.Code), Message: f.Message}
 	}
 	if t.LLM == nil || t.LLM.Error == nil {
@@ -459,3 +462,7 @@ func echoTools(tools []request.Tool) []any {
 	}
 	return out
 }
+
+// codeAtCapacity is pipeline.CodeAtCapacity: a queued turn the pipeline had
+// no room for within its admission timeout.
+const codeAtCapacity = "at_capacity"

@@ -93,11 +93,17 @@ func (s *server) store(gen uint64, tools []Tool) {
 }
 
 // isServerAnswer reports whether err is a JSON-RPC error the server sent, as
-// opposed to a failure to reach it: the session is still fine.
+// opposed to a failure to reach it: the session is still fine. The SDK
+// reports a request its HTTP transport could not deliver (a kept-alive
+// connection the restarted server closed: EOF) as a JSON-RPC error too,
+// code -32005 "rejected by transport"; that one is not an answer.
 func isServerAnswer(err error) bool {
 	var rpc *jsonrpc.Error
-	return errors.As(err, &rpc)
+	return errors.As(err, &rpc) && rpc.Code != codeRejectedByTransport
 }
+
+// codeRejectedByTransport is the go-sdk's jsonrpc2.ErrRejected code.
+const codeRejectedByTransport = -32005
 
 // normalizeSchema makes a tool's input schema acceptable as the parameters of
 // a function tool: a JSON object with "type":"object" and "properties".

@@ -2,9 +2,11 @@ package mcp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/aptix-dev/aptix/pkg/netguard"
 )
 
 // stdioTerminate is how long closing a stdio server waits for it to exit after
@@ -24,9 +28,17 @@ const stdioTerminate = 2 * time.Second
 func newTransport(label string, sc ServerConfig, log *slog.Logger) (sdk.Transport, *exec.Cmd, error) {
 	switch sc.Type {
 	case TypeHTTP:
-		return &sdk.StreamableClientTransport{Endpoint: sc.URL, HTTPClient: httpClient(sc.Headers)}, nil, nil
+		c, err := httpClient(sc.URL, sc.Headers)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &sdk.StreamableClientTransport{Endpoint: sc.URL, HTTPClient: c}, nil, nil
 	case TypeSSE:
-		return &sdk.SSEClientTransport{Endpoint: sc.URL, HTTPClient: httpClient(sc.Headers)}, nil, nil
+		c, err := httpClient(sc.URL, sc.Headers)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &sdk.SSEClientTransport{Endpoint: sc.URL, HTTPClient: c}, nil, nil
 	case TypeStdio:
 		cmd := exec.Command(sc.Command, sc.Args...)
 		cmd.Env = os.Environ()
@@ -44,15 +56,41 @@ func newTransport(label string, sc ServerConfig, log *slog.Logger) (sdk.Transpor
 	return nil, nil, fmt.Errorf("unknown transport type %q", sc.Type)
 }
 
-// httpClient returns a client that adds the configured headers (typically
-// Authorization) to every request. It has no overall timeout: the streamable
-// transport keeps long-lived SSE responses open; calls are bounded by ctx.
-func httpClient(headers map[string]string) *http.Client {
-	if len(headers) == 0 {
-		return &http.Client{}
+// httpClient returns the client of one MCP server at endpoint: it adds the
+// configured headers (typically Authorization) to every request, dials only
+// addresses pkg/netguard accepts (link-local, cloud metadata and reserved
+// addresses refused, whatever the name resolves to; loopback and private
+// ones allowed, as the deployment names these servers), uses no proxy (a
+// proxy would dial for it, unchecked), and follows a redirect only to the
+// endpoint itself or a path under it: a server allowed by URL must not send
+// the toolrunner's JSON-RPC anywhere else. It has no overall timeout: the
+// streamable transport keeps long-lived SSE responses open; calls are
+// bounded by ctx. See docs/security.md.
+func httpClient(endpoint string, headers map[string]string) (*http.Client, error) {
+	base, err := url.Parse(endpoint)
+	if err != nil || base.Host == "" || (base.Scheme != "http" && base.Scheme != "https") {
+		return nil, fmt.Errorf("mcp server url %q: want an http(s) URL", endpoint)
 	}
-	return &http.Client{Transport: &headerTransport{base: http.DefaultTransport, headers: headers}}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.DialContext = netguard.Dialer(true, 10*time.Second).DialContext
+	var rt http.RoundTripper = tr
+	if len(headers) > 0 {
+		rt = &headerTransport{base: tr, headers: headers}
+	}
+	return &http.Client{Transport: rt, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return errors.New("mcp server: stopped after 10 redirects")
+		}
+		if !netguard.Within(req.URL, base) {
+			return fmt.Errorf("mcp server %s redirected to %s: %w", endpoint, req.URL.Redacted(), errRedirectRefused)
+		}
+		return nil
+	}}, nil
 }
+
+// errRedirectRefused is a redirect off an MCP server's origin and path.
+var errRedirectRefused = errors.New("a redirect off the server's origin and path is refused")
 
 type headerTransport struct {
 	base    http.RoundTripper

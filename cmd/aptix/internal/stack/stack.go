@@ -4,6 +4,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -34,8 +35,13 @@ type Config struct {
 	// Searcher retrieves RAG context; nil runs turns without retrieval.
 	Searcher retrieverstage.Searcher
 	// Contexts are server-side ConversationContexts by id.
-	Contexts   map[string]contracts.ConversationContext
-	Budget     contextblock.Options
+	Contexts map[string]contracts.ConversationContext
+	Budget   contextblock.Options
+	// Stream and Subscriber are the limits and consumer settings; a zero
+	// Stream (and each zero consumer setting) is read from the environment
+	// as every stage binary reads it (pipeline.LimitsFromEnv:
+	// APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES,
+	// APTIX_MAX_ACK_PENDING, ...).
 	Stream     pipeline.StreamConfig
 	Subscriber pipeline.SubscriberConfig
 	HTTPClient *http.Client
@@ -68,11 +74,19 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Stream.Duplicates == 0 {
-		if cfg.Stream.Duplicates, err = pipeline.DedupWindowFromEnv(); err != nil {
-			return err
-		}
+	// The limits every stage binary applies (pipeline.LimitsFromEnv), where
+	// the caller set none.
+	streams, subs, err := pipeline.LimitsFromEnv()
+	if err != nil {
+		return err
 	}
+	if cfg.Stream == (pipeline.StreamConfig{}) {
+		cfg.Stream = streams
+	}
+	cfg.Stream.Duplicates = cmp.Or(cfg.Stream.Duplicates, streams.Duplicates)
+	cfg.Subscriber.MaxAckPending = cmp.Or(cfg.Subscriber.MaxAckPending, subs.MaxAckPending)
+	cfg.Subscriber.MaxDeliver = cmp.Or(cfg.Subscriber.MaxDeliver, subs.MaxDeliver)
+	cfg.Subscriber.AckWait = cmp.Or(cfg.Subscriber.AckWait, subs.AckWait)
 	if _, err := pipeline.EnsureStream(ctx, js, cfg.Stream); err != nil {
 		return err
 	}

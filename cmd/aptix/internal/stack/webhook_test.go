@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -259,3 +262,97 @@ func TestGatewayWebhookSurvivesRestart(t *testing.T) {
 }
 
 func optionBase(url string) option.RequestOption { return option.WithBaseURL(url + "/v1") }
+
+// TestGatewayWebhookSlowReceiverBlocksNoOne: a receiver that hangs on every
+// webhook it is sent (20 of them, each attempt timing out after 2 s) does
+// not delay another receiver's: the healthy one gets all 5 of its webhooks
+// within seconds. Delivery was serial: the healthy receiver waited behind
+// every timed-out attempt (minutes).
+func TestGatewayWebhookSlowReceiverBlocksNoOne(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	release := make(chan struct{})
+	var hung atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hung.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) })
+	healthy := newReceiver(t, 0)
+	client := webhookGateway(e, func(c *httpapi.WebhookConfig) { c.MaxAttempts, c.PerDestination = 3, 2 })
+	ctx := ctxT(t)
+	for i := range 20 {
+		if _, err := client.Responses.New(ctx, bgWithWebhook(fmt.Sprintf("slow receiver %d", i), slow.URL+"/hook")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); hung.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hanging receiver got no webhook")
+		}
+	}
+	start := time.Now()
+	for i := range 5 {
+		if _, err := client.Responses.New(ctx, bgWithWebhook(fmt.Sprintf("healthy receiver %d", i), healthy.srv.URL+"/hook")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(8 * time.Second); len(healthy.deliveries()) < 5; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the healthy receiver got %d of 5 webhooks in 8 s while another receiver hung (%d requests held there)", len(healthy.deliveries()), hung.Load())
+		}
+	}
+	t.Logf("healthy receiver: 5 webhooks in %s; the hanging one holds %d request(s) (at most 2 at once)", time.Since(start).Round(time.Millisecond), hung.Load())
+	for _, d := range healthy.deliveries() {
+		verifyStandardWebhook(t, d)
+	}
+}
+
+// TestGatewayWebhookPendingOutlivesTrim: a webhook still pending (its
+// receiver failed once, and the gateway went away before the retry) is
+// delivered by the next gateway although history is trimmed to 1 KiB every
+// 200 ms and its completion is past its grace (1 s): the trimmer keeps
+// completions the webhook consumer has not acknowledged.
+// The completion was purged under the pending delivery, which was then
+// never sent.
+func TestGatewayWebhookPendingOutlivesTrim(t *testing.T) {
+	e := newEnv(t, sandbox.Options{}, func(c *Config) {
+		c.Stream = pipeline.StreamConfig{HistoryMaxBytes: 1 << 10, CompletionGrace: time.Second, TrimEvery: 200 * time.Millisecond}
+	})
+	rc := newReceiver(t, 1)
+	cfg := httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 5 * time.Second, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}
+	first, err := httpapi.New(context.Background(), httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, Webhooks: &cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(first)
+	t.Cleanup(hs.Close)
+	client := openai.NewClient(optionBase(hs.URL))
+	if _, err := client.Responses.New(ctxT(t), bgWithWebhook("Deliver me after the trim", rc.srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	rc.waitDeliveries(t, 1) // failed
+	first.Close()
+	// Let the trimmer run well past the grace.
+	time.Sleep(3 * time.Second)
+	s, err := e.js.Stream(context.Background(), contracts.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetLastMsgForSubject(context.Background(), "aptix.retrieved.>"); err == nil {
+		t.Fatal("the trimmer did not run: history beyond its size is still there")
+	}
+	second, err := httpapi.New(context.Background(), httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, Webhooks: &cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(second.Close)
+	ds := rc.waitDeliveries(t, 2)
+	verifyStandardWebhook(t, ds[1])
+	if ds[1].header.Get("webhook-id") != ds[0].header.Get("webhook-id") || !strings.Contains(string(ds[1].body), `"status":"completed"`) {
+		t.Fatalf("the pending webhook was not delivered as it was first sent: %s", ds[1].body)
+	}
+}
