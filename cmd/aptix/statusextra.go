@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
@@ -52,23 +51,6 @@ func microReplicas(nc *nats.Conn, wait time.Duration) (map[string]int, error) {
 		seen[p.ID] = true
 		counts[p.Name]++
 	}
-}
-
-// deadCounts is the number of stored dead letters per stage.
-func deadCounts(ctx context.Context, js jetstream.JetStream) (map[string]uint64, error) {
-	s, err := js.Stream(ctx, contracts.StreamName)
-	if err != nil {
-		return nil, err
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(contracts.DeadPrefix+".>"))
-	if err != nil {
-		return nil, fmt.Errorf("stream info: %w", err)
-	}
-	out := map[string]uint64{}
-	for subj, n := range info.State.Subjects {
-		out[strings.TrimPrefix(subj, contracts.DeadPrefix+".")] += n
-	}
-	return out, nil
 }
 
 // otherServices lists the micro services that are not pipeline stages (the
