@@ -70,7 +70,7 @@ func printStatus(ctx context.Context, out io.Writer, js jetstream.JetStream, lim
 			pipeline.FormatBytes(info.Config.MaxBytes), role)
 	}
 	fmt.Fprintln(w)
-	replicas, _ := microReplicas(js.Conn(), 300*time.Millisecond) // statusextra.go
+	replicas, _ := pipeline.MicroReplicas(js.Conn(), 300*time.Millisecond, 0)
 	dead, _ := history.DeadCounts(ctx, js)
 	stageServices := map[string]bool{}
 	fmt.Fprintln(w, "STAGE\tREPLICAS\tCONSUMES\tWAITING\tIN FLIGHT\tREDELIVERED\tDEAD")
