@@ -45,44 +45,56 @@ func sse(w http.ResponseWriter) (*http.ResponseController, bool) {
 }
 
 // liveEvents streams every event stored from now on (headers only: the
-// page needs the stage, conversation and turn, not the payloads), from the
-// queue stream (requests) and the APTIX stream, as SSE "stage" events, with
+// page needs the stage, conversation and turn, not the payloads), the
+// requests and the APTIX stream's events, as SSE "stage" events, with
 // a comment every 15 s to keep proxies from closing an idle stream.
 func (c *Console) liveEvents(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	events := make(chan liveEvent, 256)
-	for _, name := range []string{contracts.QueueStreamName, contracts.StreamName} {
-		s, err := c.js.Stream(ctx, name)
-		if err != nil {
-			c.fail(w, r, err)
+	send := func(subject string, h nats.Header, at time.Time) {
+		stage, conv, turn, ok := contracts.ParseSubject(subject)
+		if !ok {
 			return
 		}
-		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy, HeadersOnly: true})
-		if err != nil {
-			c.fail(w, r, fmt.Errorf("follow %s: %w", name, err))
-			return
+		ev := liveEvent{Stage: stage, Conversation: conv, Turn: turn, Size: h.Get(nats.MsgSize), Time: at.UTC().Format(time.RFC3339Nano)}
+		select {
+		case events <- ev:
+		default: // a slow page misses events rather than holding the consumer
 		}
-		cc, err := cons.Consume(func(m jetstream.Msg) {
-			stage, conv, turn, ok := contracts.ParseSubject(m.Subject())
-			if !ok {
-				return
-			}
-			ev := liveEvent{Stage: stage, Conversation: conv, Turn: turn, Size: m.Headers().Get(nats.MsgSize)}
-			if md, err := m.Metadata(); err == nil {
-				ev.Time = md.Timestamp.UTC().Format(time.RFC3339Nano)
-			}
-			select {
-			case events <- ev:
-			default: // a slow page misses events rather than holding the consumer
-			}
-		})
-		if err != nil {
-			c.fail(w, r, fmt.Errorf("follow %s: %w", name, err))
-			return
-		}
-		defer cc.Stop()
 	}
+	// Requests: the queue stream is a work queue, which takes no ordered
+	// consumer; a core subscription sees each request as it is published.
+	sub, err := c.cfg.NC.Subscribe(contracts.StageFilter(contracts.StageRequested), func(m *nats.Msg) {
+		send(m.Subject, m.Header, time.Now())
+	})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	s, err := c.js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy, HeadersOnly: true})
+	if err != nil {
+		c.fail(w, r, fmt.Errorf("follow %s: %w", contracts.StreamName, err))
+		return
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		at := time.Now()
+		if md, err := m.Metadata(); err == nil {
+			at = md.Timestamp
+		}
+		send(m.Subject(), m.Headers(), at)
+	})
+	if err != nil {
+		c.fail(w, r, fmt.Errorf("follow %s: %w", contracts.StreamName, err))
+		return
+	}
+	defer cc.Stop()
 	rc, ok := sse(w)
 	if !ok {
 		return
