@@ -2,9 +2,9 @@ package console
 
 import (
 	"bufio"
-	"io"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -101,23 +101,23 @@ func TestStatuses(t *testing.T) {
 	e.turn("c-one", "t-1", "hello", "hi")
 	c := e.server()
 	for path, want := range map[string]int{
-		"/console/conversations/nope":         404,
-		"/console/conversations/bad!id":       400,
-		"/console/turns/nope?c=c-one":         404,
-		"/console/turns/t-1?c=bad!":           400,
-		"/console/turns/resp_unknown":         404,
-		"/console/dead/999":                   404,
-		"/console/dead/abc":                   400,
-		"/console/dead?stage=nope":            400,
-		"/console/diff?a=t-1&b=nope&cb=c-one": 404,
-		"/console/diff?a=t-1&b=bad!":          400,
-		"/console/nothing":                    404,
-		"/console/search?q=c-one":             303,
-		"/console/search?q=t-1":               303,
-		"/console/search?q=resp_known":        303,
-		"/console/search?q=resp_unknown":      404,
-		"/console/search?q=nope":              404,
-		"/console/search?q=%3Cscript%3E":      400,
+		"/console/conversations/nope":                404,
+		"/console/conversations/bad!id":              400,
+		"/console/turns/nope?c=c-one":                404,
+		"/console/turns/t-1?c=bad!":                  400,
+		"/console/turns/resp_unknown":                404,
+		"/console/dead/999":                          404,
+		"/console/dead/abc":                          400,
+		"/console/dead?stage=nope":                   400,
+		"/console/diff?a=t-1&b=nope&cb=c-one":        404,
+		"/console/diff?a=t-1&b=bad!":                 400,
+		"/console/nothing":                           404,
+		"/console/search?q=c-one":                    303,
+		"/console/search?q=t-1":                      303,
+		"/console/search?q=resp_known":               303,
+		"/console/search?q=resp_unknown":             404,
+		"/console/search?q=nope":                     404,
+		"/console/search?q=%3Cscript%3E":             400,
 		"/console/live/text?conversation=c&turn=%3C": 400,
 	} {
 		r := c.get(path)
@@ -320,7 +320,8 @@ func TestLiveSSE(t *testing.T) {
 		}
 		t.Cleanup(func() { res.Body.Close() })
 		if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
-			b, _ := io.ReadAll(res.Body); t.Fatalf("%s: %d %s %s", path, res.StatusCode, res.Header.Get("Content-Type"), b)
+			b, _ := io.ReadAll(res.Body)
+			t.Fatalf("%s: %d %s %s", path, res.StatusCode, res.Header.Get("Content-Type"), b)
 		}
 		return bufio.NewReader(res.Body)
 	}
