@@ -82,6 +82,7 @@ type Console struct {
 	mux    *http.ServeMux
 	static http.Handler
 	cop    *http.CrossOriginProtection
+	follow *follower
 }
 
 // New prepares the console: templates parsed once, routes registered.
@@ -102,7 +103,8 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: jetstream: %w", err)
 	}
-	c := &Console{cfg: cfg, js: js, log: cfg.Logger, pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection()}
+	c := &Console{cfg: cfg, js: js, log: cfg.Logger, pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection(),
+		follow: &follower{js: js}}
 	for _, page := range []string{"overview", "conversation", "turn", "diff", "dead", "deadletter", "live", "confirm", "login", "message"} {
 		t, err := template.New("layout.tmpl").Funcs(funcs).ParseFS(templateFS, "templates/layout.tmpl", "templates/partials.tmpl", "templates/"+page+".tmpl")
 		if err != nil {
@@ -115,6 +117,9 @@ func New(cfg Config) (*Console, error) {
 	c.routes()
 	return c, nil
 }
+
+// Close stops following the stream (the overview's window).
+func (c *Console) Close() { c.follow.stop() }
 
 func (c *Console) routes() {
 	m := http.NewServeMux()

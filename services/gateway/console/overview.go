@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,14 +17,15 @@ import (
 )
 
 // The overview reads a bounded window of the newest events, never the whole
-// stream: the last windowEvents events' headers (no payloads) give the
-// newest conversations, each stage's rate and hop times; the newest
-// sampleCompletions completed events' payloads give the error rate and the
-// retriever's search time. Its cost does not grow with what is stored.
+// stream: the last windowEvents events' headers (no payloads, kept in memory
+// by a follower: follow.go) give the newest conversations, each stage's
+// rate and hop times; the newest sampleCompletions completed events'
+// payloads give the error rate and the retriever's search time. Its cost
+// does not grow with what is stored.
 const (
 	windowEvents      = 4000
 	windowAge         = 5 * time.Minute
-	sampleCompletions = 100
+	sampleCompletions = 50
 	newestShown       = 20
 )
 
@@ -212,65 +212,53 @@ type window struct {
 	newest      []convRow
 }
 
-// readWindow reads the headers of the newest windowEvents events, then the
-// payloads of the newest sampleCompletions completions in the last windowAge.
+// readWindow computes the window from the follower's events (in memory),
+// then reads the payloads of the newest sampleCompletions completions in the
+// last windowAge, one direct read each.
 func (c *Console) readWindow(ctx context.Context, now time.Time) (window, error) {
 	w := window{stageEvents: map[string]int{}, hops: map[string][]time.Duration{}}
-	s, err := c.js.Stream(ctx, contracts.StreamName)
+	events, err := c.follow.snapshot(ctx, 5*time.Second)
 	if err != nil {
 		return w, err
 	}
-	st := s.CachedInfo().State
-	if st.Msgs == 0 {
-		return w, nil
-	}
-	start := st.FirstSeq
-	if st.LastSeq >= windowEvents && st.LastSeq-windowEvents+1 > start {
-		start = st.LastSeq - windowEvents + 1
-	}
+	w.events = len(events)
 	since := now.Add(-windowAge)
 	type turnKey struct{ conv, turn string }
 	times := map[turnKey]map[string]time.Time{}
 	convs := map[string]*convRow{}
 	var completedSeqs []uint64
 	var oldest time.Time
-	err = readOrdered(ctx, s, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start, HeadersOnly: true},
-		windowEvents, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
-			w.events++
-			stage, conv, turn, ok := contracts.ParseSubject(m.Subject())
-			if !ok {
-				return md.Sequence.Stream < st.LastSeq
-			}
-			cr := convs[conv]
-			if cr == nil {
-				cr = &convRow{ID: conv}
-				convs[conv] = cr
-			}
-			cr.Events++
-			cr.LastTurn, cr.LastStage, cr.At = turn, stage, md.Timestamp
-			if md.Timestamp.After(since) {
-				if oldest.IsZero() {
-					oldest = md.Timestamp
-				}
-				w.stageEvents[stage]++
-				k := turnKey{conv, turn}
-				if times[k] == nil {
-					times[k] = map[string]time.Time{}
-				}
-				times[k][stage] = md.Timestamp
-				if stage == contracts.StageCompleted {
-					w.completed++
-					completedSeqs = append(completedSeqs, md.Sequence.Stream)
-				}
-			}
-			return md.Sequence.Stream < st.LastSeq
-		})
-	if err != nil {
-		return w, err
+	for _, o := range events {
+		if o.conv == "" {
+			continue
+		}
+		cr := convs[o.conv]
+		if cr == nil {
+			cr = &convRow{ID: o.conv}
+			convs[o.conv] = cr
+		}
+		cr.Events++
+		cr.LastTurn, cr.LastStage, cr.At = o.turn, o.stage, o.at
+		if !o.at.After(since) {
+			continue
+		}
+		if oldest.IsZero() {
+			oldest = o.at
+		}
+		w.stageEvents[o.stage]++
+		k := turnKey{o.conv, o.turn}
+		if times[k] == nil {
+			times[k] = map[string]time.Time{}
+		}
+		times[k][o.stage] = o.at
+		if o.stage == contracts.StageCompleted {
+			w.completed++
+			completedSeqs = append(completedSeqs, o.seq)
+		}
 	}
 	if !oldest.IsZero() {
 		w.span = now.Sub(oldest)
-		if start == st.FirstSeq || oldest.Before(since.Add(time.Second)) {
+		if len(events) < windowEvents || oldest.Before(since.Add(time.Second)) {
 			w.span = windowAge // the window covers all of the last minutes
 		}
 		w.span = max(w.span, time.Second)
@@ -300,33 +288,60 @@ func (c *Console) readWindow(ctx context.Context, now time.Time) (window, error)
 	if len(completedSeqs) == 0 {
 		return w, nil
 	}
-	from := completedSeqs[max(0, len(completedSeqs)-sampleCompletions)]
-	err = readOrdered(ctx, s, jetstream.OrderedConsumerConfig{FilterSubjects: []string{contracts.StageFilter(contracts.StageCompleted)},
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from}, sampleCompletions, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
-		if m.Headers().Get(contracts.HeaderClaim) != "" {
-			return true // a claim-checked event: not worth an object read here
-		}
-		var t struct {
-			Retrieval *struct {
-				TookMs float64 `json:"tookMs"`
-			} `json:"retrieval"`
-			Response *struct {
-				Kind string `json:"kind"`
-			} `json:"response"`
-		}
-		if json.Unmarshal(m.Data(), &t) != nil || t.Response == nil {
-			return true
+	s, err := c.js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return w, err
+	}
+	sample := completedSeqs[max(0, len(completedSeqs)-sampleCompletions):]
+	type result struct {
+		ok, isErr bool
+		search    time.Duration
+		hasSearch bool
+	}
+	results := make([]result, len(sample))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, seq := range sample {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			m, err := s.GetMsg(ctx, seq)
+			if err != nil || m.Header.Get(contracts.HeaderClaim) != "" {
+				return // trimmed, or claim-checked: not worth an object read here
+			}
+			var t struct {
+				Retrieval *struct {
+					TookMs float64 `json:"tookMs"`
+				} `json:"retrieval"`
+				Response *struct {
+					Kind string `json:"kind"`
+				} `json:"response"`
+			}
+			if json.Unmarshal(m.Data, &t) != nil || t.Response == nil {
+				return
+			}
+			r := result{ok: true, isErr: t.Response.Kind == contracts.KindError}
+			if t.Retrieval != nil {
+				r.search, r.hasSearch = time.Duration(t.Retrieval.TookMs*float64(time.Millisecond)), true
+			}
+			results[i] = r
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		if !r.ok {
+			continue
 		}
 		w.sampled++
-		if t.Response.Kind == contracts.KindError {
+		if r.isErr {
 			w.errors++
 		}
-		if t.Retrieval != nil {
-			w.search = append(w.search, time.Duration(t.Retrieval.TookMs*float64(time.Millisecond)))
+		if r.hasSearch {
+			w.search = append(w.search, r.search)
 		}
-		return true
-	})
-	return w, err
+	}
+	return w, nil
 }
 
 // quantile is the q-quantile (nearest rank) of ds; 0 when empty.
@@ -401,5 +416,3 @@ func (c *Console) lookupResponse(ctx context.Context, id string) (conv, turn str
 func turnURL(conv, turn string) string {
 	return "/console/turns/" + turn + "?c=" + conv
 }
-
-var _ = strconv.Itoa

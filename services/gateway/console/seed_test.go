@@ -149,6 +149,7 @@ func (e *env) server(mutate ...func(*Config)) *client {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.t.Cleanup(c.Close)
 	hs := httptest.NewServer(c)
 	e.t.Cleanup(hs.Close)
 	jar, _ := cookiejar.New(nil)

@@ -186,6 +186,7 @@ func (s *Server) Close() {
 		s.hooks.stop()
 	}
 	s.dl.Stop()
+	s.console.Close()
 	s.comps.stop()
 	s.cancels.Close()
 }
