@@ -16,6 +16,12 @@ import (
 // they produce is text, escaped by html/template where it is used.
 var funcs = template.FuncMap{
 	"ms": func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) },
+	"dur": func(d time.Duration) string {
+		if d >= time.Minute {
+			return d.Round(time.Second).String()
+		}
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	},
 	"msf": func(v float64) string {
 		return fmt.Sprintf("%.1f ms", v)
 	},

@@ -129,6 +129,15 @@ func (b *browser) shot(name string) {
 	}
 }
 
+// view saves what fits the window (1400×1000) as a PNG: the docs' pictures.
+func (b *browser) view(name string) {
+	b.t.Helper()
+	png := run(b, "screenshot "+name, chromedp.CaptureScreenshot())
+	if err := os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
 // safe checks that nothing a turn carried ran or became markup: no dialog
 // was opened, the only script is the console's own, no image was injected.
 func (b *browser) safe(where string) {
@@ -222,6 +231,8 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	b.safe("turn")
 	b.shot("turn")
+	b.do("scroll to the context block", chromedp.ScrollIntoView(chromedp.CSS("#upstream-request")))
+	b.view("turn-context")
 	b.open("/console/turns/t-2?c=c-browser")
 	if s := b.text("#instruction"); s != hostilePrompt {
 		t.Fatalf("hostile prompt shown as %q", s)
