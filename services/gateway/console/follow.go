@@ -20,7 +20,8 @@ type follower struct {
 	js jetstream.JetStream
 
 	mu      sync.Mutex
-	ring    []observed // the newest events, oldest first
+	ring    []observed // the newest events: a ring of windowEvents, next is the oldest once full
+	next    int
 	lastUse time.Time
 	cc      jetstream.ConsumeContext
 	ready   chan struct{} // closed once the start of the window is read
@@ -57,7 +58,12 @@ func (f *follower) snapshot(ctx context.Context, wait time.Duration) ([]observed
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]observed(nil), f.ring...), nil
+	out := make([]observed, 0, len(f.ring))
+	if len(f.ring) == windowEvents {
+		out = append(out, f.ring[f.next:]...)
+		return append(out, f.ring[:f.next]...), nil
+	}
+	return append(out, f.ring...), nil
 }
 
 // start begins following (f.mu held).
@@ -82,7 +88,7 @@ func (f *follower) start(ctx context.Context) error {
 	if st.Msgs == 0 || st.LastSeq < start {
 		once.Do(func() { close(ready) })
 	}
-	f.ring, f.ready, f.cancel = f.ring[:0], ready, cancel
+	f.ring, f.next, f.ready, f.cancel = make([]observed, 0, windowEvents), 0, ready, cancel
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		md, err := m.Metadata()
 		if err != nil {
@@ -95,10 +101,12 @@ func (f *follower) start(ctx context.Context) error {
 			o.stage = "dead"
 		}
 		f.mu.Lock()
-		if len(f.ring) >= windowEvents {
-			f.ring = append(f.ring[:0], f.ring[len(f.ring)-windowEvents+1:]...)
+		if len(f.ring) < windowEvents {
+			f.ring = append(f.ring, o)
+		} else {
+			f.ring[f.next] = o
+			f.next = (f.next + 1) % windowEvents
 		}
-		f.ring = append(f.ring, o)
 		f.mu.Unlock()
 		if md.Sequence.Stream >= st.LastSeq || md.NumPending == 0 {
 			once.Do(func() { close(ready) })

@@ -217,7 +217,7 @@ type window struct {
 // last windowAge, one direct read each.
 func (c *Console) readWindow(ctx context.Context, now time.Time) (window, error) {
 	w := window{stageEvents: map[string]int{}, hops: map[string][]time.Duration{}}
-	events, err := c.follow.snapshot(ctx, 5*time.Second)
+	events, err := c.follow.snapshot(ctx, 2*time.Second)
 	if err != nil {
 		return w, err
 	}
