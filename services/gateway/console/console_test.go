@@ -26,6 +26,10 @@ func TestPages(t *testing.T) {
 	e.turn("c-one", "t-1", "Explain the retry policy "+hostile, "Retries back off "+hostile)
 	e.turn("c-one", "t-2", "And the timeouts?", "Timeouts are per attempt.")
 	e.dead("c-two", "t-dead", "gave up after 3 deliveries: index unavailable "+hostile)
+	loop := e.turn("c-tools", "t-tools", "Search the docs", "Found it")
+	loop.Tools = &contracts.ToolLoop{Round: 1, Executions: []contracts.ToolExecution{{ID: "exec_1", Tool: "search_code" + hostile, Server: "aptix", Round: 1,
+		Output: "results " + hostile, DurationMs: 12, Status: contracts.ExecCompleted}}}
+	e.publish(contracts.StageCompleted, loop, nil)
 	c := e.server()
 
 	for _, p := range []struct {
@@ -42,6 +46,7 @@ func TestPages(t *testing.T) {
 		{"/console/diff?a=t-1&ca=c-one&b=t-2&cb=c-one", []string{"kind/finish", "Response text", "Retries back off", "Timeouts are per attempt."}},
 		{"/console/dead", []string{"dead-letters", "index unavailable &lt;script&gt;", "Retry all", "Purge all"}},
 		{"/console/dead?stage=retriever", []string{"dead-letters"}},
+		{"/console/conversations/c-tools", []string{"Tool loop: 1 round(s)", "search_code&lt;script&gt;", "results &lt;script&gt;", "completed"}},
 		{"/console/live", []string{`data-page="live"`, `id="live"`, "requested", "completed"}},
 	} {
 		r := c.get(p.path)
