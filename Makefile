@@ -52,6 +52,23 @@ test: ## run the fast tests of every module (embedded NATS, in-process stages, s
 test-crash: ## kill -9 of `aptix up` with 200 turns in flight against `aptix sandbox --latency 2s`: upstream creates counted at the sandbox (~2 min)
 	cd cmd/aptix && APTIX_CRASH_TEST=1 $(GO) test -count=1 -timeout 10m -v -run '^TestKill9PaysOnce$$' .
 
+# The web console in a real browser: Debian's chromium, headless, driven by
+# chromedp against the pipeline and the gateway in one test process; then the
+# 100 ms page budget with 10,000 conversations stored. Installs chromium with
+# apt-get when it is missing; under CI=true a missing chromium fails the
+# suite. Screenshots of every page land in bin/console-screenshots/.
+CONSOLE_SHOTS := $(BIN)/console-screenshots
+
+.PHONY: test-console
+test-console: ## the web console in headless Chromium (apt-get installs chromium when missing); screenshots in bin/console-screenshots
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  echo "chromium is missing: apt-get install -y chromium"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	@mkdir -p $(CONSOLE_SHOTS)
+	cd cmd/aptix && APTIX_CONSOLE_SCREENSHOTS=$(CONSOLE_SHOTS) $(GO) test -tags console -count=1 -timeout 10m -v -run '^TestConsoleBrowser$$' ./internal/stack/
+	cd services/gateway && APTIX_CONSOLE_PERF_BUDGET=100ms $(GO) test -count=1 -timeout 5m -v -run '^TestPagesFastWith10000Conversations$$' ./console/
+
 .PHONY: test-race
 test-race: ## the fast tests under the race detector
 	$(GO) test -race $(TEST_FLAGS) $(PKGS)

@@ -10,12 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 )
 
 // Dead letters are events a stage gave up on (pipeline stage.go deadLetter):
@@ -62,7 +60,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				return printEvent(cmd.OutOrStdout(), d.storedEvent, false)
+				return printEvent(cmd.OutOrStdout(), d.Event, false)
 			})
 		},
 	}
@@ -141,97 +139,20 @@ func parseSeq(s string) (uint64, error) {
 }
 
 // deadEvent is a stored dead letter with its headers decoded.
-type deadEvent struct {
-	storedEvent
-	Reason, FromStage, Original string
-	Deliveries                  int
-}
-
-func deadFilter(stage string) (string, error) {
-	if stage == "" {
-		return contracts.DeadPrefix + ".>", nil
-	}
-	for _, st := range pipeline.Stages {
-		if st.Name == stage {
-			return contracts.DeadSubject(stage), nil
-		}
-	}
-	return "", usagef("--stage %q: want retriever, envelope, llmcaller or mapper", stage)
-}
+type deadEvent = history.DeadLetter
 
 // deadLetters reads the dead letters of one stage (or all), oldest first.
 func deadLetters(ctx context.Context, js jetstream.JetStream, stage string) ([]deadEvent, error) {
-	filter, err := deadFilter(stage)
-	if err != nil {
-		return nil, err
-	}
-	stream, err := js.Stream(ctx, contracts.StreamName)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
-	}
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return nil, fmt.Errorf("stream info: %w", err)
-	}
-	var total uint64
-	for _, n := range info.State.Subjects {
-		total += n
-	}
-	if total == 0 {
-		return nil, nil
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", filter, err)
-	}
-	var out []deadEvent
-	for read := uint64(0); read < total; read++ {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
-				break // purged or trimmed while reading
-			}
-			return nil, fmt.Errorf("read %s: %w", filter, err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, toDead(md.Sequence.Stream, md.Timestamp, m.Subject(), m.Headers(), m.Data()))
-		if md.NumPending == 0 {
-			break
-		}
-	}
-	return out, nil
+	return history.DeadLetters(ctx, js, stage)
 }
 
 // deadLetter reads one dead letter by stream sequence.
 func deadLetter(ctx context.Context, js jetstream.JetStream, seq uint64) (deadEvent, error) {
-	stream, err := js.Stream(ctx, contracts.StreamName)
-	if err != nil {
-		return deadEvent{}, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	d, err := history.GetDeadLetter(ctx, js, seq)
+	if errors.Is(err, history.ErrNotStored) {
+		return d, fmt.Errorf("%w: see `%s`", err, hint(clientServer(), "dead ls"))
 	}
-	m, err := stream.GetMsg(ctx, seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return deadEvent{}, fmt.Errorf("no event at sequence %d (retried, purged or trimmed?): see `%s`", seq, hint(clientServer(), "dead ls"))
-	}
-	if err != nil {
-		return deadEvent{}, fmt.Errorf("read sequence %d: %w", seq, err)
-	}
-	if !strings.HasPrefix(m.Subject, contracts.DeadPrefix+".") {
-		return deadEvent{}, fmt.Errorf("sequence %d is %s, not a dead letter: see `%s`", seq, m.Subject, hint(clientServer(), "dead ls"))
-	}
-	return toDead(m.Sequence, m.Time, m.Subject, m.Header, m.Data), nil
-}
-
-func toDead(seq uint64, at time.Time, subject string, h nats.Header, data []byte) deadEvent {
-	d := deadEvent{storedEvent: storedEvent{Seq: seq, Time: at, Subject: subject, Header: h, Data: data},
-		Reason: h.Get(contracts.HeaderDeadReason), FromStage: h.Get(contracts.HeaderDeadStage), Original: h.Get(contracts.HeaderDeadSubject)}
-	d.Deliveries, _ = strconv.Atoi(h.Get(contracts.HeaderDeadDeliveries))
-	if stage, _, turn, ok := contracts.ParseSubject(d.Original); ok {
-		d.Stage, d.Turn = stage, turn
-	}
-	return d
+	return d, err
 }
 
 func listDead(w io.Writer, letters []deadEvent, now time.Time) error {
@@ -260,30 +181,6 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-// retryMsg is the original event of a dead letter, ready to publish again:
-// its payload and headers (the claim header included, so a claim-checked
-// event is read from the same object), without the dead-letter headers, and
-// with a fresh Nats-Msg-Id and the redrive mark, so neither this event nor
-// the events the retried turn produces are de-duplicated against the first run.
-func retryMsg(d deadEvent) (*nats.Msg, error) {
-	stage, conv, turn, ok := contracts.ParseSubject(d.Original)
-	if !ok || !contracts.IsToken(conv) || !contracts.IsToken(turn) {
-		return nil, fmt.Errorf("dead letter %d came from %q, which is no turn's subject: it cannot be retried (purge it)", d.Seq, d.Original)
-	}
-	h := nats.Header{}
-	for k, v := range d.Header {
-		switch k {
-		case contracts.HeaderDeadReason, contracts.HeaderDeadStage, contracts.HeaderDeadSubject, contracts.HeaderDeadDeliveries, contracts.HeaderMsgID:
-			continue
-		}
-		h[k] = v
-	}
-	mark := strconv.FormatUint(d.Seq, 10)
-	h.Set(pipeline.HeaderRedrive, mark)
-	h.Set(contracts.HeaderMsgID, contracts.MsgID(conv, turn, stage)+".redrive-"+mark)
-	return &nats.Msg{Subject: d.Original, Header: h, Data: d.Data}, nil
-}
-
 // retryDead re-publishes each dead letter and deletes it once JetStream has
 // accepted the retry: a refused publish leaves it in place to retry later.
 func retryDead(ctx context.Context, js jetstream.JetStream, letters []deadEvent, w io.Writer) error {
@@ -291,30 +188,20 @@ func retryDead(ctx context.Context, js jetstream.JetStream, letters []deadEvent,
 		fmt.Fprintln(w, "no dead letters")
 		return nil
 	}
-	stream, err := js.Stream(ctx, contracts.StreamName)
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", contracts.StreamName, err)
-	}
 	var failed int
 	for _, d := range letters {
-		m, err := retryMsg(d)
-		if err == nil {
-			_, err = js.PublishMsg(ctx, m)
-			if err != nil {
-				err = fmt.Errorf("publish %s: %w", m.Subject, err)
-			}
-		}
-		if err != nil {
+		retried, err := history.Retry(ctx, js, d)
+		if !retried {
 			failed++
 			fmt.Fprintf(w, "%d  %s  NOT retried: %v\n", d.Seq, d.Original, err)
 			continue
 		}
-		if err := stream.DeleteMsg(ctx, d.Seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			fmt.Fprintf(w, "%d  %s  retried, but the dead letter was not deleted: %v\n", d.Seq, d.Original, err)
+		if err != nil {
+			fmt.Fprintf(w, "%d  %s  %v\n", d.Seq, d.Original, err)
 			continue
 		}
 		fmt.Fprintf(w, "%d  %s  retried (turn %s; its new completion will be the turn's last: %s)\n",
-			d.Seq, d.Original, d.Turn, hint(clientServer(), "events --conversation", conversationOf(d.Original)))
+			d.Seq, d.Original, d.Turn, hint(clientServer(), "events --conversation", d.Conversation()))
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d dead letter(s) not retried", failed, len(letters))
@@ -322,31 +209,7 @@ func retryDead(ctx context.Context, js jetstream.JetStream, letters []deadEvent,
 	return nil
 }
 
-func conversationOf(subject string) string {
-	_, conv, _, _ := contracts.ParseSubject(subject)
-	return conv
-}
-
 // purgeDead deletes the dead letters of one stage, or all.
 func purgeDead(ctx context.Context, js jetstream.JetStream, stage string) (uint64, error) {
-	filter, err := deadFilter(stage)
-	if err != nil {
-		return 0, err
-	}
-	stream, err := js.Stream(ctx, contracts.StreamName)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
-	}
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return 0, fmt.Errorf("stream info: %w", err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(filter)); err != nil {
-		return 0, fmt.Errorf("purge %s: %w", filter, err)
-	}
-	return n, nil
+	return history.PurgeDead(ctx, js, stage)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 )
 
 // TestDiffTwoTurns compares a turn with its replay on another backend and
@@ -17,11 +18,11 @@ func TestDiffTwoTurns(t *testing.T) {
 	orig := d.turn(contracts.AgentExecuteRequest{ConversationId: "c-d", TurnId: "d1", Mode: "ANALYZE", Instruction: "Explain the retry policy"})
 	d.replay(replayFlags{conversation: "c-d", turn: "d1", from: "llmcaller", backend: "other", model: "other-1", newTurn: "d1-other"})
 
-	a, err := loadTurnView(d.ctx(), d.js, "", "d1")
+	a, err := history.LoadTurn(d.ctx(), d.js, "", "d1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := loadTurnView(d.ctx(), d.js, "", "d1-other")
+	b, err := history.LoadTurn(d.ctx(), d.js, "", "d1-other")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -13,12 +12,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 )
 
 func init() {
@@ -67,7 +65,7 @@ func runEvents(ctx context.Context, conversation string, seq uint64, raw bool, o
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	events, err := conversationEvents(ctx, js, conversation)
+	events, err := history.ConversationEvents(ctx, js, conversation)
 	if err != nil {
 		return err
 	}
@@ -89,85 +87,11 @@ func runEvents(ctx context.Context, conversation string, seq uint64, raw bool, o
 		conversation, seq, events[0].Seq, events[len(events)-1].Seq, hint(clientServer(), "events", "--conversation", conversation))
 }
 
-// storedEvent is one message of the stream, as the events command shows it.
-type storedEvent struct {
-	Seq     uint64
-	Time    time.Time
-	Subject string
-	Stage   string
-	Turn    string
-	Header  map[string][]string
-	Data    []byte
-}
-
-// conversationEvents reads the conversation's events and the dead letters
-// whose original subject belongs to it, in stream order.
-func conversationEvents(ctx context.Context, js jetstream.JetStream, conversation string) ([]storedEvent, error) {
-	stream, err := js.Stream(ctx, contracts.StreamName)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
-	}
-	var events []storedEvent
-	for _, filter := range []string{contracts.ConversationFilter(conversation), contracts.DeadPrefix + ".>"} {
-		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
-		if err != nil {
-			return nil, fmt.Errorf("stream info: %w", err)
-		}
-		var total uint64
-		for _, n := range info.State.Subjects {
-			total += n
-		}
-		if total == 0 {
-			continue
-		}
-		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", filter, err)
-		}
-		for read := uint64(0); read < total; {
-			m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-			if err != nil {
-				if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
-					break // the stream was trimmed while reading
-				}
-				return nil, fmt.Errorf("read %s: %w", filter, err)
-			}
-			read++
-			md, err := m.Metadata()
-			if err != nil {
-				return nil, err
-			}
-			data, err := pipeline.EventData(ctx, js, m.Headers(), m.Data())
-			if err != nil {
-				data = m.Data() // the stub still says what it was
-			}
-			e := storedEvent{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: data}
-			if stage, conv, turn, ok := contracts.ParseSubject(m.Subject()); ok && conv == conversation {
-				e.Stage, e.Turn = stage, turn
-			} else if orig := m.Headers().Get(contracts.HeaderDeadSubject); orig != "" {
-				_, conv, turn, ok := contracts.ParseSubject(orig)
-				if !ok || conv != conversation {
-					continue
-				}
-				e.Stage, e.Turn = "dead."+m.Headers().Get(contracts.HeaderDeadStage), turn
-			} else {
-				continue
-			}
-			events = append(events, e)
-			if md.NumPending == 0 {
-				break
-			}
-		}
-	}
-	sort.Slice(events, func(i, j int) bool { return events[i].Seq < events[j].Seq })
-	return events, nil
-}
-
-func listEvents(w io.Writer, conversation string, events []storedEvent) error {
+func listEvents(w io.Writer, conversation string, events []history.Event) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tSTAGE\tTURN\tSIZE\tTRACE")
 	for _, e := range events {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Stage, e.Turn, len(e.Data), traceID(e.Header))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Stage, e.Turn, len(e.Data), history.TraceID(e.Header))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -177,7 +101,7 @@ func listEvents(w io.Writer, conversation string, events []storedEvent) error {
 	return nil
 }
 
-func printEvent(w io.Writer, e storedEvent, raw bool) error {
+func printEvent(w io.Writer, e history.Event, raw bool) error {
 	if raw {
 		_, err := w.Write(append(e.Data, '\n'))
 		return err
@@ -201,17 +125,4 @@ func printEvent(w io.Writer, e storedEvent, raw bool) error {
 	buf.WriteByte('\n')
 	_, err := buf.WriteTo(w)
 	return err
-}
-
-// traceID takes the trace id out of a W3C traceparent header (version-trace-span-flags).
-func traceID(h map[string][]string) string {
-	v := h[contracts.HeaderTraceparent]
-	if len(v) == 0 {
-		return "-"
-	}
-	parts := strings.Split(v[0], "-")
-	if len(parts) != 4 {
-		return "-"
-	}
-	return parts[1]
 }

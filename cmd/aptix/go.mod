@@ -4,6 +4,8 @@ go 1.26.0
 
 require (
 	github.com/aptix-dev/aptix/services/gateway v0.0.0
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/coder/websocket v1.8.15
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/uuid v1.6.0

@@ -26,6 +26,7 @@ func init() {
 			"by every gateway replica at its next request (each request reads the bucket).",
 	}
 	var name, expires, principal string
+	var admin bool
 	create := &cobra.Command{
 		Use:   "create --name NAME [--expires 90d]",
 		Short: "Create an API key and print it (once: only its hash is stored)",
@@ -39,7 +40,11 @@ func init() {
 				return usagef("--expires: %w", err)
 			}
 			return withKeys(cmd.Context(), "keys create", func(ctx context.Context, k *auth.Keys) error {
-				key, rec, err := k.Create(ctx, name, principal, ttl)
+				var roles []string
+				if admin {
+					roles = []string{auth.RoleAdmin} // opens the web console (/console/)
+				}
+				key, rec, err := k.CreateWithRoles(ctx, name, principal, ttl, roles)
 				if err != nil {
 					return err
 				}
@@ -56,6 +61,7 @@ func init() {
 	create.Flags().StringVar(&name, "name", "", "who or what the key is for (the principal is key:NAME)")
 	create.Flags().StringVar(&expires, "expires", "", "lifetime: days (90d) or a Go duration (12h); default never")
 	create.Flags().StringVar(&principal, "principal", "", "principal the key acts as (default key:NAME; keys of one principal share its responses)")
+	create.Flags().BoolVar(&admin, "admin", false, "give the key the admin role: it opens the web console at /console/ (which shows every principal's turns)")
 
 	list := &cobra.Command{
 		Use:   "list",

@@ -8,12 +8,12 @@ import (
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 )
 
@@ -84,17 +84,11 @@ func init() {
 	root.AddCommand(cmd)
 }
 
-// replayInput maps --from to the stage of the event that stage consumes.
-var replayInput = map[string]string{
-	"requested": contracts.StageRequested, "retriever": contracts.StageRequested,
-	"envelope": contracts.StageRetrieved, "llmcaller": contracts.StageEnveloped, "mapper": contracts.StageResponded,
-}
-
 func (f replayFlags) validate() error {
 	if f.conversation == "" || !contracts.IsToken(f.conversation) {
 		return usagef("--conversation is required: 1-%d characters of [A-Za-z0-9_-]", contracts.MaxIDLen)
 	}
-	in, ok := replayInput[f.from]
+	in, ok := history.ReplayInput[f.from]
 	if !ok {
 		return usagef("--from %q: want retriever (or requested), envelope, llmcaller or mapper", f.from)
 	}
@@ -115,138 +109,37 @@ func (f replayFlags) validate() error {
 	return nil
 }
 
-// storedTurnEvent reads the last event of a turn at a stage, resolving a
-// claim-checked payload.
-func storedTurnEvent(ctx context.Context, js jetstream.JetStream, stage, conv, turn string) (*jetstream.RawStreamMsg, []byte, error) {
-	s, err := js.Stream(ctx, contracts.StreamName)
-	if err != nil {
-		return nil, nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
-	}
-	subject := contracts.Subject(stage, conv, turn)
-	m, err := s.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil, fmt.Errorf("no stored %s event for turn %s of conversation %s (never reached that stage, or trimmed from history): see `aptix events --conversation %s`", stage, turn, conv, conv)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", subject, err)
-	}
-	data, err := pipeline.EventData(ctx, js, m.Header, m.Data)
-	if err != nil {
-		return nil, nil, err
-	}
-	return m, data, nil
-}
-
 // buildReplay turns the stored input of the --from stage into the event to
-// publish. pin says to keep the original's continuation (previous response
-// id) so the replay sees the conversation as the original did.
+// publish (history.BuildReplay). pin says to keep the original's
+// continuation (previous response id) so the replay sees the conversation
+// as the original did. A new --backend without --model takes that
+// profile's default model, as this process's profiles (APTIX_PROFILES,
+// env) define it.
 func buildReplay(ctx context.Context, js jetstream.JetStream, f replayFlags, pin bool) (pipeline.ReplayEvent, error) {
-	in := replayInput[f.from]
-	source := in
-	if in == contracts.StageRequested {
-		source = contracts.StageRetrieved // requests leave the queue; the retrieved event recorded it
-	}
-	m, data, err := storedTurnEvent(ctx, js, source, f.conversation, f.turn)
-	if err != nil {
-		return pipeline.ReplayEvent{}, err
-	}
-	var t contracts.Turn
-	if err := json.Unmarshal(data, &t); err != nil {
-		return pipeline.ReplayEvent{}, fmt.Errorf("decode %s: %w", m.Subject, err)
-	}
-	conv, turn := f.into, f.newTurn
-	if conv == "" {
-		conv = f.conversation
-	}
+	turn := f.newTurn
 	if turn == "" {
 		turn = newID()
 	}
-	t.ConversationId, t.TurnId = conv, turn
-	t.Request.ConversationId, t.Request.TurnId = conv, turn
-	if f.stream {
-		t.Request.Stream = true
-	}
-	if pin && t.Request.ResponseContinuationId == "" && f.backend == "" && (in == contracts.StageRequested || in == contracts.StageRetrieved) {
-		// The envelope fills the continuation from the conversation's record,
-		// which may have moved on since: take the one the original was sent with.
-		if _, env, err := storedTurnEvent(ctx, js, contracts.StageEnveloped, f.conversation, f.turn); err == nil {
-			var et contracts.Turn
-			if json.Unmarshal(env, &et) == nil {
-				t.Request.ResponseContinuationId = et.Request.ResponseContinuationId
-			}
-		}
-	}
-	switch in {
-	case contracts.StageRequested, contracts.StageRetrieved:
-		if f.backend != "" || f.model != "" {
-			ac := contracts.AgentContext{}
-			if t.Request.AgentContext != nil {
-				ac = *t.Request.AgentContext
-			}
-			if f.backend != "" {
-				ac.Backend = f.backend
-			}
-			if f.model != "" {
-				ac.Model = f.model
-			}
-			t.Request.AgentContext = &ac
-		}
-	case contracts.StageEnveloped:
-		if err := retarget(&t, f.backend, f.model); err != nil {
-			return pipeline.ReplayEvent{}, err
-		}
-	}
-	ev := pipeline.ReplayEvent{Stage: in, ConversationId: conv, TurnId: turn, Of: f.turn, OrigHeader: m.Header,
-		Continue: f.cont || conv != f.conversation}
-	if in == contracts.StageRequested {
-		ev.Data, err = json.Marshal(t.Request)
-	} else {
-		ev.Data, err = json.Marshal(t)
-	}
-	if err != nil {
-		return ev, fmt.Errorf("encode replay: %w", err)
-	}
-	return ev, nil
-}
-
-// retarget points an enveloped turn at another backend or model: the
-// envelope's backend and model and the body's "model", which is sent as is.
-// A new backend without --model takes that profile's default model, as this
-// process's profiles (APTIX_PROFILES, env) define it.
-func retarget(t *contracts.Turn, backend, model string) error {
-	if backend == "" && model == "" {
-		return nil
-	}
-	if t.Envelope == nil || len(t.Envelope.Body) == 0 {
-		return errors.New("the enveloped event has no request body to replay")
-	}
-	if backend != "" {
-		t.Envelope.Backend = backend
-		if model == "" {
+	ev, err := history.BuildReplay(ctx, js, history.ReplaySpec{
+		Conversation: f.conversation, Turn: f.turn, From: f.from, Backend: f.backend, Model: f.model,
+		Into: f.into, NewTurn: turn, Stream: f.stream, Continue: f.cont, Pin: pin,
+		DefaultModel: func(backend string) (string, error) {
 			set, err := profiles.FromEnv()
 			if err != nil {
-				return usagef("--backend %s without --model: %v", backend, err)
+				return "", err
 			}
 			p, err := set.Get(backend)
 			if err != nil {
-				return usagef("--backend %s without --model: %v; give --model", backend, err)
+				return "", err
 			}
-			model = p.Model("")
-		}
+			return p.Model(""), nil
+		},
+	})
+	var ie history.InputError
+	if errors.As(err, &ie) {
+		return ev, usagef("%w", err)
 	}
-	t.Envelope.Model = model
-	var body map[string]json.RawMessage
-	if err := json.Unmarshal(t.Envelope.Body, &body); err != nil {
-		return fmt.Errorf("the enveloped body is not a JSON object: %w", err)
-	}
-	m, _ := json.Marshal(model)
-	body["model"] = m
-	out, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	t.Envelope.Body = out
-	return nil
+	return ev, err
 }
 
 // replayTurn publishes one replay, waits for it and prints its result.
@@ -304,7 +197,7 @@ func runReplayEvent(ctx context.Context, js jetstream.JetStream, f replayFlags, 
 // replayConversation re-runs every turn of a conversation, in order, in a
 // new conversation: each replayed turn continues from the replay before it.
 func replayConversation(ctx context.Context, js jetstream.JetStream, f replayFlags, stdout, stderr io.Writer) error {
-	turns, err := conversationTurns(ctx, js, f.conversation)
+	turns, err := history.ConversationTurns(ctx, js, f.conversation, false)
 	if err != nil {
 		return err
 	}
@@ -329,45 +222,4 @@ func replayConversation(ctx context.Context, js jetstream.JetStream, f replayFla
 	}
 	fmt.Fprintf(stderr, "aptix: conversation %s replayed as %s (%d turns)\n", f.conversation, f.into, len(turns))
 	return nil
-}
-
-// conversationTurns lists the conversation's turns in the order they were
-// last retrieved (each turn once, however often it was retried), leaving out
-// replays that did not continue it.
-func conversationTurns(ctx context.Context, js jetstream.JetStream, conv string) ([]string, error) {
-	s, err := js.Stream(ctx, contracts.StreamName)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
-	}
-	filter := contracts.Subject(contracts.StageRetrieved, conv, "*")
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return nil, fmt.Errorf("stream info: %w", err)
-	}
-	if len(info.State.Subjects) == 0 {
-		return nil, nil
-	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", filter, err)
-	}
-	var turns []string
-	for range info.State.Subjects {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
-				break
-			}
-			return nil, err
-		}
-		_, _, turn, _ := contracts.ParseSubject(m.Subject())
-		// A replay that did not continue the conversation is a side branch.
-		if h := m.Headers(); h.Get(pipeline.HeaderReplayOf) == "" || h.Get(pipeline.HeaderReplayContinue) == "true" {
-			turns = append(turns, turn)
-		}
-		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
-			break
-		}
-	}
-	return turns, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
@@ -80,7 +81,7 @@ func TestReplayFromEachStage(t *testing.T) {
 	if o.Kind != contracts.KindOK || !strings.Contains(o.Text, "ck_retry") || d.sb.Requests() != 1 {
 		t.Fatalf("original: %+v (%d calls)", o, d.sb.Requests())
 	}
-	origTrace := traceID(map[string][]string(mustHeader(t, d, "aptix.enveloped.c-r.t1")))
+	origTrace := history.TraceID(map[string][]string(mustHeader(t, d, "aptix.enveloped.c-r.t1")))
 
 	calls := 1
 	for _, from := range []string{"retriever", "envelope", "llmcaller", "mapper"} {
@@ -171,12 +172,12 @@ func TestReplayConversation(t *testing.T) {
 	if !strings.Contains(out.String(), "--- turn 1 of 2: w1") || !strings.Contains(out.String(), "--- turn 2 of 2: w2") {
 		t.Fatalf("output:\n%s", out.String())
 	}
-	turns, err := conversationTurns(d.ctx(), d.js, "c-w2")
+	turns, err := history.ConversationTurns(d.ctx(), d.js, "c-w2", false)
 	if err != nil || len(turns) != 2 {
 		t.Fatalf("replayed turns %v %v", turns, err)
 	}
 	first := d.turnResult("c-w2", turns[0])
-	_, env, err := storedTurnEvent(d.ctx(), d.js, contracts.StageEnveloped, "c-w2", turns[1])
+	_, env, err := history.TurnEvent(d.ctx(), d.js, contracts.StageEnveloped, "c-w2", turns[1])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 )
 
 // status shows what an operator needs to judge capacity: the queue and the
@@ -69,8 +70,8 @@ func printStatus(ctx context.Context, out io.Writer, js jetstream.JetStream, lim
 			pipeline.FormatBytes(info.Config.MaxBytes), role)
 	}
 	fmt.Fprintln(w)
-	replicas, _ := microReplicas(js.Conn(), 300*time.Millisecond) // statusextra.go
-	dead, _ := deadCounts(ctx, js)
+	replicas, _ := pipeline.MicroReplicas(js.Conn(), 300*time.Millisecond, 0)
+	dead, _ := history.DeadCounts(ctx, js)
 	stageServices := map[string]bool{}
 	fmt.Fprintln(w, "STAGE\tREPLICAS\tCONSUMES\tWAITING\tIN FLIGHT\tREDELIVERED\tDEAD")
 	for _, st := range pipeline.Stages {

@@ -3,17 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
@@ -21,55 +18,6 @@ import (
 // of each service answer (micro discovery, what `nats micro ls` shows) and
 // how many dead letters each stage left, so an operator sees a stage with no
 // replica or an outage's dead letters on the same screen as the backlogs.
-
-// microReplicas pings every micro service on nc and counts the replicas of
-// each service name that answer within wait.
-func microReplicas(nc *nats.Conn, wait time.Duration) (map[string]int, error) {
-	inbox := nats.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, fmt.Errorf("micro discovery: %w", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest("$SRV.PING", inbox, nil); err != nil {
-		return nil, fmt.Errorf("micro discovery: %w", err)
-	}
-	counts := map[string]int{}
-	seen := map[string]bool{}
-	for deadline := time.Now().Add(wait); ; {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return counts, nil
-		}
-		m, err := sub.NextMsg(left)
-		if err != nil {
-			return counts, nil // timed out: everyone who answers has
-		}
-		var p struct{ Name, ID string }
-		if json.Unmarshal(m.Data, &p) != nil || p.Name == "" || seen[p.ID] {
-			continue
-		}
-		seen[p.ID] = true
-		counts[p.Name]++
-	}
-}
-
-// deadCounts is the number of stored dead letters per stage.
-func deadCounts(ctx context.Context, js jetstream.JetStream) (map[string]uint64, error) {
-	s, err := js.Stream(ctx, contracts.StreamName)
-	if err != nil {
-		return nil, err
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(contracts.DeadPrefix+".>"))
-	if err != nil {
-		return nil, fmt.Errorf("stream info: %w", err)
-	}
-	out := map[string]uint64{}
-	for subj, n := range info.State.Subjects {
-		out[strings.TrimPrefix(subj, contracts.DeadPrefix+".")] += n
-	}
-	return out, nil
-}
 
 // otherServices lists the micro services that are not pipeline stages (the
 // gateway, say) with their replica counts.

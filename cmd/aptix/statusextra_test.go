@@ -32,7 +32,7 @@ func TestStatusReplicasAndDead(t *testing.T) {
 			t.Errorf("status lacks %s:\n%s", want, s)
 		}
 	}
-	replicas, err := microReplicas(d.js.Conn(), 300*time.Millisecond)
+	replicas, err := pipeline.MicroReplicas(d.js.Conn(), 300*time.Millisecond, 0)
 	if err != nil || replicas["aptix-llmcaller"] != 1 || replicas["aptix-toolrunner"] != 1 || len(replicas) != 5 {
 		t.Fatalf("replicas %v %v", replicas, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 )
 
 // trace draws a turn's timeline from its stored events alone, so it works
@@ -34,12 +35,11 @@ func init() {
 				}
 			}
 			return withJS(cmd.Context(), "trace", func(ctx context.Context, js jetstream.JetStream) error {
-				v, err := loadTurnView(ctx, js, conv, args[0])
+				v, err := history.LoadTurn(ctx, js, conv, args[0])
 				if err != nil {
 					return err
 				}
-				traceHeader, _ := traceOf(ctx, js, v)
-				return printTrace(cmd.OutOrStdout(), v, traceHeader)
+				return printTrace(cmd.OutOrStdout(), v, v.TraceOf())
 			})
 		},
 	}
@@ -47,32 +47,12 @@ func init() {
 	root.AddCommand(cmd)
 }
 
-// traceOf is the trace id on the turn's last stored event.
-func traceOf(ctx context.Context, js jetstream.JetStream, v turnView) (string, error) {
-	for i := len(diffStages) - 1; i >= 0; i-- {
-		if _, ok := v.Turns[diffStages[i]]; ok {
-			m, _, err := storedTurnEvent(ctx, js, diffStages[i], v.Conversation, v.Turn)
-			if err != nil {
-				return "-", err
-			}
-			return traceID(m.Header), nil
-		}
-	}
-	return "-", nil
-}
-
-// producer names the stage that stores each event.
-var producer = map[string]string{
-	contracts.StageRetrieved: "retriever", contracts.StageEnveloped: "envelope",
-	contracts.StageResponded: "llmcaller", contracts.StageCompleted: "mapper",
-}
-
 const traceWidth = 40
 
-func printTrace(w io.Writer, v turnView, trace string) error {
+func printTrace(w io.Writer, v history.TurnView, trace string) error {
 	var first, last time.Time
 	var stages []string
-	for _, s := range diffStages {
+	for _, s := range history.Stages {
 		at, ok := v.Times[s]
 		if !ok {
 			continue
@@ -115,7 +95,7 @@ func printTrace(w io.Writer, v turnView, trace string) error {
 			tookCell = "-"
 			note = strings.TrimSuffix("first stored event; "+note, "; ")
 		}
-		line := fmt.Sprintf("%-10s %-10s %9s %9s  %s %s", producer[s], s, ms(at.Sub(first)), tookCell, bar(prev.Sub(first), took, total, i == 0), note)
+		line := fmt.Sprintf("%-10s %-10s %9s %9s  %s %s", history.Producer[s], s, ms(at.Sub(first)), tookCell, bar(prev.Sub(first), took, total, i == 0), note)
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 		prev = at
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 )
 
 // TestTraceWaterfall: a turn's four stored events in order, offsets that
@@ -15,14 +16,14 @@ import (
 func TestTraceWaterfall(t *testing.T) {
 	d := newDebugStack(t)
 	d.turn(contracts.AgentExecuteRequest{ConversationId: "c-t", TurnId: "tr1", Instruction: "trace me"})
-	v, err := loadTurnView(d.ctx(), d.js, "", "tr1")
+	v, err := history.LoadTurn(d.ctx(), d.js, "", "tr1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := traceOf(d.ctx(), d.js, v)
+	id := v.TraceOf()
 	// "-" without a tracer provider (as here), else the 32-hex trace id.
-	if err != nil || (id != "-" && len(id) != 32) {
-		t.Fatalf("trace id %q %v", id, err)
+	if id != "-" && len(id) != 32 {
+		t.Fatalf("trace id %q", id)
 	}
 	var out bytes.Buffer
 	if err := printTrace(&out, v, id); err != nil {

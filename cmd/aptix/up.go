@@ -200,7 +200,7 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 			return err
 		}
 		base := "http://" + httpLn.Addr().String()
-		httpLine = fmt.Sprintf("  HTTP:   %s (OpenAI Responses API: POST /v1/responses, GET /v1/models)\n  Auth:   %s\n", base, authLine)
+		httpLine = fmt.Sprintf("  HTTP:   %s (OpenAI Responses API: POST /v1/responses, GET /v1/models)\n  Console: %s/console/\n  Auth:   %s\n", base, base, authLine)
 		hdr := ""
 		switch {
 		case strings.HasPrefix(authLine, "keys"):

@@ -118,7 +118,7 @@ func TestUpExecEvents(t *testing.T) {
 	// The hints are the binary as invoked, with --nats since the server is not the default.
 	for _, want := range []string{"NATS:   " + natsURL, "SANDBOX", "NOT a model", "bin/aptix --nats " + natsURL + ` exec "Explain`,
 		"bin/aptix --nats " + natsURL + " index . && bin/aptix --nats " + natsURL + ` exec "Where`,
-		"HTTP:   http://" + upHTTP, "curl -s http://" + upHTTP + "/v1/responses"} {
+		"HTTP:   http://" + upHTTP, "Console: http://" + upHTTP + "/console/", "curl -s http://" + upHTTP + "/v1/responses"} {
 		if !strings.Contains(up.String(), want) {
 			t.Errorf("up banner lacks %q:\n%s", want, up)
 		}

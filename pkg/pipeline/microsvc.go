@@ -118,3 +118,41 @@ func (m *microService) stop() {
 		_ = s.Unsubscribe()
 	}
 }
+
+// MicroReplicas pings every micro service on nc and counts the replicas of
+// each service name that answer within wait (what `nats micro ls` shows).
+// With quiet > 0 it stops once no answer came for quiet, so a caller on a
+// latency budget (the console's overview) does not wait the whole interval
+// when every replica answered at once.
+func MicroReplicas(nc *nats.Conn, wait, quiet time.Duration) (map[string]int, error) {
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("micro discovery: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest("$SRV.PING", inbox, nil); err != nil {
+		return nil, fmt.Errorf("micro discovery: %w", err)
+	}
+	counts := map[string]int{}
+	seen := map[string]bool{}
+	for deadline := time.Now().Add(wait); ; {
+		left := time.Until(deadline)
+		if quiet > 0 && len(seen) > 0 {
+			left = min(left, quiet)
+		}
+		if left <= 0 {
+			return counts, nil
+		}
+		m, err := sub.NextMsg(left)
+		if err != nil {
+			return counts, nil // timed out: everyone who answers has
+		}
+		var p struct{ Name, ID string }
+		if json.Unmarshal(m.Data, &p) != nil || p.Name == "" || seen[p.ID] {
+			continue
+		}
+		seen[p.ID] = true
+		counts[p.Name]++
+	}
+}

@@ -20,6 +20,23 @@ type Principal struct {
 	ID string
 	// Via is "key", "jwt" or "none".
 	Via string
+	// Roles are what the credential may do beyond the API: RoleAdmin opens
+	// the web console (docs/security.md). A key gets them at creation
+	// (aptix keys create --admin); a JWT from its roles claim.
+	Roles []string
+}
+
+// RoleAdmin is the role the web console requires when authentication is on.
+const RoleAdmin = "admin"
+
+// Has reports whether p holds role.
+func (p Principal) Has(role string) bool {
+	for _, r := range p.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
 }
 
 // Failure is a refused credential: Code is the client's error code

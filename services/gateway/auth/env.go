@@ -58,7 +58,7 @@ func Loopback(addr string) bool {
 
 // FromEnv reads APTIX_AUTH (none | keys | jwt | keys,jwt), the JWT settings
 // (APTIX_JWKS_URL, APTIX_JWT_ISSUER, APTIX_JWT_AUDIENCE,
-// APTIX_JWT_PRINCIPAL_CLAIM, APTIX_JWT_LEEWAY) and the limits
+// APTIX_JWT_PRINCIPAL_CLAIM, APTIX_JWT_ROLES_CLAIM, APTIX_JWT_LEEWAY) and the limits
 // (APTIX_LIMIT_RPM, APTIX_LIMIT_BACKGROUND). Unset APTIX_AUTH means none
 // on a loopback listen address and is an error on any other: a gateway
 // reachable from the network serves anonymous callers only when told
@@ -102,7 +102,8 @@ func FromEnv(ctx context.Context, listen string, js jetstream.JetStream, replica
 	if s.Mode.JWT {
 		cfg := JWTConfig{
 			JWKSURL: os.Getenv("APTIX_JWKS_URL"), Issuer: os.Getenv("APTIX_JWT_ISSUER"),
-			Audience: os.Getenv("APTIX_JWT_AUDIENCE"), PrincipalClaim: os.Getenv("APTIX_JWT_PRINCIPAL_CLAIM"), Logger: log,
+			Audience: os.Getenv("APTIX_JWT_AUDIENCE"), PrincipalClaim: os.Getenv("APTIX_JWT_PRINCIPAL_CLAIM"),
+			RolesClaim: os.Getenv("APTIX_JWT_ROLES_CLAIM"), Logger: log,
 		}
 		if v := os.Getenv("APTIX_JWT_LEEWAY"); v != "" {
 			if cfg.Leeway, err = time.ParseDuration(v); err != nil {

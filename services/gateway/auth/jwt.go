@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/MicahParks/keyfunc/v3"
@@ -24,6 +25,10 @@ type JWTConfig struct {
 	Audience string
 	// PrincipalClaim names the claim that identifies the caller (default sub).
 	PrincipalClaim string
+	// RolesClaim names the claim that lists the caller's roles (default
+	// roles): an array of strings or one space-separated string, as
+	// identity providers write it; "admin" opens the console.
+	RolesClaim string
 	// Leeway allowed on exp, nbf and iat (default 30s).
 	Leeway time.Duration
 	// RefreshInterval re-reads the JWKS in the background (default 1h).
@@ -42,6 +47,7 @@ type JWT struct {
 	kf     keyfunc.Keyfunc
 	parser *jwt.Parser
 	claim  string
+	roles  string
 }
 
 // NewJWT fetches the JWKS (a failure is logged and retried on use, so a
@@ -53,6 +59,9 @@ func NewJWT(ctx context.Context, cfg JWTConfig) (*JWT, error) {
 	}
 	if cfg.PrincipalClaim == "" {
 		cfg.PrincipalClaim = "sub"
+	}
+	if cfg.RolesClaim == "" {
+		cfg.RolesClaim = "roles"
 	}
 	if cfg.Leeway <= 0 {
 		cfg.Leeway = 30 * time.Second
@@ -89,6 +98,7 @@ func NewJWT(ctx context.Context, cfg JWTConfig) (*JWT, error) {
 			jwt.WithIssuedAt(),
 		),
 		claim: cfg.PrincipalClaim,
+		roles: cfg.RolesClaim,
 	}, nil
 }
 
@@ -104,5 +114,22 @@ func (j *JWT) Verify(ctx context.Context, token string) (Principal, error) {
 	if sub == "" {
 		return Principal{}, fmt.Errorf("token has no %q claim", j.claim)
 	}
-	return Principal{ID: "jwt:" + sub, Via: "jwt"}, nil
+	return Principal{ID: "jwt:" + sub, Via: "jwt", Roles: claimRoles(claims[j.roles])}, nil
+}
+
+// claimRoles reads a roles claim: ["admin", …] or "admin other".
+func claimRoles(v any) []string {
+	switch r := v.(type) {
+	case string:
+		return strings.Fields(r)
+	case []any:
+		var out []string
+		for _, x := range r {
+			if s, ok := x.(string); ok && s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
 }

@@ -44,6 +44,8 @@ type KeyRecord struct {
 	CreatedAt time.Time  `json:"createdAt"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+	// Roles the key's principal holds (RoleAdmin for the console).
+	Roles []string `json:"roles,omitempty"`
 }
 
 // Active reports whether the key is usable at now.
@@ -88,6 +90,12 @@ func hashKey(key string) string {
 // expiring after ttl (0: never). It returns the key, which is not stored
 // and cannot be shown again.
 func (k *Keys) Create(ctx context.Context, name, principal string, ttl time.Duration) (string, KeyRecord, error) {
+	return k.CreateWithRoles(ctx, name, principal, ttl, nil)
+}
+
+// CreateWithRoles is Create for a key whose principal holds roles
+// (RoleAdmin opens the console).
+func (k *Keys) CreateWithRoles(ctx context.Context, name, principal string, ttl time.Duration, roles []string) (string, KeyRecord, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return "", KeyRecord{}, errors.New("a key needs a name")
@@ -105,7 +113,7 @@ func (k *Keys) Create(ctx context.Context, name, principal string, ttl time.Dura
 	}
 	key := KeyPrefix + hex.EncodeToString(id[:]) + base64.RawURLEncoding.EncodeToString(secret[:])
 	now := k.Now().UTC()
-	rec := KeyRecord{ID: hex.EncodeToString(id[:]), Name: name, Principal: principal, Hash: hashKey(key), CreatedAt: now}
+	rec := KeyRecord{ID: hex.EncodeToString(id[:]), Name: name, Principal: principal, Hash: hashKey(key), CreatedAt: now, Roles: roles}
 	if ttl > 0 {
 		exp := now.Add(ttl)
 		rec.ExpiresAt = &exp
@@ -216,7 +224,7 @@ func (k *Keys) Verify(ctx context.Context, key string) (Principal, error) {
 	if !r.Active(k.Now()) {
 		return Principal{}, fmt.Errorf("API key %s (%s) expired", id, r.Name)
 	}
-	return Principal{ID: r.Principal, Via: "key"}, nil
+	return Principal{ID: r.Principal, Via: "key", Roles: r.Roles}, nil
 }
 
 // ParseTTL reads a key lifetime: a Go duration or a number of days ("90d").

@@ -22,6 +22,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
+	"github.com/aptix-dev/aptix/services/gateway/console"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -88,6 +89,8 @@ type Server struct {
 	mux     *http.ServeMux
 	log     *slog.Logger
 	limits  *rateLimits
+	// console is the web console at /console/ (docs/console.md).
+	console *console.Console
 }
 
 // New connects the gateway to the bus: the KV bucket, the stream and one
@@ -159,8 +162,22 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if s.console, err = console.New(console.Config{NC: cfg.NC, Auth: cfg.Auth, Profiles: cfg.Profiles, Logger: cfg.Logger.With("component", "console"),
+		Responses: s.lookupResponse}); err != nil {
+		return nil, err
+	}
 	s.routes()
 	return s, nil
+}
+
+// lookupResponse resolves a resp_… id for the console (any owner's: the
+// console is for admins).
+func (s *Server) lookupResponse(ctx context.Context, id string) (conv, turn string, found bool, err error) {
+	meta, err := s.store.Get(ctx, id)
+	if err != nil || meta == nil {
+		return "", "", false, err
+	}
+	return meta.ConversationID, meta.TurnID, true, nil
 }
 
 // Close stops the completion watch.
@@ -169,6 +186,7 @@ func (s *Server) Close() {
 		s.hooks.stop()
 	}
 	s.dl.Stop()
+	s.console.Close()
 	s.comps.stop()
 	s.cancels.Close()
 }
@@ -207,6 +225,10 @@ func (s *Server) routes() {
 // ServeHTTP serves the API: the health endpoints to anyone, everything
 // else to an authenticated caller within its rate (auth.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if console.Owns(r.URL.Path) {
+		s.console.ServeHTTP(w, r) // its own sign-in: an admin credential, also from a cookie
+		return
+	}
 	if !open(r.URL.Path) {
 		var ok bool
 		if r, ok = s.authenticate(w, r); !ok {

@@ -1,4 +1,4 @@
-package main
+package history
 
 import (
 	"slices"
@@ -8,7 +8,7 @@ import (
 func TestJSONDiff(t *testing.T) {
 	a := `{"model":"sandbox-1","input":[{"role":"user","content":"hi"}],"store":true,"previous_response_id":"resp_1"}`
 	b := `{"model":"other-1","input":[{"role":"user","content":"hi"},{"role":"user","content":"more"}],"store":true,"tools":[]}`
-	got, err := jsonDiff([]byte(a), []byte(b))
+	got, err := JSONDiff([]byte(a), []byte(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,10 +21,10 @@ func TestJSONDiff(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("diff:\n%q\nwant\n%q", got, want)
 	}
-	if same, _ := jsonDiff([]byte(a), []byte(a)); len(same) != 0 {
+	if same, _ := JSONDiff([]byte(a), []byte(a)); len(same) != 0 {
 		t.Fatalf("a body differs from itself: %q", same)
 	}
-	if _, err := jsonDiff([]byte(a), []byte("nope")); err == nil {
+	if _, err := JSONDiff([]byte(a), []byte("nope")); err == nil {
 		t.Fatal("non-JSON accepted")
 	}
 }

@@ -1,0 +1,169 @@
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+)
+
+// Stages are the stored stages of a turn, in order (the request itself
+// leaves the queue stream once the retriever takes it; the retrieved event
+// records it).
+var Stages = []string{contracts.StageRetrieved, contracts.StageEnveloped, contracts.StageResponded, contracts.StageCompleted}
+
+// Producer names the stage that stores each event.
+var Producer = map[string]string{
+	contracts.StageRetrieved: "retriever", contracts.StageEnveloped: "envelope",
+	contracts.StageResponded: "llmcaller", contracts.StageCompleted: "mapper",
+}
+
+// TurnView is a turn's stored events by stage; a replay started past the
+// first stages has none for them.
+type TurnView struct {
+	Conversation, Turn string
+	Turns              map[string]contracts.Turn
+	Times              map[string]time.Time
+	// Msgs are the stored messages (headers, sequence, size) by stage.
+	Msgs map[string]*jetstream.RawStreamMsg
+}
+
+// Last is the turn's most advanced stored event and its stage.
+func (v TurnView) Last() (string, contracts.Turn, bool) {
+	for i := len(Stages) - 1; i >= 0; i-- {
+		if t, ok := v.Turns[Stages[i]]; ok {
+			return Stages[i], t, true
+		}
+	}
+	return "", contracts.Turn{}, false
+}
+
+// Response is the turn's AgentExecuteResponse (zero when not completed).
+func (v TurnView) Response() contracts.AgentExecuteResponse {
+	if r := v.Turns[contracts.StageCompleted].Response; r != nil {
+		return *r
+	}
+	return contracts.AgentExecuteResponse{}
+}
+
+// FindConversation returns the conversation a turn id was stored under.
+func FindConversation(ctx context.Context, js jetstream.JetStream, turn string) (string, error) {
+	s, err := js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return "", fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(contracts.SubjectPrefix+".*.*."+turn))
+	if err != nil {
+		return "", fmt.Errorf("stream info: %w", err)
+	}
+	convs := map[string]bool{}
+	for subj := range info.State.Subjects {
+		if _, c, _, ok := contracts.ParseSubject(subj); ok {
+			convs[c] = true
+		}
+	}
+	switch len(convs) {
+	case 0:
+		return "", fmt.Errorf("no stored events for turn %s (trimmed from history, or a typo?): %w", turn, ErrNotStored)
+	case 1:
+		for c := range convs {
+			return c, nil
+		}
+	}
+	names := make([]string, 0, len(convs))
+	for c := range convs {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	return "", inputf("turn %s is in several conversations (%s): give its conversation", turn, strings.Join(names, ", "))
+}
+
+// LoadTurn reads the turn's last event at every stage (conv "" finds the
+// conversation from the stream).
+func LoadTurn(ctx context.Context, js jetstream.JetStream, conv, turn string) (TurnView, error) {
+	if conv == "" {
+		var err error
+		if conv, err = FindConversation(ctx, js, turn); err != nil {
+			return TurnView{}, err
+		}
+	}
+	v := TurnView{Conversation: conv, Turn: turn, Turns: map[string]contracts.Turn{}, Times: map[string]time.Time{},
+		Msgs: map[string]*jetstream.RawStreamMsg{}}
+	for _, stage := range Stages {
+		m, data, err := TurnEvent(ctx, js, stage, conv, turn)
+		if err != nil {
+			continue // not reached, started later (a replay), or trimmed
+		}
+		var t contracts.Turn
+		if err := json.Unmarshal(data, &t); err != nil {
+			return v, fmt.Errorf("decode %s: %w", m.Subject, err)
+		}
+		v.Turns[stage], v.Times[stage], v.Msgs[stage] = t, m.Time, m
+	}
+	if len(v.Turns) == 0 {
+		return v, fmt.Errorf("no stored events for turn %s of conversation %s: %w", turn, conv, ErrNotStored)
+	}
+	return v, nil
+}
+
+// TraceOf is the trace id on the turn's last stored event.
+func (v TurnView) TraceOf() string {
+	for i := len(Stages) - 1; i >= 0; i-- {
+		if m := v.Msgs[Stages[i]]; m != nil {
+			return TraceID(m.Header)
+		}
+	}
+	return "-"
+}
+
+// ConversationTurns lists the conversation's turns in the order they were
+// last retrieved (each turn once, however often it was retried). With
+// branches false it leaves out replays that did not continue the
+// conversation (side branches).
+func ConversationTurns(ctx context.Context, js jetstream.JetStream, conv string, branches bool) ([]string, error) {
+	s, err := js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	}
+	filter := contracts.Subject(contracts.StageRetrieved, conv, "*")
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("stream info: %w", err)
+	}
+	if len(info.State.Subjects) == 0 {
+		return nil, nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter},
+		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy, HeadersOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", filter, err)
+	}
+	var turns []string
+	for range info.State.Subjects {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+				break
+			}
+			return nil, err
+		}
+		_, _, turn, _ := contracts.ParseSubject(m.Subject())
+		// A replay that did not continue the conversation is a side branch.
+		if h := m.Headers(); branches || h.Get(pipeline.HeaderReplayOf) == "" || h.Get(pipeline.HeaderReplayContinue) == "true" {
+			turns = append(turns, turn)
+		}
+		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+			break
+		}
+	}
+	return turns, nil
+}
