@@ -141,6 +141,10 @@ func (c *Cancels) Cancel(ctx context.Context, turnID string) (time.Time, error) 
 // rejection carries: CodeCancelled for a client's cancel, "timeout" for a
 // background response past its time limit.
 func (c *Cancels) CancelFor(ctx context.Context, turnID, reason string) (time.Time, error) {
+	if !contracts.IsToken(turnID) {
+		// The key is a subject: an overlong one would close the connection.
+		return time.Time{}, fmt.Errorf("cancel turn: %q is not a turn id ([A-Za-z0-9_-]{1,%d})", clipID(turnID), contracts.MaxIDLen)
+	}
 	if _, err := c.kv.Create(ctx, turnID, []byte(reason)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return time.Time{}, fmt.Errorf("cancel turn %s: %w", turnID, err)
 	}
@@ -157,6 +161,9 @@ func (c *Cancels) Cancelled(ctx context.Context, turnID string) (at time.Time, o
 
 // Reason is Cancelled with the cancellation's reason (CancelFor).
 func (c *Cancels) Reason(ctx context.Context, turnID string) (at time.Time, reason string, ok bool, err error) {
+	if !contracts.IsToken(turnID) {
+		return at, "", false, nil // no turn has it (and the key would be no subject)
+	}
 	e, err := c.kv.Get(ctx, turnID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
 		return at, "", false, nil
@@ -236,4 +243,12 @@ func (c *Cancels) registerLocked(ctx context.Context, turnID string) (context.Co
 		c.mu.Unlock()
 		cancel(nil)
 	}
+}
+
+// clipID shortens an id quoted in an error.
+func clipID(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
