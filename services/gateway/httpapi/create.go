@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -17,19 +16,6 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
-
-// readBody reads at most MaxBodyBytes; beyond it the client gets a 413.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *responses.Error) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, responses.TooLarge(s.cfg.MaxBodyBytes)
-	}
-	if err != nil {
-		return nil, responses.BadRequest("", "read_failed", "Reading the request body failed: "+err.Error())
-	}
-	return data, nil
-}
 
 // newIDs returns a turn id (UUIDv7, like every Aptix client) and the
 // response id derived from it: Aptix's own resp_…, never the upstream's.

@@ -62,6 +62,13 @@ type Config struct {
 	// WSWriteTimeout bounds one frame's write: a reader that takes longer
 	// is disconnected (its response still completes). Default 30s.
 	WSWriteTimeout time.Duration
+	// WSAuthTTL is how long a socket's credential is trusted before the
+	// next response.create checks it again: a revoked or expired one then
+	// closes the socket with 1008 (policy violation). Default DefaultWSAuthTTL.
+	WSAuthTTL time.Duration
+	// BodyTimeout bounds reading a request's body, from its headers on
+	// (408 beyond it, the connection closed). Default DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// Auth says who calls (auth.Chain); nil serves every caller as the
 	// anonymous principal "" (APTIX_AUTH=none). Health endpoints are open.
 	Auth auth.Authenticator
@@ -129,6 +136,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.WSWriteTimeout <= 0 {
 		cfg.WSWriteTimeout = 30 * time.Second
+	}
+	if cfg.WSAuthTTL <= 0 {
+		cfg.WSAuthTTL = DefaultWSAuthTTL
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
 	}
 	js, err := jetstream.New(cfg.NC)
 	if err != nil {
@@ -207,6 +220,7 @@ func (s *Server) routes() {
 // ServeHTTP serves the API: the health endpoints to anyone, everything
 // else to an authenticated caller within its rate (auth.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = limitBody(w, r, s.cfg.BodyTimeout) // before authentication (transport.go)
 	if !open(r.URL.Path) {
 		var ok bool
 		if r, ok = s.authenticate(w, r); !ok {
