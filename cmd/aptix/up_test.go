@@ -57,8 +57,8 @@ func startUpIn(t *testing.T, dir string) (out *syncBuffer, stop func()) {
 	t.Setenv("APTIX_PROFILES", "")
 	t.Setenv("APTIX_SANDBOX_URL", "http://"+freeAddr(t)+"/v1")
 	listen := freeAddr(t)
-	oldURL, oldData, oldHTTP, oldInvoked := natsURL, dataDir, upHTTP, invokedAs
-	natsURL, dataDir, upHTTP, invokedAs = "nats://"+listen, dir, freeAddr(t), "bin/aptix"
+	oldURL, oldData, oldHTTP, oldMCP, oldInvoked := natsURL, dataDir, upHTTP, upMCP, invokedAs
+	natsURL, dataDir, upHTTP, upMCP, invokedAs = "nats://"+listen, dir, freeAddr(t), freeAddr(t), "bin/aptix"
 	ctx, cancel := context.WithCancel(context.Background())
 	out = &syncBuffer{}
 	done := make(chan error, 1)
@@ -78,7 +78,7 @@ func startUpIn(t *testing.T, dir string) (out *syncBuffer, stop func()) {
 			if !strings.Contains(out.String(), "Aptix stopped.") {
 				t.Errorf("up output lacks the stop line:\n%s", out)
 			}
-			natsURL, dataDir, upHTTP, invokedAs = oldURL, oldData, oldHTTP, oldInvoked
+			natsURL, dataDir, upHTTP, upMCP, invokedAs = oldURL, oldData, oldHTTP, oldMCP, oldInvoked
 		})
 	}
 	t.Cleanup(stop)

@@ -100,6 +100,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("Response %s completed, but its result could not be read (%v); GET /v1/responses/%s may return it.", meta.ID, err, meta.ID)})
 		return
 	}
+	if err != nil && s.comps.stopped() {
+		s.fail(w, responses.Unavailable(fmt.Sprintf("The gateway lost its bus connection while response %s ran; it still completes, and GET /v1/responses/%s returns it.", meta.ID, meta.ID)))
+		return
+	}
 	if err != nil {
 		s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"),
 			Message: fmt.Sprintf("Response %s is still running after %s; GET /v1/responses/%s returns it once it completes.", meta.ID, s.cfg.SyncTimeout, meta.ID)})

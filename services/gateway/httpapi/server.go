@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -95,6 +97,11 @@ type Server struct {
 	mux     *http.ServeMux
 	log     *slog.Logger
 	limits  *rateLimits
+
+	// sockets are the open WebSockets, closed with the server.
+	sockMu  sync.Mutex
+	sockets map[*socket]struct{}
+	closed  bool
 }
 
 // New connects the gateway to the bus: the KV bucket, the stream and one
@@ -176,8 +183,19 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the completion watch.
+// Close stops the completion watch, which ends every request still
+// waiting for a completion, and closes the open WebSockets with 1012
+// (service restart): a gateway is closed when its process stops, or when
+// its NATS connection was lost and a new gateway takes over on a new one.
 func (s *Server) Close() {
+	s.sockMu.Lock()
+	s.closed = true
+	socks := s.sockets
+	s.sockets = nil
+	s.sockMu.Unlock()
+	for ws := range socks {
+		go ws.close(websocket.StatusServiceRestart, "gateway restarting")
+	}
 	if s.hooks != nil {
 		s.hooks.stop()
 	}

@@ -69,10 +69,35 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	ws := &socket{s: s, c: c, ctx: ctx, cancel: cancel,
 		cred: r.Clone(context.WithoutCancel(r.Context())), owner: principal(r.Context()), checked: time.Now()}
 	defer ws.close(websocket.StatusNormalClosure, "")
+	if !s.track(ws) {
+		ws.close(websocket.StatusServiceRestart, "gateway restarting")
+		return
+	}
+	defer s.untrack(ws)
 	go ws.keepAlive()
 	limit := time.AfterFunc(s.cfg.WSMaxAge, ws.expire)
 	defer limit.Stop()
 	ws.read()
+}
+
+// track registers an open socket for Close; false once the server closed.
+func (s *Server) track(ws *socket) bool {
+	s.sockMu.Lock()
+	defer s.sockMu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.sockets == nil {
+		s.sockets = map[*socket]struct{}{}
+	}
+	s.sockets[ws] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(ws *socket) {
+	s.sockMu.Lock()
+	delete(s.sockets, ws)
+	s.sockMu.Unlock()
 }
 
 // socket is one WebSocket connection.
