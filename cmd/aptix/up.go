@@ -174,10 +174,11 @@ type upRun struct {
 	listen   string
 	model    string
 	runs     int
+	up       bool // the banner was printed
 }
 
 // run serves on nc until ctx ends (stop, or nc closed under it). The banner
-// is printed once, when the first run is ready.
+// is printed once, when a run is first ready.
 func (u *upRun) run(ctx context.Context, nc *nats.Conn) error {
 	u.runs++
 	log := u.log
@@ -229,7 +230,8 @@ func (u *upRun) run(ctx context.Context, nc *nats.Conn) error {
 		}
 		curlLine = fmt.Sprintf("Or over HTTP, with any OpenAI SDK or curl:\n  curl -s %s/v1/responses%s -H 'Content-Type: application/json' -d '{\"model\":\"%s\",\"input\":\"Explain what this service does\"}'\n", base, hdr, u.def.Model(""))
 	}
-	if u.runs == 1 {
+	if !u.up {
+		u.up = true
 		natsAddr := u.natsAddr
 		fmt.Fprintf(u.out, "Aptix is up.\n  NATS:   %s (%sJetStream data in %s)\n  Model:  %s\n%s%s  Stages: retriever, envelope, llmcaller, mapper, toolrunner (nats micro ls)\n\n"+
 			"Send a first turn from another terminal:\n  %s\n%s"+

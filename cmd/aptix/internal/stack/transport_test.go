@@ -2,12 +2,16 @@ package stack
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
@@ -128,5 +132,44 @@ func TestGatewayContentType(t *testing.T) {
 	}
 	if st, got := send("/v1/aptix/execute", "application/json", `{"instruction":"typed?"}`); st != 200 {
 		t.Fatalf("execute: %d %s", st, got)
+	}
+}
+
+// TestGatewayCloseEndsWaitsAndSockets: a gateway that closes (the process
+// stops, or its NATS connection was lost and a new gateway takes over)
+// answers a synchronous create still waiting with a 503 at once, not after
+// the sync timeout, and closes its WebSockets with 1012 (service restart).
+func TestGatewayCloseEndsWaitsAndSockets(t *testing.T) {
+	e := newEnv(t, sandbox.Options{Latency: 3 * time.Second})
+	srv, err := httpapi.New(context.Background(), httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, SyncTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	c := wsDial(t, hs.URL)
+	got := make(chan int, 1)
+	go func() {
+		st, _, _ := call(t, "POST", hs.URL+"/v1/responses", `{"model":"sandbox-1","input":"slow"}`, nil)
+		got <- st
+	}()
+	time.Sleep(500 * time.Millisecond) // the create is waiting for its turn
+	start := time.Now()
+	srv.Close()
+	select {
+	case st := <-got:
+		if st != http.StatusServiceUnavailable {
+			t.Fatalf("a create waiting when the gateway closed: %d, want 503", st)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a create waiting when the gateway closed was not answered within 2s")
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, _, err := c.Read(rctx); websocket.CloseStatus(err) != websocket.StatusServiceRestart {
+		t.Fatalf("socket after the gateway closed: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("closing took %s", d)
 	}
 }
