@@ -45,6 +45,13 @@ func init() {
   aptix exec --conversation demo "Now summarize it in one line"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// An id given empty is a mistake (a variable that was not set),
+			// not a request for a new one: that is what leaving it out means.
+			for _, name := range []string{"conversation", "turn"} {
+				if fl := cmd.Flags().Lookup(name); fl.Changed && fl.Value.String() == "" {
+					return usagef("--%s is empty: give an id ([A-Za-z0-9_-]{1,%d}), or leave the flag out for a new one", name, contracts.MaxIDLen)
+				}
+			}
 			return runExec(cmd.Context(), f, strings.Join(args, " "), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}

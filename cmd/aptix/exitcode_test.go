@@ -74,6 +74,8 @@ func TestExitStatus(t *testing.T) {
 		{"dot in id", execArgs("c1", "a.b", "", "hi"), 2, "turnId: contains a dot"},
 		{"whitespace in id", execArgs("c 1", "t1", "", "hi"), 2, "conversationId: contains whitespace"},
 		{"long id", execArgs(strings.Repeat("c", 129), "t1", "", "hi"), 2, "longer than 128"},
+		{"empty conversation id", execArgs("", "t1", "", "hi"), 2, "--conversation is empty"},
+		{"empty turn id", execArgs("c1", "", "", "hi"), 2, "--turn is empty"},
 		{"empty instruction", execArgs("c1", "t1", "", " "), 2, "instruction: must not be empty"},
 		{"empty tools file", execArgs("c1", "t1", empty, "hi"), 2, "the file is empty"},
 		{"tools file not JSON", execArgs("c1", "t1", notJSON, "hi"), 2, "not valid JSON"},

@@ -160,12 +160,70 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		}
 		natsOpts = append(natsOpts, o...)
 	}
-	nc, err := nats.Connect(natsAddr, natsOpts...)
-	if err != nil {
-		return fmt.Errorf("connect to embedded NATS: %w", err)
+	// The gateway's listener and server outlive a NATS connection: while
+	// `up` connects again (below), /healthz answers and the API 503s.
+	var live *httpapi.Live
+	var hs *http.Server
+	if httpLn != nil {
+		live = &httpapi.Live{}
+		hs = httpapi.HTTPServer(live)
+		go func() { _ = hs.Serve(httpLn) }()
+		defer shutdownHTTP(hs)
 	}
-	defer nc.Close()
+	u := &upRun{set: set, log: log, out: out, live: live, hs: hs, httpLn: httpLn, natsAddr: natsAddr, listen: listen, model: model, def: def,
+		streams: streams, subs: subs, nkeyFile: nkeyFile, guardMCP: guardMCP}
+	// Everything on the connection (index, tools, stages, gateway) is
+	// rebuilt on a new one if NATS closes it for good (pipeline.Supervise):
+	// one bad protocol line must not stop the service.
+	err = pipeline.Supervise(ctx, log, func(context.Context) (*nats.Conn, error) {
+		nc, err := nats.Connect(natsAddr, natsOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("connect to embedded NATS: %w", err)
+		}
+		if upConnected != nil {
+			upConnected(nc)
+		}
+		return nc, nil
+	}, u.run)
+	fmt.Fprintln(out, "Aptix stopped.")
+	return err
+}
 
+// upConnected, when set (tests), sees every connection `up` makes.
+var upConnected func(*nats.Conn)
+
+// shutdownHTTP stops hs, letting requests finish for up to 10s.
+func shutdownHTTP(hs *http.Server) {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(c)
+}
+
+// upRun is what `aptix up` runs on one NATS connection.
+type upRun struct {
+	set      *profiles.Set
+	def      profiles.Profile
+	log      *slog.Logger
+	out      io.Writer
+	live     *httpapi.Live
+	hs       *http.Server
+	httpLn   net.Listener
+	natsAddr string
+	listen   string
+	model    string
+	streams  pipeline.StreamConfig
+	subs     pipeline.SubscriberConfig
+	nkeyFile string // the nkey NATS requires beyond loopback, or ""
+	guardMCP bool   // the MCP endpoint requires the gateway's credentials
+	runs     int
+	up       bool // the banner was printed
+}
+
+// run serves on nc until ctx ends (stop, or nc closed under it). The banner
+// is printed once, when a run is first ready.
+func (u *upRun) run(ctx context.Context, nc *nats.Conn) error {
+	u.runs++
+	log := u.log
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -176,7 +234,7 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	}
 	defer idx.Close()
 
-	tools, mcpLine, stopTools, err := upTools(ctx, js, idx, guardMCP, log)
+	tools, mcpLine, stopTools, err := upTools(ctx, js, idx, u.guardMCP, log)
 	if err != nil {
 		return err
 	}
@@ -185,7 +243,7 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- stack.Run(ctx, nc, stack.Config{Profiles: set, Searcher: idx, Logger: log, Tools: tools, Stream: streams, Subscriber: subs}, ready)
+		errc <- stack.Run(ctx, nc, stack.Config{Profiles: u.set, Searcher: idx, Logger: log, Tools: tools, Stream: u.streams, Subscriber: u.subs}, ready)
 	}()
 	select {
 	case <-ready:
@@ -193,13 +251,17 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		return err
 	}
 	httpLine, curlLine := "", ""
-	stopGateway := func() {}
-	if httpLn != nil {
-		var authLine string
-		if stopGateway, authLine, err = serveGateway(ctx, httpLn, nc, set, log); err != nil {
+	if u.live != nil {
+		gw, authLine, err := newGateway(ctx, u.httpLn.Addr().String(), nc, u.set, log)
+		if err != nil {
 			return err
 		}
-		base := "http://" + httpLn.Addr().String()
+		u.live.Set(gw)
+		defer func() {
+			u.live.Set(nil)
+			gw.Close()
+		}()
+		base := "http://" + u.httpLn.Addr().String()
 		httpLine = fmt.Sprintf("  HTTP:   %s (OpenAI Responses API: POST /v1/responses, GET /v1/models)\n  Console: %s/console/\n  Auth:   %s\n", base, base, authLine)
 		hdr := ""
 		switch {
@@ -208,29 +270,35 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		case strings.HasPrefix(authLine, "jwt"):
 			hdr = " -H \"Authorization: Bearer $TOKEN\""
 		}
-		curlLine = fmt.Sprintf("Or over HTTP, with any OpenAI SDK or curl:\n  curl -s %s/v1/responses%s -H 'Content-Type: application/json' -d '{\"model\":\"%s\",\"input\":\"Explain what this service does\"}'\n", base, hdr, def.Model(""))
+		curlLine = fmt.Sprintf("Or over HTTP, with any OpenAI SDK or curl:\n  curl -s %s/v1/responses%s -H 'Content-Type: application/json' -d '{\"model\":\"%s\",\"input\":\"Explain what this service does\"}'\n", base, hdr, u.def.Model(""))
 	}
-	lim := streams.Limits()
-	limitsLine := fmt.Sprintf("  Limits: queue %s, work %s, history %s / %s (APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES, APTIX_HISTORY_MAX_AGE)\n",
-		pipeline.FormatBytes(lim.QueueMaxBytes), pipeline.FormatBytes(lim.WorkMaxBytes), pipeline.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge)
-	natsAccess := ""
-	if nkeyFile != "" {
-		natsAccess = "credentials required: the nkey " + nkeyFile + ", which the CLI on this data dir uses by itself (elsewhere --nkey FILE); "
+	if !u.up {
+		u.up = true
+		natsAddr := u.natsAddr
+		lim := u.streams.Limits()
+		limitsLine := fmt.Sprintf("  Limits: queue %s, work %s, history %s / %s (APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES, APTIX_HISTORY_MAX_AGE)\n",
+			pipeline.FormatBytes(lim.QueueMaxBytes), pipeline.FormatBytes(lim.WorkMaxBytes), pipeline.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge)
+		natsAccess := ""
+		if u.nkeyFile != "" {
+			natsAccess = "credentials required: the nkey " + u.nkeyFile + ", which the CLI on this data dir uses by itself (elsewhere --nkey FILE); "
+		}
+		fmt.Fprintf(u.out, "Aptix is up.\n  NATS:   %s (%s%sJetStream data in %s)\n  Model:  %s\n%s%s%s  Stages: retriever, envelope, llmcaller, mapper, toolrunner (nats micro ls)\n\n"+
+			"Send a first turn from another terminal:\n  %s\n%s"+
+			"Give it your code to retrieve from:\n  %s && %s\n\nCtrl-C stops it; in-flight turns finish first.\n",
+			natsAddr, listening(natsAddr, u.listen), natsAccess, dataDir, u.model, httpLine, mcpLine, limitsLine, hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
+			hint(natsAddr, "index", "."), hint(natsAddr, "exec", `"Where are retries scheduled?"`))
+	} else {
+		log.Info("Aptix is up again on a new NATS connection", "restarts", u.runs-1)
 	}
-	fmt.Fprintf(out, "Aptix is up.\n  NATS:   %s (%s%sJetStream data in %s)\n  Model:  %s\n%s%s%s  Stages: retriever, envelope, llmcaller, mapper, toolrunner (nats micro ls)\n\n"+
-		"Send a first turn from another terminal:\n  %s\n%s"+
-		"Give it your code to retrieve from:\n  %s && %s\n\nCtrl-C stops it; in-flight turns finish first.\n",
-		natsAddr, listening(natsAddr, listen), natsAccess, dataDir, model, httpLine, mcpLine, limitsLine, hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
-		hint(natsAddr, "index", "."), hint(natsAddr, "exec", `"Where are retries scheduled?"`))
 	err = <-errc
-	stopGateway()
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
-	if drainErr := nc.Drain(); drainErr != nil && err == nil {
-		err = drainErr
+	if u.hs != nil && !nc.IsClosed() {
+		// Stopping (not a lost connection): requests in flight finish on
+		// this gateway before it closes.
+		shutdownHTTP(u.hs)
 	}
-	fmt.Fprintln(out, "Aptix stopped.")
 	return err
 }
 
@@ -285,11 +353,12 @@ func upTools(ctx context.Context, js jetstream.JetStream, idx *retrieval.Index, 
 	return reg, line, func() { _ = reg.Close(); stop() }, nil
 }
 
-// serveGateway serves the HTTP gateway (services/gateway) on ln over the
-// in-process pipeline; the returned func stops it, letting requests finish.
-// Authentication follows APTIX_AUTH (services/gateway/auth.FromEnv): none
-// by default on loopback, required beyond it; the string describes it.
-func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *profiles.Set, log *slog.Logger) (func(), string, error) {
+// newGateway builds the HTTP gateway (services/gateway) over the
+// in-process pipeline on nc, for the listener at addr; `up` serves it
+// through an httpapi.Live. Authentication follows APTIX_AUTH
+// (services/gateway/auth.FromEnv): none by default on loopback, required
+// beyond it; the string describes it.
+func newGateway(ctx context.Context, addr string, nc *nats.Conn, set *profiles.Set, log *slog.Logger) (*httpapi.Server, string, error) {
 	hooks, err := httpapi.WebhookConfigFromEnv()
 	if err != nil {
 		return nil, "", fmt.Errorf("gateway: %w", err)
@@ -298,7 +367,7 @@ func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *prof
 	if err != nil {
 		return nil, "", err
 	}
-	setup, err := auth.FromEnv(ctx, ln.Addr().String(), js, 1, log.With("component", "gateway"))
+	setup, err := auth.FromEnv(ctx, addr, js, 1, log.With("component", "gateway"))
 	if err != nil {
 		var ce auth.ConfigError
 		if errors.As(err, &ce) {
@@ -325,14 +394,7 @@ func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *prof
 	if err != nil {
 		return nil, "", fmt.Errorf("gateway: %w", err)
 	}
-	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	return func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(c)
-		gw.Close()
-	}, setup.Describe(), nil
+	return gw, setup.Describe(), nil
 }
 
 // serveSandbox serves the sandbox model on baseURL's host:port. When that

@@ -62,9 +62,12 @@ func startUpListen(t *testing.T, dir, listen string) (out *syncBuffer, stop func
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("APTIX_PROFILES", "")
 	t.Setenv("APTIX_SANDBOX_URL", "http://"+freeAddr(t)+"/v1")
-	oldURL, oldData, oldHTTP, oldInvoked := natsURL, dataDir, upHTTP, invokedAs
+	oldURL, oldData, oldHTTP, oldMCP, oldInvoked := natsURL, dataDir, upHTTP, upMCP, invokedAs
 	_, port, _ := net.SplitHostPort(listen)
 	natsURL, dataDir, upHTTP, invokedAs = "nats://127.0.0.1:"+port, dir, freeAddr(t), "bin/aptix"
+	if strings.HasPrefix(upMCP, "127.0.0.1:") {
+		upMCP = freeAddr(t) // not the default port, which another process may hold; a test's own choice stays
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out = &syncBuffer{}
 	done := make(chan error, 1)
@@ -84,7 +87,7 @@ func startUpListen(t *testing.T, dir, listen string) (out *syncBuffer, stop func
 			if !strings.Contains(out.String(), "Aptix stopped.") {
 				t.Errorf("up output lacks the stop line:\n%s", out)
 			}
-			natsURL, dataDir, upHTTP, invokedAs = oldURL, oldData, oldHTTP, oldInvoked
+			natsURL, dataDir, upHTTP, upMCP, invokedAs = oldURL, oldData, oldHTTP, oldMCP, oldInvoked
 		})
 	}
 	t.Cleanup(stop)

@@ -145,6 +145,10 @@ func (c *Cancels) Cancel(ctx context.Context, conv, turnID string) (time.Time, e
 // rejection carries: CodeCancelled for a client's cancel, "timeout" for a
 // background response past its time limit.
 func (c *Cancels) CancelFor(ctx context.Context, conv, turnID, reason string) (time.Time, error) {
+	if !contracts.IsToken(conv) || !contracts.IsToken(turnID) {
+		// The key is a subject: an overlong one would close the connection.
+		return time.Time{}, fmt.Errorf("cancel turn: %q/%q is not a conversation and turn id ([A-Za-z0-9_-]{1,%d})", clipID(conv), clipID(turnID), contracts.MaxIDLen)
+	}
 	key := contracts.TurnKey(conv, turnID)
 	if _, err := c.kv.Create(ctx, key, []byte(reason)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return time.Time{}, fmt.Errorf("cancel turn %s: %w", key, err)
@@ -164,6 +168,9 @@ func (c *Cancels) Cancelled(ctx context.Context, conv, turnID string) (at time.T
 // stored before keys named the conversation (under the turn id alone) is
 // not read: it cannot be told from another conversation's turn of that id.
 func (c *Cancels) Reason(ctx context.Context, conv, turnID string) (at time.Time, reason string, ok bool, err error) {
+	if !contracts.IsToken(conv) || !contracts.IsToken(turnID) {
+		return at, "", false, nil // no turn has it (and the key would be no subject)
+	}
 	return c.reason(ctx, contracts.TurnKey(conv, turnID))
 }
 
@@ -249,4 +256,12 @@ func (c *Cancels) registerLocked(ctx context.Context, key string) (context.Conte
 		c.mu.Unlock()
 		cancel(nil)
 	}
+}
+
+// clipID shortens an id quoted in an error.
+func clipID(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }

@@ -76,6 +76,9 @@ func firstRequest(ctx context.Context, js jetstream.JetStream, conv, turnID stri
 // so a result published before Await started is found, never missed.
 func Await(ctx context.Context, js jetstream.JetStream, conversationID, turnID string) (contracts.Turn, error) {
 	var t contracts.Turn
+	if err := contracts.ValidateIDs(conversationID, turnID); err != nil {
+		return t, fmt.Errorf("await: %w", err)
+	}
 	// The last completion of the turn: normally its only one; after a turn
 	// id was reused with another request, the turn_id_reused error.
 	cons, err := js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{

@@ -77,11 +77,27 @@ func runMain(service string, build Build, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(url, append(opts, auth...)...)
+	opts = append(opts, auth...)
+	streams, subs, err := LimitsFromEnv()
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", url, err)
+		return err
 	}
-	defer nc.Close()
+	log.Info("starting", "nats", url)
+	// A connection nats.go closes for good (a protocol error) is replaced,
+	// and the stage rebuilt on the new one, instead of the process exiting.
+	return Supervise(ctx, log, func(context.Context) (*nats.Conn, error) {
+		nc, err := nats.Connect(url, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("connect %s: %w", url, err)
+		}
+		return nc, nil
+	}, func(ctx context.Context, nc *nats.Conn) error {
+		return buildAndRun(ctx, nc, build, streams, subs, log)
+	})
+}
+
+// buildAndRun builds the stage on nc and runs it until ctx ends.
+func buildAndRun(ctx context.Context, nc *nats.Conn, build Build, streams StreamConfig, subs SubscriberConfig, log *slog.Logger) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -98,14 +114,9 @@ func runMain(service string, build Build, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	streams, subs, err := LimitsFromEnv()
-	if err != nil {
-		return err
-	}
 	// The mapper, where turns end, keeps history within its limits (its NATS
 	// user is the one allowed to purge APTIX in deploy/nats/auth.conf).
 	o := Options{Logger: log, Stream: streams, Trim: st.Name == "mapper", Subscriber: subs}
-	log.Info("starting", "nats", url)
 	started := time.Now()
 	for {
 		err := Run(ctx, nc, st, o)

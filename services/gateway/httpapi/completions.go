@@ -22,6 +22,10 @@ import (
 type completions struct {
 	js          jetstream.JetStream
 	rotateEvery time.Duration
+	// life ends at stop: every wait ends with it (the gateway is closing,
+	// for good or to start again on a new connection).
+	life context.Context
+	end  context.CancelFunc
 
 	mu  sync.Mutex
 	cur *watchGen
@@ -36,6 +40,7 @@ type watchGen struct {
 
 func newCompletions(ctx context.Context, js jetstream.JetStream, rotateEvery time.Duration) (*completions, error) {
 	c := &completions{js: js, rotateEvery: rotateEvery}
+	c.life, c.end = context.WithCancel(context.Background())
 	w, err := pipeline.WatchCompletions(context.WithoutCancel(ctx), js, "*")
 	if err != nil {
 		return nil, err
@@ -75,10 +80,18 @@ func (c *completions) release(g *watchGen) {
 // wait waits on g for the conversation's turn and releases g.
 func (c *completions) wait(ctx context.Context, g *watchGen, conv, turnID string) (contracts.Turn, error) {
 	defer c.release(g)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.life, cancel)()
 	return g.c.Wait(ctx, conv, turnID)
 }
 
+// stopped reports whether stop was called (a wait that ended early ended
+// because the gateway closed, not because its turn is slow).
+func (c *completions) stopped() bool { return c.life.Err() != nil }
+
 func (c *completions) stop() {
+	c.end()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cur.c.Stop()

@@ -18,19 +18,6 @@ import (
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
-// readBody reads at most MaxBodyBytes; beyond it the client gets a 413.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *responses.Error) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, responses.TooLarge(s.cfg.MaxBodyBytes)
-	}
-	if err != nil {
-		return nil, responses.BadRequest("", "read_failed", "Reading the request body failed: "+err.Error())
-	}
-	return data, nil
-}
-
 // newIDs returns a turn id (UUIDv7, like every Aptix client) and the
 // response id derived from it: Aptix's own resp_…, never the upstream's.
 func newIDs() (turnID, responseID string) {
@@ -112,6 +99,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if errors.Is(err, pipeline.ErrUnreadableCompletion) {
 		s.fail(w, &responses.Error{Status: http.StatusInternalServerError, Type: responses.TypeServer,
 			Message: fmt.Sprintf("Response %s completed, but its result could not be read (%v); GET /v1/responses/%s may return it.", meta.ID, err, meta.ID)})
+		return
+	}
+	if err != nil && s.comps.stopped() {
+		s.fail(w, responses.Unavailable(fmt.Sprintf("The gateway lost its bus connection while response %s ran; it still completes, and GET /v1/responses/%s returns it.", meta.ID, meta.ID)))
 		return
 	}
 	if err != nil {

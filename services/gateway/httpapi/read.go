@@ -11,6 +11,12 @@ import (
 // request itself (404, or 503 when the store is unreachable) when it cannot.
 func (s *Server) record(w http.ResponseWriter, r *http.Request) (*responses.Meta, bool) {
 	id := r.PathValue("id")
+	if !responses.ValidPathID(id) {
+		// No response has such an id, and it must not reach a key or a
+		// subject (responses.CheckID).
+		s.fail(w, responses.NotFoundPath(id))
+		return nil, false
+	}
 	meta, err := s.store.Get(r.Context(), id)
 	if err != nil {
 		s.fail(w, s.submitError(err))

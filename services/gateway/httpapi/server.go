@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -63,6 +65,13 @@ type Config struct {
 	// WSWriteTimeout bounds one frame's write: a reader that takes longer
 	// is disconnected (its response still completes). Default 30s.
 	WSWriteTimeout time.Duration
+	// WSAuthTTL is how long a socket's credential is trusted before the
+	// next response.create checks it again: a revoked or expired one then
+	// closes the socket with 1008 (policy violation). Default DefaultWSAuthTTL.
+	WSAuthTTL time.Duration
+	// BodyTimeout bounds reading a request's body, from its headers on
+	// (408 beyond it, the connection closed). Default DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// Auth says who calls (auth.Chain); nil serves every caller as the
 	// anonymous principal "" (APTIX_AUTH=none). Health endpoints are open.
 	Auth auth.Authenticator
@@ -91,6 +100,11 @@ type Server struct {
 	limits  *rateLimits
 	// console is the web console at /console/ (docs/console.md).
 	console *console.Console
+
+	// sockets are the open WebSockets, closed with the server.
+	sockMu  sync.Mutex
+	sockets map[*socket]struct{}
+	closed  bool
 }
 
 // New connects the gateway to the bus: the KV bucket, the stream and one
@@ -132,6 +146,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.WSWriteTimeout <= 0 {
 		cfg.WSWriteTimeout = 30 * time.Second
+	}
+	if cfg.WSAuthTTL <= 0 {
+		cfg.WSAuthTTL = DefaultWSAuthTTL
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
 	}
 	js, err := jetstream.New(cfg.NC)
 	if err != nil {
@@ -180,8 +200,19 @@ func (s *Server) lookupResponse(ctx context.Context, id string) (conv, turn stri
 	return meta.ConversationID, meta.TurnID, true, nil
 }
 
-// Close stops the completion watch.
+// Close stops the completion watch, which ends every request still
+// waiting for a completion, and closes the open WebSockets with 1012
+// (service restart): a gateway is closed when its process stops, or when
+// its NATS connection was lost and a new gateway takes over on a new one.
 func (s *Server) Close() {
+	s.sockMu.Lock()
+	s.closed = true
+	socks := s.sockets
+	s.sockets = nil
+	s.sockMu.Unlock()
+	for ws := range socks {
+		go ws.close(websocket.StatusServiceRestart, "gateway restarting")
+	}
 	if s.hooks != nil {
 		s.hooks.stop()
 	}
@@ -225,6 +256,7 @@ func (s *Server) routes() {
 // ServeHTTP serves the API: the health endpoints to anyone, everything
 // else to an authenticated caller within its rate (auth.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = limitBody(w, r, s.cfg.BodyTimeout) // before authentication (transport.go)
 	if console.Owns(r.URL.Path) {
 		s.console.ServeHTTP(w, r) // its own sign-in: an admin credential, also from a cookie
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -38,8 +39,22 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, replicas int) (*Stor
 func respKey(id string) string   { return "resp." + id }
 func headKey(conv string) string { return "head." + conv }
 
+// checkToken refuses a key built from an id that is not a subject token:
+// the handlers check ids first (responses.CheckID), this is the backstop
+// that keeps an overlong one off the connection, whose server would close
+// it (docs/security.md).
+func checkToken(what, id string) error {
+	if !contracts.IsToken(id) {
+		return fmt.Errorf("%s %q is not an id ([A-Za-z0-9_-]{1,%d})", what, responses.Clip(id), contracts.MaxIDLen)
+	}
+	return nil
+}
+
 // Put records a new response.
 func (s *Store) Put(ctx context.Context, m responses.Meta) error {
+	if err := checkToken("response id", m.ID); err != nil {
+		return err
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode response record: %w", err)
@@ -53,6 +68,9 @@ func (s *Store) Put(ctx context.Context, m responses.Meta) error {
 // Get returns the record of id, or nil when there is none (never created,
 // or deleted).
 func (s *Store) Get(ctx context.Context, id string) (*responses.Meta, error) {
+	if !contracts.IsToken(id) {
+		return nil, nil // no response has it
+	}
 	e, err := s.kv.Get(ctx, respKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
 		return nil, nil
@@ -69,6 +87,9 @@ func (s *Store) Get(ctx context.Context, id string) (*responses.Meta, error) {
 
 // Delete removes the record: the response is gone for GET and continuation.
 func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := checkToken("response id", id); err != nil {
+		return err
+	}
 	if err := s.kv.Delete(ctx, respKey(id)); err != nil {
 		return fmt.Errorf("delete response %s: %w", id, err)
 	}
@@ -86,6 +107,9 @@ func (s *Store) ClaimHead(ctx context.Context, conv, prev, next string) (bool, e
 
 // claimHead is ClaimHead that also returns the head's new KV revision.
 func (s *Store) claimHead(ctx context.Context, conv, prev, next string) (bool, uint64, error) {
+	if err := checkToken("conversation", conv); err != nil {
+		return false, 0, err
+	}
 	e, err := s.kv.Get(ctx, headKey(conv))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, 0, nil
@@ -104,6 +128,9 @@ func (s *Store) claimHead(ctx context.Context, conv, prev, next string) (bool, u
 // response became the head): the WebSocket hot path, one compare-and-set
 // and no read. It reports false when the head moved since (branch).
 func (s *Store) ClaimHeadAt(ctx context.Context, conv, next string, rev uint64) (bool, uint64, error) {
+	if err := checkToken("conversation", conv); err != nil {
+		return false, 0, err
+	}
 	nrev, err := s.kv.Update(ctx, headKey(conv), []byte(next), rev)
 	if err != nil {
 		var apiErr *jetstream.APIError
@@ -124,6 +151,9 @@ func (s *Store) SetHead(ctx context.Context, conv, id string) error {
 }
 
 func (s *Store) setHead(ctx context.Context, conv, id string) (uint64, error) {
+	if err := checkToken("conversation", conv); err != nil {
+		return 0, err
+	}
 	rev, err := s.kv.Put(ctx, headKey(conv), []byte(id))
 	if err != nil {
 		return 0, fmt.Errorf("set head of %s: %w", conv, err)

@@ -16,12 +16,18 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
 // DefaultWSMaxAge is the connection limit of WebSocket mode (OpenAI's and
 // Open Responses': 60 minutes).
 const DefaultWSMaxAge = 60 * time.Minute
+
+// DefaultWSAuthTTL is how long a socket trusts its credential before a
+// response.create checks it again (Config.WSAuthTTL). HTTP checks it on
+// every request; a socket carries many, so it checks at most this often.
+const DefaultWSAuthTTL = 5 * time.Second
 
 // websocket is GET /v1/responses with an Upgrade: WebSocket mode, a second
 // adapter over the same domain as POST /v1/responses. Each response.create
@@ -60,12 +66,38 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	}
 	c.SetReadLimit(s.cfg.MaxBodyBytes)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	ws := &socket{s: s, c: c, ctx: ctx, cancel: cancel}
+	ws := &socket{s: s, c: c, ctx: ctx, cancel: cancel,
+		cred: r.Clone(context.WithoutCancel(r.Context())), owner: principal(r.Context()), checked: time.Now()}
 	defer ws.close(websocket.StatusNormalClosure, "")
+	if !s.track(ws) {
+		ws.close(websocket.StatusServiceRestart, "gateway restarting")
+		return
+	}
+	defer s.untrack(ws)
 	go ws.keepAlive()
 	limit := time.AfterFunc(s.cfg.WSMaxAge, ws.expire)
 	defer limit.Stop()
 	ws.read()
+}
+
+// track registers an open socket for Close; false once the server closed.
+func (s *Server) track(ws *socket) bool {
+	s.sockMu.Lock()
+	defer s.sockMu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.sockets == nil {
+		s.sockets = map[*socket]struct{}{}
+	}
+	s.sockets[ws] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(ws *socket) {
+	s.sockMu.Lock()
+	delete(s.sockets, ws)
+	s.sockMu.Unlock()
 }
 
 // socket is one WebSocket connection.
@@ -83,10 +115,52 @@ type socket struct {
 	busy    bool
 	gen     uint64      // numbers the socket's responses: end frees only its own
 	expired atomic.Bool // past the connection limit
+	revoked atomic.Bool // its credential failed a check: closing
 	ended   sync.Once
 
 	mu   sync.Mutex
 	last *prior // the socket's previous response (connection-local cache)
+
+	// cred is the upgrade request, whose credential authorized checks
+	// again; owner is the principal it was; checked when it last passed.
+	cred    *http.Request
+	owner   string
+	authMu  sync.Mutex
+	checked time.Time
+}
+
+// authorized checks the socket's credential again once WSAuthTTL has passed
+// since it last passed, as an HTTP request would be checked: a key revoked
+// or expired (or a token past its exp) since the upgrade refuses the
+// response.create, and end says the socket must close (1008). A key store
+// that cannot be read refuses this create only (503).
+func (ws *socket) authorized() (e *responses.Error, end bool) {
+	s := ws.s
+	if s.cfg.Auth == nil {
+		return nil, false
+	}
+	ws.authMu.Lock()
+	defer ws.authMu.Unlock()
+	if time.Since(ws.checked) < s.cfg.WSAuthTTL {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ws.ctx, 10*time.Second)
+	defer cancel()
+	p, f := s.cfg.Auth.Authenticate(ws.cred.WithContext(ctx))
+	switch {
+	case f == nil && p.ID == ws.owner:
+		ws.checked = time.Now()
+		return nil, false
+	case f != nil && f.Code == "unavailable":
+		return responses.Unavailable("The key store is unavailable; retry later."), false
+	}
+	code, reason := auth.CodeInvalidKey, "principal changed"
+	if f != nil {
+		code, reason = f.Code, f.Reason
+	}
+	s.log.Info("websocket closed: its credential is no longer valid", "remote", ws.cred.RemoteAddr, "reason", reason)
+	return &responses.Error{Status: http.StatusUnauthorized, Type: responses.TypeInvalidRequest, Code: ptr(code),
+		Message: "The credential this WebSocket was opened with is no longer valid (revoked or expired). Connect again with a valid one."}, true
 }
 
 // read is the read loop: it answers every message at once, so a second
@@ -97,6 +171,9 @@ func (ws *socket) read() {
 		typ, data, err := ws.c.Read(ws.ctx)
 		if err != nil {
 			return
+		}
+		if ws.revoked.Load() {
+			continue // the close frame is on its way
 		}
 		if ws.expired.Load() {
 			// The socket closes once its running response has ended.
@@ -281,6 +358,17 @@ func (ws *socket) create(gen uint64, data []byte) {
 		fail(e)
 		return
 	}
+	if e, end := ws.authorized(); e != nil {
+		if !end {
+			fail(e)
+			return
+		}
+		ws.revoked.Store(true) // nothing more starts on this socket
+		ws.evict(prevID)
+		ws.end(gen, []responses.Event{responses.ErrorEvent(e)})
+		ws.close(websocket.StatusPolicyViolation, "credential revoked or expired")
+		return
+	}
 	known := ws.cached(req.PreviousID)
 	if known != nil {
 		if e := responses.CheckCallOutputs(req.Input, known.callIDs); e != nil {
@@ -337,15 +425,18 @@ func (ws *socket) create(gen uint64, data []byte) {
 	})
 }
 
-// WebSocketConfigFromEnv sets cfg's WebSocket settings from
+// WebSocketConfigFromEnv sets cfg's connection settings from
 // APTIX_WS_MAX_AGE (the connection limit, default 60m),
-// APTIX_WS_PING_INTERVAL (30s) and APTIX_WS_WRITE_TIMEOUT (30s), Go
-// durations; unset keeps cfg's values.
+// APTIX_WS_PING_INTERVAL (30s), APTIX_WS_WRITE_TIMEOUT (30s),
+// APTIX_WS_AUTH_TTL (how long a socket trusts its credential, 5s) and
+// APTIX_HTTP_BODY_TIMEOUT (reading a request body, 30s), Go durations;
+// unset keeps cfg's values.
 func WebSocketConfigFromEnv(cfg *Config) error {
 	for _, v := range []struct {
 		env string
 		dst *time.Duration
-	}{{"APTIX_WS_MAX_AGE", &cfg.WSMaxAge}, {"APTIX_WS_PING_INTERVAL", &cfg.WSPingInterval}, {"APTIX_WS_WRITE_TIMEOUT", &cfg.WSWriteTimeout}} {
+	}{{"APTIX_WS_MAX_AGE", &cfg.WSMaxAge}, {"APTIX_WS_PING_INTERVAL", &cfg.WSPingInterval}, {"APTIX_WS_WRITE_TIMEOUT", &cfg.WSWriteTimeout},
+		{"APTIX_WS_AUTH_TTL", &cfg.WSAuthTTL}, {"APTIX_HTTP_BODY_TIMEOUT", &cfg.BodyTimeout}} {
 		s := os.Getenv(v.env)
 		if s == "" {
 			continue

@@ -157,6 +157,13 @@ func Parse(data []byte) (*CreateRequest, *Error) {
 	if e := r.parseConversation(raw["conversation"]); e != nil {
 		return nil, e
 	}
+	// Ids become subjects and keys: refused before anything is looked up.
+	if e := CheckID("previous_response_id", r.PreviousID); e != nil {
+		return nil, e
+	}
+	if e := CheckID("conversation", r.Conversation); e != nil {
+		return nil, e
+	}
 	if r.PreviousID != "" && r.Conversation != "" {
 		return nil, invalid("previous_response_id", "mutually_exclusive", "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'.")
 	}

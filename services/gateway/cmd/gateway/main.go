@@ -10,7 +10,11 @@
 // limits: APTIX_AUTH (none | keys | jwt | keys,jwt; required beyond
 // loopback), APTIX_JWKS_URL, APTIX_JWT_ISSUER, APTIX_JWT_AUDIENCE,
 // APTIX_JWT_PRINCIPAL_CLAIM, APTIX_JWT_LEEWAY, APTIX_LIMIT_RPM,
-// APTIX_LIMIT_BACKGROUND (services/gateway/README.md, "Auth").
+// APTIX_LIMIT_BACKGROUND (services/gateway/README.md, "Auth"); connection
+// limits: APTIX_HTTP_BODY_TIMEOUT, APTIX_WS_MAX_AGE, APTIX_WS_PING_INTERVAL,
+// APTIX_WS_WRITE_TIMEOUT, APTIX_WS_AUTH_TTL (docs/operations.md). A NATS
+// connection closed for good is replaced (pipeline.Supervise); meanwhile
+// /readyz and the API answer 503.
 package main
 
 import (
@@ -61,13 +65,9 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(url, append(opts, natsAuth...)...)
-	if err != nil {
-		return fmt.Errorf("connect %s: %w", url, err)
-	}
-	defer nc.Close()
+	opts = append(opts, natsAuth...)
 
-	cfg := httpapi.Config{NC: nc, Profiles: set, Logger: log}
+	cfg := httpapi.Config{Profiles: set, Logger: log}
 	cfg.Replicas, _ = strconv.Atoi(os.Getenv(pipeline.EnvReplicas))
 	if v := os.Getenv("APTIX_HTTP_MAX_BODY"); v != "" {
 		if cfg.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); err != nil {
@@ -90,6 +90,44 @@ func run(log *slog.Logger) error {
 	if err := httpapi.WebSocketConfigFromEnv(&cfg); err != nil {
 		return err
 	}
+
+	// The listener outlives a NATS connection: until a gateway is
+	// connected (at start, or again after NATS closed the connection for
+	// good) /healthz answers and everything else is a 503.
+	live := &httpapi.Live{BodyTimeout: cfg.BodyTimeout}
+	hs := httpapi.HTTPServer(live)
+	hs.Addr = addr
+	listenErr := make(chan error, 1)
+	go func() { listenErr <- hs.ListenAndServe() }()
+	done := make(chan error, 1)
+	go func() {
+		done <- pipeline.Supervise(ctx, log, func(context.Context) (*nats.Conn, error) {
+			nc, err := nats.Connect(url, opts...)
+			if err != nil {
+				return nil, fmt.Errorf("connect %s: %w", url, err)
+			}
+			return nc, nil
+		}, func(ctx context.Context, nc *nats.Conn) error {
+			return serve(ctx, nc, cfg, addr, url, live, hs, log)
+		})
+	}()
+	select {
+	case err := <-listenErr:
+		if errors.Is(err, http.ErrServerClosed) {
+			return <-done // stopping: serve shut the server down
+		}
+		stop()
+		<-done
+		return err
+	case err := <-done:
+		_ = hs.Close()
+		return err
+	}
+}
+
+// serve runs a gateway on nc until ctx ends (stop, or nc closed under it).
+func serve(ctx context.Context, nc *nats.Conn, cfg httpapi.Config, addr, url string, live *httpapi.Live, hs *http.Server, log *slog.Logger) error {
+	cfg.NC = nc
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -116,24 +154,21 @@ func run(log *slog.Logger) error {
 		case <-time.After(wait):
 		}
 	}
-	defer srv.Close()
-
-	hs := &http.Server{Addr: addr, Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.ListenAndServe() }()
+	live.Set(srv)
 	log.Info("serving the Responses API", "addr", addr, "nats", url, "auth", setup.Describe())
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	<-ctx.Done()
+	if !nc.IsClosed() {
+		// Stopping: in-flight requests finish (their turns complete
+		// regardless) before the gateway lets go of the connection.
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("HTTP shutdown", "err", err)
+		}
 	}
-	// In-flight requests finish (their turns complete regardless).
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nc.Drain()
+	live.Set(nil)
+	srv.Close()
+	return nil
 }
 
 func envOr(key, def string) string {

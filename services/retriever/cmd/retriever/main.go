@@ -18,7 +18,15 @@ import (
 )
 
 func main() {
+	// The previous build's index: pipeline.Main builds the stage again on a
+	// new connection when NATS closed the old one for good, and the local
+	// index (a file lock) must be released first.
+	var prev *retrieval.Index
 	pipeline.Main("retriever", func(ctx context.Context, _ *nats.Conn, js jetstream.JetStream, log *slog.Logger) (pipeline.Stage, error) {
+		if prev != nil {
+			_ = prev.Close()
+			prev = nil
+		}
 		dir := os.Getenv("APTIX_DATA_DIR")
 		if dir == "" {
 			host, _ := os.Hostname()
@@ -31,6 +39,7 @@ func main() {
 		// The index is not closed at exit: every batch is applied with the
 		// per-file hashes that record it, so a replica that stops mid-way
 		// re-applies what it lost from the bucket when it starts again.
+		prev = idx
 		log.Info("local index", "dir", dir)
 		return (&stage.Retriever{Searcher: idx}).Stage(), nil
 	})
