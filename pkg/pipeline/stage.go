@@ -514,7 +514,12 @@ func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered
 	}
 	dead := message.NewMessage(id, msg.Payload)
 	for k, v := range msg.Metadata {
-		dead.Metadata.Set(k, v)
+		// The event's own headers (trace, CloudEvents, claim, replay marks),
+		// never the publish directives of the consumed event: the dead
+		// letter is a new publish and must always be stored.
+		if !PublishDirective(k) {
+			dead.Metadata.Set(k, v)
+		}
 	}
 	dead.Metadata.Set(contracts.HeaderDeadReason, reason)
 	dead.Metadata.Set(contracts.HeaderDeadStage, r.st.Name)
