@@ -129,7 +129,7 @@ func withJS(ctx context.Context, name string, f func(context.Context, jetstream.
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return f(ctx, js)
+	return bounded(ctx, func(ctx context.Context) error { return f(ctx, js) })
 }
 
 func parseSeq(s string) (uint64, error) {
