@@ -222,7 +222,9 @@ func upTools(ctx context.Context, js jetstream.JetStream, idx *retrieval.Index, 
 }
 
 // serveGateway serves the HTTP gateway (services/gateway) on ln over the
-// in-process pipeline; the returned func stops it, letting requests finish.
+// in-process pipeline. When ctx ends it stops taking requests at once, while
+// the stages drain; the returned func, called once they have, waits for the
+// requests in flight to finish (their turns just completed) and stops it.
 // Authentication follows APTIX_AUTH (services/gateway/auth.FromEnv): none
 // by default on loopback, required beyond it; the string describes it.
 func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *profiles.Set, log *slog.Logger) (func(), string, error) {
@@ -234,6 +236,16 @@ func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *prof
 	if err != nil {
 		return nil, "", err
 	}
+	// The gateway's watchers (completions, deadlines, keys) outlive ctx
+	// until the requests in flight are answered.
+	stopped := ctx
+	ctx, cancelGateway := context.WithCancel(context.WithoutCancel(ctx))
+	ok := false
+	defer func() {
+		if !ok {
+			cancelGateway()
+		}
+	}()
 	setup, err := auth.FromEnv(ctx, ln.Addr().String(), js, 1, log.With("component", "gateway"))
 	if err != nil {
 		var ce auth.ConfigError
@@ -263,13 +275,30 @@ func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *prof
 	}
 	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
-	return func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	shutDown, stopNow := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(shutDown)
+		select {
+		case <-stopped.Done():
+		case <-stopNow: // the stages stopped on their own (an error)
+		}
+		// Closes the listener now; returns once the handlers have.
+		c, cancel := context.WithTimeout(context.Background(), gatewayDrain)
 		defer cancel()
 		_ = hs.Shutdown(c)
+	}()
+	ok = true
+	return func() {
+		close(stopNow)
+		<-shutDown
 		gw.Close()
+		cancelGateway()
 	}, setup.Describe(), nil
 }
+
+// gatewayDrain bounds how long a stopping gateway waits for the requests in
+// flight: the stages' drain (30 s) and a little more.
+const gatewayDrain = 40 * time.Second
 
 // serveSandbox serves the sandbox model on baseURL's host:port. When that
 // address is already taken (say, by `aptix sandbox` with a script), it uses
