@@ -86,6 +86,9 @@ type Server struct {
 	hooks   *webhooks
 	dl      jetstream.ConsumeContext
 	mux     *http.ServeMux
+	// hop is this deployment's mark (pipeline.DeploymentMark): a request
+	// carrying it comes from this deployment's own LLM caller.
+	hop string
 	log     *slog.Logger
 	limits  *rateLimits
 }
@@ -138,6 +141,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.stream, err = js.Stream(ctx, contracts.StreamName); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
 	}
+	s.hop = pipeline.MarkOf(s.stream.CachedInfo())
 	if s.store, err = OpenStore(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
@@ -207,6 +211,14 @@ func (s *Server) routes() {
 // ServeHTTP serves the API: the health endpoints to anyone, everything
 // else to an authenticated caller within its rate (auth.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if contracts.HasMark(r.Header.Get(contracts.HeaderHop), s.hop) {
+		// Before authentication: the LLM caller may hold no key for its
+		// own gateway, and the answer must say what is wrong.
+		code := contracts.CodeLoopDetected
+		s.fail(w, &responses.Error{Status: http.StatusLoopDetected, Type: responses.TypeInvalidRequest, Code: &code,
+			Message: "This request came from this Aptix deployment's own LLM caller: a backend profile's baseUrl points at this gateway. Point the profile at a model server (docs/backends.md)."})
+		return
+	}
 	if !open(r.URL.Path) {
 		var ok bool
 		if r, ok = s.authenticate(w, r); !ok {

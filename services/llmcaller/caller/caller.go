@@ -54,6 +54,10 @@ type Options struct {
 	// MaxBackoff caps the computed retry wait (default 8s). A server's
 	// Retry-After is honoured as sent, bounded only by the turn deadline.
 	MaxBackoff time.Duration
+	// Hop is this deployment's mark (pipeline.DeploymentMark), sent as
+	// contracts.HeaderHop on every backend call so a gateway of the same
+	// deployment refuses it as a loop. Empty sends none.
+	Hop string
 }
 
 // EnvKeepHistory set to "off" sets Options.ForgetConversations.
@@ -280,9 +284,13 @@ func (c *Caller) client(p profiles.Profile) openai.Client {
 	// openai-go reads OPENAI_* variables by default. WithAPIKey("") clears a
 	// key picked up from OPENAI_API_KEY, and the organization/project headers
 	// are dropped, so a profile only ever sends its own credentials.
-	cl := openai.NewClient(option.WithBaseURL(p.BaseURL), option.WithAPIKey(p.APIKey()),
+	opts := []option.RequestOption{option.WithBaseURL(p.BaseURL), option.WithAPIKey(p.APIKey()),
 		option.WithHeaderDel("OpenAI-Organization"), option.WithHeaderDel("OpenAI-Project"),
-		option.WithMaxRetries(0), option.WithHTTPClient(c.o.HTTPClient))
+		option.WithMaxRetries(0), option.WithHTTPClient(c.o.HTTPClient)}
+	if c.o.Hop != "" {
+		opts = append(opts, option.WithHeader(contracts.HeaderHop, c.o.Hop))
+	}
+	cl := openai.NewClient(opts...)
 	c.clients[key] = cl
 	return cl
 }

@@ -84,7 +84,8 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	if err != nil {
 		return err
 	}
-	c := caller.New(cfg.Profiles, caller.Options{Results: results, History: history, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger, ForgetConversations: caller.ForgetFromEnv()})
+	c := caller.New(cfg.Profiles, caller.Options{Results: results, History: history, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger, ForgetConversations: caller.ForgetFromEnv(),
+		Hop: pipeline.DeploymentMark(ctx, js)})
 	cancels, err := pipeline.OpenCancels(ctx, js, cfg.Stream.Replicas)
 	if err != nil {
 		return err
