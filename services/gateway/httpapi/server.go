@@ -88,9 +88,9 @@ type Server struct {
 	mux     *http.ServeMux
 	// hop is this deployment's mark (pipeline.DeploymentMark): a request
 	// carrying it comes from this deployment's own LLM caller.
-	hop string
-	log     *slog.Logger
-	limits  *rateLimits
+	hop    string
+	log    *slog.Logger
+	limits *rateLimits
 }
 
 // New connects the gateway to the bus: the KV bucket, the stream and one
