@@ -42,9 +42,9 @@ func init() {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), listen, cmd.OutOrStdout()) },
 	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4222", "address the embedded NATS listens on")
-	cmd.Flags().StringVar(&upHTTP, "http", "127.0.0.1:8080", "address the OpenAI Responses API gateway listens on (empty: no gateway)")
-	cmd.Flags().StringVar(&upMCP, "mcp", "127.0.0.1:8090", "address the code index is served on as MCP server \"aptix\" for the tool loop and any MCP client (empty: not served)")
+	cmd.Flags().StringVar(&listen, "listen", defaultNATSListen, "address the embedded NATS listens on")
+	cmd.Flags().StringVar(&upHTTP, "http", defaultHTTPListen, "address the OpenAI Responses API gateway listens on (empty: no gateway)")
+	cmd.Flags().StringVar(&upMCP, "mcp", defaultUpMCP, "address the code index is served on as MCP server \"aptix\" for the tool loop and any MCP client (empty: not served)")
 	root.AddCommand(cmd)
 }
 
