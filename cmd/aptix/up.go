@@ -112,6 +112,12 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		srv.WaitForShutdown()
 	}()
 	natsAddr := "nats://" + net.JoinHostPort(clientHost(host), portStr)
+	// Client commands without --nats find this server on any --listen.
+	forget, err := writeRunningURL(dataDir, natsAddr)
+	if err != nil {
+		return err
+	}
+	defer forget()
 
 	model := fmt.Sprintf("%s (%s, model %s)", def.Name, def.BaseURL, def.Model(""))
 	if def.Sandbox {
