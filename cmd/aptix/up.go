@@ -121,12 +121,19 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 
 	model := fmt.Sprintf("%s (%s, model %s)", def.Name, def.BaseURL, def.Model(""))
 	if def.Sandbox {
-		stopSandbox, err := serveSandbox(def.BaseURL, log)
+		model = "SANDBOX at " + def.BaseURL + ": a deterministic stand-in, NOT a model (set OPENAI_API_KEY or APTIX_PROFILES to use one)"
+	}
+	// Every sandbox profile on this machine is served, the default or not:
+	// GET /v1/models lists it, so a request for it must be answered.
+	for _, sb := range localSandboxes(set) {
+		stopSandbox, err := serveSandbox(sb.BaseURL, log)
 		if err != nil {
 			return err
 		}
 		defer stopSandbox()
-		model = "SANDBOX at " + def.BaseURL + ": a deterministic stand-in, NOT a model (set OPENAI_API_KEY or APTIX_PROFILES to use one)"
+		if sb.Name != def.Name {
+			model += fmt.Sprintf("; also the SANDBOX as backend %q (model %s)", sb.Name, sb.Model(""))
+		}
 	}
 
 	nc, err := nats.Connect(natsAddr, nats.Name("aptix up"), nats.MaxReconnects(-1))
@@ -305,6 +312,32 @@ func serveGateway(ctx context.Context, ln net.Listener, nc *nats.Conn, set *prof
 // gatewayDrain bounds how long a stopping gateway waits for the requests in
 // flight: the stages' drain (30 s) and a little more.
 const gatewayDrain = 40 * time.Second
+
+// localSandboxes are the set's sandbox profiles on a loopback address (and
+// the default one, wherever), one per address: those `aptix up` serves
+// itself. Another sandbox elsewhere is someone else's to run.
+func localSandboxes(set *profiles.Set) []profiles.Profile {
+	var out []profiles.Profile
+	seen := map[string]bool{}
+	for _, name := range set.Names() {
+		p, err := set.Get(name)
+		if err != nil || !p.Sandbox {
+			continue
+		}
+		u, err := url.Parse(p.BaseURL)
+		if err != nil || seen[u.Host] {
+			continue
+		}
+		ip := net.ParseIP(u.Hostname())
+		local := u.Hostname() == "localhost" || ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
+		if !local && name != set.Default {
+			continue
+		}
+		seen[u.Host] = true
+		out = append(out, p)
+	}
+	return out
+}
 
 // serveSandbox serves the sandbox model on baseURL's host:port. When that
 // address is already taken (say, by `aptix sandbox` with a script), it uses

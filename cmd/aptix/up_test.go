@@ -53,9 +53,18 @@ func startUp(t *testing.T) *syncBuffer {
 // when not called before).
 func startUpIn(t *testing.T, dir string) (out *syncBuffer, stop func()) {
 	t.Helper()
+	return startUpEnv(t, dir, nil)
+}
+
+// startUpEnv is startUpIn with these environment variables set on top.
+func startUpEnv(t *testing.T, dir string, env map[string]string) (out *syncBuffer, stop func()) {
+	t.Helper()
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("APTIX_PROFILES", "")
 	t.Setenv("APTIX_SANDBOX_URL", "http://"+freeAddr(t)+"/v1")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 	listen := freeAddr(t)
 	oldURL, oldData, oldHTTP, oldInvoked := natsURL, dataDir, upHTTP, invokedAs
 	natsURL, dataDir, upHTTP, invokedAs = "nats://"+listen, dir, freeAddr(t), "bin/aptix"
@@ -244,5 +253,31 @@ func TestUpRefusesBusyPort(t *testing.T) {
 	err = runUp(context.Background(), ln.Addr().String(), &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "another `aptix up`") {
 		t.Fatalf("want a busy-port error, got %v", err)
+	}
+}
+
+// TestUpServesTheSandboxItLists: with OPENAI_API_KEY set the default
+// backend is openai, yet GET /v1/models lists the sandbox profile's
+// sandbox-1; aptix up serves it, so a request for it is answered (it was a
+// 502, connection refused, the sandbox not being started).
+func TestUpServesTheSandboxItLists(t *testing.T) {
+	startUpEnv(t, t.TempDir(), map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"})
+	resp, err := http.Get("http://" + upHTTP + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"sandbox-1"`) {
+		t.Fatalf("/v1/models: %s", body)
+	}
+	resp, err = http.Post("http://"+upHTTP+"/v1/responses", "application/json", strings.NewReader(`{"model":"sandbox-1","input":"hello"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"status":"completed"`) {
+		t.Fatalf("model sandbox-1: %d %s", resp.StatusCode, body)
 	}
 }
