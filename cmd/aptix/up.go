@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,14 +37,18 @@ func init() {
 		Use:   "up",
 		Short: "Run the whole pipeline in one process on an embedded NATS (the sandbox model when no API key is set)",
 		Long: "up starts an embedded nats-server with JetStream (data under --data), listening on --listen so\n" +
-			"other clients and stage binaries can connect, and runs all four stages in-process. When the\n" +
-			"default backend profile is the sandbox (no OPENAI_API_KEY and no profiles file saying otherwise)\n" +
-			"it also serves the sandbox model on its profile's address. Stop with Ctrl-C: in-flight turns drain.",
+			"other clients and stage binaries can connect, and runs all five stages in-process (retriever,\n" +
+			"envelope, llmcaller, toolrunner, mapper), the HTTP gateway (--http) and the code index as an MCP\n" +
+			"server (--mcp). It serves the sandbox model on its profile's address (the default backend when\n" +
+			"there is no OPENAI_API_KEY and no profiles file saying otherwise). Clients on the same --data find\n" +
+			"it without --nats. Logs (JSON, stderr) start after the banner unless --log-level is given.\n" +
+			"Stop with Ctrl-C: new turns wait in the queue, turns in flight finish first.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), listen, cmd.OutOrStdout()) },
 	}
 	cmd.Flags().StringVar(&listen, "listen", defaultNATSListen, "address the embedded NATS listens on")
 	cmd.Flags().StringVar(&upHTTP, "http", defaultHTTPListen, "address the OpenAI Responses API gateway listens on (empty: no gateway)")
+	cmd.Flags().StringVar(&upLogLevel, "log-level", "", "debug, info, warn or error (env APTIX_LOG_LEVEL; default info, and warn until the banner is printed)")
 	cmd.Flags().StringVar(&upMCP, "mcp", defaultUpMCP, "address the code index is served on as MCP server \"aptix\" for the tool loop and any MCP client (empty: not served)")
 	root.AddCommand(cmd)
 }
@@ -53,6 +58,12 @@ var upHTTP string
 
 // upMCP is the --mcp address of `aptix up`.
 var upMCP string
+
+// upLogLevel is the --log-level of `aptix up`.
+var upLogLevel string
+
+// upLogOut receives the logs of `aptix up` (tests read it).
+var upLogOut io.Writer = os.Stderr
 
 func runUp(ctx context.Context, listen string, out io.Writer) error {
 	// The data dir first: a second `aptix up` on it must fail before it
@@ -64,7 +75,18 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	defer unlock()
 	ctx, stop := interruptible(ctx, os.Stderr, os.Exit)
 	defer stop()
-	log := pipeline.NewLogger(os.Stderr).With("service", "aptix-up")
+	level, explicit, err := pipeline.ParseLogLevel(cmp.Or(upLogLevel, os.Getenv(pipeline.EnvLogLevel)))
+	if err != nil {
+		return usagef("--log-level: %w", err)
+	}
+	// Until the banner only warnings and errors: the start-up's info lines
+	// would bury it. A level the user asked for holds from the start.
+	var logLevel slog.LevelVar
+	logLevel.Set(level)
+	if !explicit {
+		logLevel.Set(max(level, slog.LevelWarn))
+	}
+	log := pipeline.NewLoggerAt(upLogOut, &logLevel).With("service", "aptix-up")
 
 	set, err := profiles.FromEnv()
 	if err != nil {
@@ -191,6 +213,7 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		"Give it your code to retrieve from:\n  %s && %s\n\nCtrl-C stops it; in-flight turns finish first.\n",
 		natsAddr, listening(natsAddr, listen), dataDir, model, httpLine, mcpLine, hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
 		hint(natsAddr, "index", "."), hint(natsAddr, "exec", `"Where are retries scheduled?"`))
+	logLevel.Set(level)
 	err = <-errc
 	stopGateway()
 	if errors.Is(err, context.Canceled) {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while runUp writes to it.
@@ -279,5 +281,58 @@ func TestUpServesTheSandboxItLists(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"status":"completed"`) {
 		t.Fatalf("model sandbox-1: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestUpLogsAroundTheBanner: the banner is not buried in start-up logs
+// (about 25 JSON info lines surrounded it): before it only warnings, after
+// it the info level; a turn and a clean stop log no error (the local index
+// logged one at every stop).
+func TestUpLogsAroundTheBanner(t *testing.T) {
+	logs := &syncBuffer{}
+	old := upLogOut
+	upLogOut = logs
+	defer func() { upLogOut = old }()
+	t.Setenv("APTIX_LOG_LEVEL", "")
+	_, stop := startUpIn(t, t.TempDir())
+	before := logs.String()
+	for _, line := range strings.Split(strings.TrimSpace(before), "\n") {
+		if line != "" && !strings.Contains(line, `"level":"WARN"`) {
+			t.Errorf("before the banner: %s", line)
+		}
+	}
+	if n := strings.Count(before, "\n"); n > 3 {
+		t.Errorf("%d log lines before the banner:\n%s", n, before)
+	}
+	if _, _, err := execTurn(t, execFlags{conversation: "logs-1"}, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	all := logs.String()
+	if strings.Contains(all, `"level":"ERROR"`) {
+		t.Errorf("a turn and a clean stop logged an error:\n%s", all)
+	}
+	if !strings.Contains(all[len(before):], `"msg":"stage drained"`) {
+		t.Errorf("info lines after the banner missing:\n%s", all[len(before):])
+	}
+	if strings.Contains(all, `"msg":"Adding handler"`) || strings.Contains(all, `"msg":"Closing router"`) {
+		t.Errorf("the router's own info lines are debug:\n%s", all)
+	}
+}
+
+// TestUpHelpNamesEveryStage: `aptix up --help` names every stage it runs
+// (it said "all four stages" while five run).
+func TestUpHelpNamesEveryStage(t *testing.T) {
+	cmd, _, err := root.Find([]string{"up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(cmd.Long, "four") {
+		t.Errorf("up --help: %s", cmd.Long)
+	}
+	for _, st := range pipeline.Stages {
+		if !strings.Contains(cmd.Long, st.Name) {
+			t.Errorf("up --help does not name the %s stage:\n%s", st.Name, cmd.Long)
+		}
 	}
 }

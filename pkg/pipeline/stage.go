@@ -132,7 +132,9 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 		log = slog.Default()
 	}
 	log = log.With("stage", st.Name)
-	sc.Logger = watermill.NewSlogLogger(log)
+	// The router's and subscriber's own info lines (handler added, router
+	// closed, ...) are library detail: debug. Their warnings and errors stay.
+	sc.Logger = watermill.NewSlogLoggerWithLevelMapping(log, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
 	pub := NewPublisher(js)
 	pub.claims = &claimStore{js: js, ttl: o.Stream.withDefaults().HistoryMaxAge}
 	pub.maxInline = claimThreshold(nc)

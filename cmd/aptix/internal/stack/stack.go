@@ -29,7 +29,7 @@ import (
 	toolstage "github.com/aptix-dev/aptix/services/toolrunner/stage"
 )
 
-// Config is what the four stages need. Zero values take the defaults.
+// Config is what the five stages need. Zero values take the defaults.
 type Config struct {
 	Profiles *profiles.Set
 	// Searcher retrieves RAG context; nil runs turns without retrieval.
