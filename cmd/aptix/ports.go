@@ -10,4 +10,6 @@ const (
 	defaultUpMCP      = "127.0.0.1:8090" // aptix up --mcp: the code index over MCP
 	defaultMCPHTTP    = "127.0.0.1:8091" // aptix mcp --http
 	defaultIDPListen  = "127.0.0.1:8092" // aptix idp --listen
+	// aptix webhook-receiver --listen
+	defaultWebhookListen = "127.0.0.1:8093"
 )

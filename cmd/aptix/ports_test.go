@@ -16,7 +16,7 @@ import (
 // points a backend at one of them (local-llama pointed at the gateway).
 func TestDefaultAddressesDiffer(t *testing.T) {
 	served := map[string]string{} // address → flag
-	for _, f := range [][2]string{{"up", "listen"}, {"up", "http"}, {"up", "mcp"}, {"mcp", "http"}, {"idp", "listen"}, {"sandbox", "addr"}} {
+	for _, f := range [][2]string{{"up", "listen"}, {"up", "http"}, {"up", "mcp"}, {"mcp", "http"}, {"idp", "listen"}, {"sandbox", "addr"}, {"webhook-receiver", "listen"}} {
 		cmd, _, err := root.Find([]string{f[0]})
 		if err != nil || cmd.Name() != f[0] {
 			t.Fatalf("no command %s: %v", f[0], err)
