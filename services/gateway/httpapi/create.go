@@ -310,7 +310,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, meta *respo
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
-	final, _ := s.relay(r.Context(), meta, deltas, g, nil, func(evs []responses.Event) bool {
+	s.relay(r.Context(), meta, deltas, g, nil, func(evs []responses.Event) bool {
 		for _, ev := range evs {
 			b, err := json.Marshal(ev)
 			if err == nil {
@@ -325,19 +325,6 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, meta *respo
 		}
 		return true
 	})
-	if final != nil { // the terminal event was written: end the stream
-		writeDone(w, fl)
-	}
-}
-
-// writeDone ends an event stream after its terminal event with the literal
-// "data: [DONE]" that Open Responses requires (docs/http-api.md); openai-go
-// reads it as the end too. WebSocket mode has no such frame.
-func writeDone(w io.Writer, fl http.Flusher) {
-	_, _ = io.WriteString(w, "data: [DONE]\n\n")
-	if fl != nil {
-		fl.Flush()
-	}
 }
 
 // relay streams one response to a client, whatever the transport (SSE or

@@ -109,7 +109,6 @@ func (s *Server) streamStored(w http.ResponseWriter, r *http.Request, meta *resp
 				failed := responses.Pending(*meta, responses.StatusFailed)
 				failed.Error = &responses.ResponseError{Code: "timeout", Message: fmt.Sprintf("no completion within %s: %v; GET /v1/responses/%s later", s.cfg.SyncTimeout, err, meta.ID)}
 				sse.write(st.Finish(failed))
-				sse.done()
 				return
 			}
 			// Every delta is stored before the completion: read up to the
@@ -133,7 +132,6 @@ func (s *Server) streamStored(w http.ResponseWriter, r *http.Request, meta *resp
 			}
 			start()
 			sse.write(st.Finish(final))
-			sse.done()
 			return
 		case <-cancelled.Done():
 			if grace == nil && errors.Is(context.Cause(cancelled), pipeline.ErrCancelled) {
@@ -148,7 +146,6 @@ func (s *Server) streamStored(w http.ResponseWriter, r *http.Request, meta *resp
 			}
 			start()
 			sse.write(st.Finish(final))
-			sse.done()
 			return
 		case <-r.Context().Done():
 			return
@@ -193,13 +190,6 @@ func (s *sse) write(evs []responses.Event) {
 	}
 	if s.fl != nil {
 		s.fl.Flush()
-	}
-}
-
-// done ends the stream, after its terminal event: "data: [DONE]".
-func (s *sse) done() {
-	if !s.gone {
-		writeDone(s.w, s.fl)
 	}
 }
 
