@@ -109,7 +109,7 @@ func init() {
 		},
 	}
 	for _, c := range []*cobra.Command{ls, retry, purge} {
-		c.Flags().StringVar(&stage, "stage", "", "only this stage's dead letters: retriever, envelope, llmcaller, mapper")
+		c.Flags().StringVar(&stage, "stage", "", "only this stage's dead letters: retriever, envelope, llmcaller, toolrunner, mapper")
 	}
 	retry.Flags().BoolVar(&all, "all", false, "retry every dead letter (of --stage, if given)")
 	dead.AddCommand(ls, show, retry, purge)
@@ -156,7 +156,7 @@ func deadFilter(stage string) (string, error) {
 			return contracts.DeadSubject(stage), nil
 		}
 	}
-	return "", usagef("--stage %q: want retriever, envelope, llmcaller or mapper", stage)
+	return "", usagef("--stage %q: want retriever, envelope, llmcaller, toolrunner or mapper", stage)
 }
 
 // deadLetters reads the dead letters of one stage (or all), oldest first.
@@ -262,7 +262,8 @@ func oneLine(s string, n int) string {
 
 // retryMsg is the original event of a dead letter, ready to publish again:
 // its payload and headers (the claim header included, so a claim-checked
-// event is read from the same object), without the dead-letter headers, and
+// event is read from the same object), without the dead-letter headers and
+// the first publish's JetStream directives (pipeline.PublishDirective), and
 // with a fresh Nats-Msg-Id and the redrive mark, so neither this event nor
 // the events the retried turn produces are de-duplicated against the first run.
 func retryMsg(d deadEvent) (*nats.Msg, error) {
@@ -273,7 +274,13 @@ func retryMsg(d deadEvent) (*nats.Msg, error) {
 	h := nats.Header{}
 	for k, v := range d.Header {
 		switch k {
-		case contracts.HeaderDeadReason, contracts.HeaderDeadStage, contracts.HeaderDeadSubject, contracts.HeaderDeadDeliveries, contracts.HeaderMsgID:
+		case contracts.HeaderDeadReason, contracts.HeaderDeadStage, contracts.HeaderDeadSubject, contracts.HeaderDeadDeliveries:
+			continue
+		}
+		if pipeline.PublishDirective(k) {
+			// Nats-Msg-Id is set below; an expectation the consumed event
+			// carried (dead letters stored before the stage dropped them
+			// kept it) would refuse the retry.
 			continue
 		}
 		h[k] = v
