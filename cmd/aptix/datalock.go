@@ -67,3 +67,18 @@ func readHolder(f *os.File) string {
 	}
 	return fmt.Sprintf("%s (pid %s)", what, pid)
 }
+
+// dataDirHeld reports whether another open of dir's lock file holds it: an
+// `aptix up` (or an embedded-NATS command) running on dir.
+func dataDirHeld(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, lockFileName))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}

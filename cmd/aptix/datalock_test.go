@@ -90,3 +90,49 @@ func TestSecondInterruptExits(t *testing.T) {
 		t.Errorf("no hint on the first interrupt: %q", out.String())
 	}
 }
+
+// TestClientFindsUpOnItsListenAddress: with `aptix up --listen` on another
+// port than the default, a plain `aptix index` (connectNATS) and `aptix
+// exec` (connectRunning) on the same --data reach that server instead of
+// starting an embedded one (index did, and indexed into it unseen) or
+// failing; once up stops, or when it was killed, the record is not trusted.
+func TestClientFindsUpOnItsListenAddress(t *testing.T) {
+	dir := t.TempDir()
+	_, stop := startUpIn(t, dir)
+	upURL := natsURL
+	natsURL = "" // a plain command: no --nats, no APTIX_NATS_URL
+	if upURL == DefaultNATSURL {
+		t.Fatal("the test needs up on a non-default address")
+	}
+	nc, closeNC, err := connectNATS("index")
+	if err != nil {
+		t.Fatalf("connectNATS: %v", err)
+	}
+	got := nc.ConnectedUrl()
+	closeNC()
+	if got != upURL {
+		t.Fatalf("index connected to %q, want the running up's %s", got, upURL)
+	}
+	rc, err := connectRunning("exec")
+	if err != nil {
+		t.Fatalf("connectRunning: %v", err)
+	}
+	if got := rc.ConnectedUrl(); got != upURL {
+		t.Fatalf("exec connected to %q, want %s", got, upURL)
+	}
+	rc.Close()
+	if clientServer() != upURL {
+		t.Fatalf("hints name %s, want %s", clientServer(), upURL)
+	}
+	stop()
+	if u := runningUpURL(dir); u != "" {
+		t.Fatalf("after up stopped, the record still says %q", u)
+	}
+	// A record left by a killed up (the lock is free) is ignored.
+	if _, err := writeRunningURL(dir, "nats://127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	if u := runningUpURL(dir); u != "" {
+		t.Fatalf("a stale record was trusted: %q", u)
+	}
+}

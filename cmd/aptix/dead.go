@@ -107,7 +107,7 @@ func init() {
 		},
 	}
 	for _, c := range []*cobra.Command{ls, retry, purge} {
-		c.Flags().StringVar(&stage, "stage", "", "only this stage's dead letters: retriever, envelope, llmcaller, mapper")
+		c.Flags().StringVar(&stage, "stage", "", "only this stage's dead letters: retriever, envelope, llmcaller, toolrunner, mapper")
 	}
 	retry.Flags().BoolVar(&all, "all", false, "retry every dead letter (of --stage, if given)")
 	dead.AddCommand(ls, show, retry, purge)
@@ -127,7 +127,7 @@ func withJS(ctx context.Context, name string, f func(context.Context, jetstream.
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return f(ctx, js)
+	return bounded(ctx, func(ctx context.Context) error { return f(ctx, js) })
 }
 
 func parseSeq(s string) (uint64, error) {

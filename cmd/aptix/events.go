@@ -65,7 +65,12 @@ func runEvents(ctx context.Context, conversation string, seq uint64, raw bool, o
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	events, err := history.ConversationEvents(ctx, js, conversation)
+	var events []history.Event
+	err = bounded(ctx, func(ctx context.Context) error {
+		evs, err := history.ConversationEvents(ctx, js, conversation)
+		events = evs // read only when bounded returns nil, after this
+		return err
+	})
 	if err != nil {
 		return err
 	}

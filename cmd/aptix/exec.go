@@ -157,6 +157,11 @@ func runExec(ctx context.Context, f execFlags, instruction string, stdout, stder
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
+	return bounded(ctx, func(ctx context.Context) error { return execTurnOn(ctx, nc, js, f, req, stdout, stderr) })
+}
+
+// execTurnOn sends the turn and prints its answer.
+func execTurnOn(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, f execFlags, req contracts.AgentExecuteRequest, stdout, stderr io.Writer) error {
 	if _, err := js.Stream(ctx, contracts.StreamName); err != nil {
 		return fmt.Errorf("stream %s not found at %s (%w): is the pipeline running? start it with `make run` or `%s`", contracts.StreamName, nc.ConnectedUrl(), err, hint("", "up"))
 	}

@@ -22,12 +22,7 @@ func hint(server string, args ...string) string {
 }
 
 // clientServer is the server a client command talks to, for its hints.
-func clientServer() string {
-	if natsURL == "" {
-		return DefaultNATSURL
-	}
-	return natsURL
-}
+func clientServer() string { return serverURL() }
 
 // clientHost is the host a client dials to reach a server listening on
 // host: the loopback address for an unspecified one ("", 0.0.0.0, ::).

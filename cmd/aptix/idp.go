@@ -76,7 +76,7 @@ func init() {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8090", "loopback address to serve on")
+	cmd.Flags().StringVar(&listen, "listen", defaultIDPListen, "loopback address to serve on")
 	cmd.Flags().StringVar(&aud, "audience", "aptix", "the aud claim of the tokens")
 	cmd.Flags().DurationVar(&ttl, "ttl", time.Hour, "token lifetime")
 	root.AddCommand(cmd)

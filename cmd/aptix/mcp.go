@@ -39,7 +39,7 @@ func init() {
 			"running `aptix up` (--nats) and keeps its own local index under <data>/mcp-index; nothing is\n" +
 			"read from the local disk. --http serves streamable HTTP at http://ADDR/mcp; --stdio serves one\n" +
 			"client on stdin/stdout (logs go to stderr).",
-		Example: `  aptix mcp --http 127.0.0.1:8090
+		Example: `  aptix mcp --http 127.0.0.1:8091
   aptix mcp --stdio --workspace acme
   {"mcpServers": {"aptix": {"command": "aptix", "args": ["mcp", "--stdio"]}}}`,
 		Args: cobra.NoArgs,
@@ -56,7 +56,7 @@ func init() {
 			return runMCP(cmd.Context(), addr, workspace, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&addr, "http", "127.0.0.1:8090", "address to serve streamable HTTP on (endpoint /mcp)")
+	cmd.Flags().StringVar(&addr, "http", defaultMCPHTTP, "address to serve streamable HTTP on (endpoint /mcp)")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve one client on stdin/stdout instead of HTTP")
 	cmd.Flags().StringVar(&workspace, "workspace", retrieval.DefaultWorkspace, "workspace the tools use when a call names none")
 	root.AddCommand(cmd)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -49,10 +50,49 @@ func defaultDataDir() string {
 	return ".aptix"
 }
 
-// connectNATS connects to --nats when given. Without it, it tries a running
-// `aptix up` on the default URL, and failing that starts an in-process
-// nats-server with JetStream persisted under --data, so one-shot commands such
-// as `aptix index` work with nothing running. close releases both.
+// runningFile is the file in the --data dir where `aptix up` writes the
+// URL clients reach it at while it runs: a client command without --nats
+// finds it there whatever --listen it was given.
+const runningFile = "nats.url"
+
+// writeRunningURL records url as the running `aptix up`'s in dir; the
+// returned func removes it.
+func writeRunningURL(dir, url string) (func(), error) {
+	path := filepath.Join(dir, runningFile)
+	if err := os.WriteFile(path, []byte(url+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("record the NATS URL in %s: %w", path, err)
+	}
+	return func() { _ = os.Remove(path) }, nil
+}
+
+// runningUpURL is the URL an `aptix up` running on dir recorded, or "" when
+// none runs there (no file, or one left by an `aptix up` that was killed:
+// the dir's lock is free then).
+func runningUpURL(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, runningFile))
+	if err != nil || !dataDirHeld(dir) {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// serverURL is the NATS a client command talks to: --nats, else the
+// `aptix up` running on --data, else DefaultNATSURL.
+func serverURL() string {
+	if natsURL != "" {
+		return natsURL
+	}
+	if u := runningUpURL(dataDir); u != "" {
+		return u
+	}
+	return DefaultNATSURL
+}
+
+// connectNATS connects to --nats when given. Without it, it connects to the
+// `aptix up` running on --data (whatever its --listen), else tries one on
+// the default URL, and failing that starts an in-process nats-server with
+// JetStream persisted under --data, so one-shot commands such as
+// `aptix index` work with nothing running. close releases both.
 func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 	opts := []nats.Option{nats.Name("aptix " + name)}
 	auth, err := cliAuthOptions()
@@ -60,10 +100,10 @@ func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 		return nil, nil, usagef("%w", err)
 	}
 	opts = append(opts, auth...)
-	if natsURL != "" {
-		nc, err = nats.Connect(natsURL, opts...)
+	if u := serverURL(); natsURL != "" || u != DefaultNATSURL {
+		nc, err = nats.Connect(u, opts...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("connect to NATS at %s: %w", natsURL, err)
+			return nil, nil, fmt.Errorf("connect to NATS at %s%s: %w", u, runningFrom(u), err)
 		}
 		return nc, func() { drainAndWait(nc) }, nil
 	}
@@ -118,15 +158,21 @@ func connectRunning(name string) (*nats.Conn, error) {
 		return nil, usagef("%w", err)
 	}
 	opts = append(opts, auth...)
-	u := natsURL
-	if u == "" {
-		u = DefaultNATSURL
-	}
+	u := serverURL()
 	nc, err := nats.Connect(u, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("no Aptix at %s (%w): start it with `make run` or `%s` in another terminal, or pass --nats URL", u, err, hint("", "up"))
+		return nil, fmt.Errorf("no Aptix at %s%s (%w): start it with `make run` or `%s` in another terminal, or pass --nats URL", u, runningFrom(u), err, hint("", "up"))
 	}
 	return nc, nil
+}
+
+// runningFrom says, for an error, that u came from the running `aptix up`'s
+// record in --data rather than from --nats.
+func runningFrom(u string) string {
+	if natsURL == "" && u != DefaultNATSURL {
+		return fmt.Sprintf(" (where the aptix up on %s said it listens)", dataDir)
+	}
+	return ""
 }
 
 // cliAuthOptions are the CLI's NATS credentials: --creds and --nkey, or

@@ -62,11 +62,13 @@ func init() {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
-			if f.turn == "" {
-				return replayConversation(ctx, js, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
-			}
-			_, err = replayTurn(ctx, js, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
-			return err
+			return bounded(ctx, func(ctx context.Context) error {
+				if f.turn == "" {
+					return replayConversation(ctx, js, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				}
+				_, err := replayTurn(ctx, js, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				return err
+			})
 		},
 	}
 	fl := cmd.Flags()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,15 +38,19 @@ func init() {
 		Use:   "up",
 		Short: "Run the whole pipeline in one process on an embedded NATS (the sandbox model when no API key is set)",
 		Long: "up starts an embedded nats-server with JetStream (data under --data), listening on --listen so\n" +
-			"other clients and stage binaries can connect, and runs all four stages in-process. When the\n" +
-			"default backend profile is the sandbox (no OPENAI_API_KEY and no profiles file saying otherwise)\n" +
-			"it also serves the sandbox model on its profile's address. Stop with Ctrl-C: in-flight turns drain.",
+			"other clients and stage binaries can connect, and runs all five stages in-process (retriever,\n" +
+			"envelope, llmcaller, toolrunner, mapper), the HTTP gateway (--http) and the code index as an MCP\n" +
+			"server (--mcp). It serves the sandbox model on its profile's address (the default backend when\n" +
+			"there is no OPENAI_API_KEY and no profiles file saying otherwise). Clients on the same --data find\n" +
+			"it without --nats. Logs (JSON, stderr) start after the banner unless --log-level is given.\n" +
+			"Stop with Ctrl-C: new turns wait in the queue, turns in flight finish first.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), listen, cmd.OutOrStdout()) },
 	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4222", "address the embedded NATS listens on")
-	cmd.Flags().StringVar(&upHTTP, "http", "127.0.0.1:8080", "address the OpenAI Responses API gateway listens on (empty: no gateway)")
-	cmd.Flags().StringVar(&upMCP, "mcp", "127.0.0.1:8090", "address the code index is served on as MCP server \"aptix\" for the tool loop and any MCP client (empty: not served)")
+	cmd.Flags().StringVar(&listen, "listen", defaultNATSListen, "address the embedded NATS listens on")
+	cmd.Flags().StringVar(&upHTTP, "http", defaultHTTPListen, "address the OpenAI Responses API gateway listens on (empty: no gateway)")
+	cmd.Flags().StringVar(&upLogLevel, "log-level", "", "debug, info, warn or error (env APTIX_LOG_LEVEL; default info, and warn until the banner is printed)")
+	cmd.Flags().StringVar(&upMCP, "mcp", defaultUpMCP, "address the code index is served on as MCP server \"aptix\" for the tool loop and any MCP client (empty: not served)")
 	root.AddCommand(cmd)
 }
 
@@ -54,6 +59,12 @@ var upHTTP string
 
 // upMCP is the --mcp address of `aptix up`.
 var upMCP string
+
+// upLogLevel is the --log-level of `aptix up`.
+var upLogLevel string
+
+// upLogOut receives the logs of `aptix up` (tests read it).
+var upLogOut io.Writer = os.Stderr
 
 func runUp(ctx context.Context, listen string, out io.Writer) error {
 	// The data dir first: a second `aptix up` on it must fail before it
@@ -65,7 +76,18 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	defer unlock()
 	ctx, stop := interruptible(ctx, os.Stderr, os.Exit)
 	defer stop()
-	log := pipeline.NewLogger(os.Stderr).With("service", "aptix-up")
+	level, explicit, err := pipeline.ParseLogLevel(cmp.Or(upLogLevel, os.Getenv(pipeline.EnvLogLevel)))
+	if err != nil {
+		return usagef("--log-level: %w", err)
+	}
+	// Until the banner only warnings and errors: the start-up's info lines
+	// would bury it. A level the user asked for holds from the start.
+	var logLevel slog.LevelVar
+	logLevel.Set(level)
+	if !explicit {
+		logLevel.Set(max(level, slog.LevelWarn))
+	}
+	log := pipeline.NewLoggerAt(upLogOut, &logLevel).With("service", "aptix-up")
 
 	set, err := profiles.FromEnv()
 	if err != nil {
@@ -141,15 +163,28 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		srv.WaitForShutdown()
 	}()
 	natsAddr := "nats://" + net.JoinHostPort(clientHost(host), portStr)
+	// Client commands without --nats find this server on any --listen.
+	forget, err := writeRunningURL(dataDir, natsAddr)
+	if err != nil {
+		return err
+	}
+	defer forget()
 
 	model := fmt.Sprintf("%s (%s, model %s)", def.Name, def.BaseURL, def.Model(""))
 	if def.Sandbox {
-		stopSandbox, err := serveSandbox(def.BaseURL, log)
+		model = "SANDBOX at " + def.BaseURL + ": a deterministic stand-in, NOT a model (set OPENAI_API_KEY or APTIX_PROFILES to use one)"
+	}
+	// Every sandbox profile on this machine is served, the default or not:
+	// GET /v1/models lists it, so a request for it must be answered.
+	for _, sb := range localSandboxes(set) {
+		stopSandbox, err := serveSandbox(sb.BaseURL, log)
 		if err != nil {
 			return err
 		}
 		defer stopSandbox()
-		model = "SANDBOX at " + def.BaseURL + ": a deterministic stand-in, NOT a model (set OPENAI_API_KEY or APTIX_PROFILES to use one)"
+		if sb.Name != def.Name {
+			model += fmt.Sprintf("; also the SANDBOX as backend %q (model %s)", sb.Name, sb.Model(""))
+		}
 	}
 
 	natsOpts := []nats.Option{nats.Name("aptix up"), nats.MaxReconnects(-1)}
@@ -168,10 +203,22 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		live = &httpapi.Live{}
 		hs = httpapi.HTTPServer(live)
 		go func() { _ = hs.Serve(httpLn) }()
-		defer shutdownHTTP(hs)
+		// On stop the gateway takes no new request at once, while the
+		// stages drain upstream first; the requests in flight are answered
+		// as their turns complete (gatewayDrain bounds the wait).
+		quit, httpDone := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(httpDone)
+			select {
+			case <-ctx.Done():
+			case <-quit:
+			}
+			shutdownHTTP(hs)
+		}()
+		defer func() { close(quit); <-httpDone }()
 	}
 	u := &upRun{set: set, log: log, out: out, live: live, hs: hs, httpLn: httpLn, natsAddr: natsAddr, listen: listen, model: model, def: def,
-		streams: streams, subs: subs, nkeyFile: nkeyFile, guardMCP: guardMCP}
+		streams: streams, subs: subs, nkeyFile: nkeyFile, guardMCP: guardMCP, logLevel: &logLevel, level: level}
 	// Everything on the connection (index, tools, stages, gateway) is
 	// rebuilt on a new one if NATS closes it for good (pipeline.Supervise):
 	// one bad protocol line must not stop the service.
@@ -192,9 +239,10 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 // upConnected, when set (tests), sees every connection `up` makes.
 var upConnected func(*nats.Conn)
 
-// shutdownHTTP stops hs, letting requests finish for up to 10s.
+// shutdownHTTP stops hs: it closes the listener at once and lets the
+// requests in flight finish for up to gatewayDrain.
 func shutdownHTTP(hs *http.Server) {
-	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c, cancel := context.WithTimeout(context.Background(), gatewayDrain)
 	defer cancel()
 	_ = hs.Shutdown(c)
 }
@@ -215,6 +263,10 @@ type upRun struct {
 	subs     pipeline.SubscriberConfig
 	nkeyFile string // the nkey NATS requires beyond loopback, or ""
 	guardMCP bool   // the MCP endpoint requires the gateway's credentials
+	// logLevel is the logger's level: warn until the banner is printed,
+	// then level (--log-level).
+	logLevel *slog.LevelVar
+	level    slog.Level
 	runs     int
 	up       bool // the banner was printed
 }
@@ -290,6 +342,7 @@ func (u *upRun) run(ctx context.Context, nc *nats.Conn) error {
 	} else {
 		log.Info("Aptix is up again on a new NATS connection", "restarts", u.runs-1)
 	}
+	u.logLevel.Set(u.level)
 	err = <-errc
 	if errors.Is(err, context.Canceled) {
 		err = nil
@@ -395,6 +448,36 @@ func newGateway(ctx context.Context, addr string, nc *nats.Conn, set *profiles.S
 		return nil, "", fmt.Errorf("gateway: %w", err)
 	}
 	return gw, setup.Describe(), nil
+}
+
+// gatewayDrain bounds how long a stopping gateway waits for the requests in
+// flight: the stages' drain (30 s) and a little more.
+const gatewayDrain = 40 * time.Second
+
+// localSandboxes are the set's sandbox profiles on a loopback address (and
+// the default one, wherever), one per address: those `aptix up` serves
+// itself. Another sandbox elsewhere is someone else's to run.
+func localSandboxes(set *profiles.Set) []profiles.Profile {
+	var out []profiles.Profile
+	seen := map[string]bool{}
+	for _, name := range set.Names() {
+		p, err := set.Get(name)
+		if err != nil || !p.Sandbox {
+			continue
+		}
+		u, err := url.Parse(p.BaseURL)
+		if err != nil || seen[u.Host] {
+			continue
+		}
+		ip := net.ParseIP(u.Hostname())
+		local := u.Hostname() == "localhost" || ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
+		if !local && name != set.Default {
+			continue
+		}
+		seen[u.Host] = true
+		out = append(out, p)
+	}
+	return out
 }
 
 // serveSandbox serves the sandbox model on baseURL's host:port. When that

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while runUp writes to it.
@@ -53,15 +55,24 @@ func startUp(t *testing.T) *syncBuffer {
 // when not called before).
 func startUpIn(t *testing.T, dir string) (out *syncBuffer, stop func()) {
 	t.Helper()
-	return startUpListen(t, dir, freeAddr(t))
+	return startUpListen(t, dir, freeAddr(t), nil)
 }
 
-// startUpListen is startUpIn with NATS listening on listen.
-func startUpListen(t *testing.T, dir, listen string) (out *syncBuffer, stop func()) {
+// startUpEnv is startUpIn with these environment variables set on top.
+func startUpEnv(t *testing.T, dir string, env map[string]string) (out *syncBuffer, stop func()) {
+	t.Helper()
+	return startUpListen(t, dir, freeAddr(t), env)
+}
+
+// startUpListen is startUpIn with NATS listening on listen and env set.
+func startUpListen(t *testing.T, dir, listen string, env map[string]string) (out *syncBuffer, stop func()) {
 	t.Helper()
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("APTIX_PROFILES", "")
 	t.Setenv("APTIX_SANDBOX_URL", "http://"+freeAddr(t)+"/v1")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 	oldURL, oldData, oldHTTP, oldMCP, oldInvoked := natsURL, dataDir, upHTTP, upMCP, invokedAs
 	_, port, _ := net.SplitHostPort(listen)
 	natsURL, dataDir, upHTTP, invokedAs = "nats://127.0.0.1:"+port, dir, freeAddr(t), "bin/aptix"
@@ -253,5 +264,84 @@ func TestUpRefusesBusyPort(t *testing.T) {
 	err = runUp(context.Background(), ln.Addr().String(), &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "another `aptix up`") {
 		t.Fatalf("want a busy-port error, got %v", err)
+	}
+}
+
+// TestUpServesTheSandboxItLists: with OPENAI_API_KEY set the default
+// backend is openai, yet GET /v1/models lists the sandbox profile's
+// sandbox-1; aptix up serves it, so a request for it is answered (it was a
+// 502, connection refused, the sandbox not being started).
+func TestUpServesTheSandboxItLists(t *testing.T) {
+	startUpEnv(t, t.TempDir(), map[string]string{"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"})
+	resp, err := http.Get("http://" + upHTTP + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"sandbox-1"`) {
+		t.Fatalf("/v1/models: %s", body)
+	}
+	resp, err = http.Post("http://"+upHTTP+"/v1/responses", "application/json", strings.NewReader(`{"model":"sandbox-1","input":"hello"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"status":"completed"`) {
+		t.Fatalf("model sandbox-1: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestUpLogsAroundTheBanner: the banner is not buried in start-up logs
+// (about 25 JSON info lines surrounded it): before it only warnings, after
+// it the info level; a turn and a clean stop log no error (the local index
+// logged one at every stop).
+func TestUpLogsAroundTheBanner(t *testing.T) {
+	logs := &syncBuffer{}
+	old := upLogOut
+	upLogOut = logs
+	defer func() { upLogOut = old }()
+	t.Setenv("APTIX_LOG_LEVEL", "")
+	_, stop := startUpIn(t, t.TempDir())
+	before := logs.String()
+	for _, line := range strings.Split(strings.TrimSpace(before), "\n") {
+		if line != "" && !strings.Contains(line, `"level":"WARN"`) {
+			t.Errorf("before the banner: %s", line)
+		}
+	}
+	if n := strings.Count(before, "\n"); n > 3 {
+		t.Errorf("%d log lines before the banner:\n%s", n, before)
+	}
+	if _, _, err := execTurn(t, execFlags{conversation: "logs-1"}, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	all := logs.String()
+	if strings.Contains(all, `"level":"ERROR"`) {
+		t.Errorf("a turn and a clean stop logged an error:\n%s", all)
+	}
+	if !strings.Contains(all[len(before):], `"msg":"stage drained"`) {
+		t.Errorf("info lines after the banner missing:\n%s", all[len(before):])
+	}
+	if strings.Contains(all, `"msg":"Adding handler"`) || strings.Contains(all, `"msg":"Closing router"`) {
+		t.Errorf("the router's own info lines are debug:\n%s", all)
+	}
+}
+
+// TestUpHelpNamesEveryStage: `aptix up --help` names every stage it runs
+// (it said "all four stages" while five run).
+func TestUpHelpNamesEveryStage(t *testing.T) {
+	cmd, _, err := root.Find([]string{"up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(cmd.Long, "four") {
+		t.Errorf("up --help: %s", cmd.Long)
+	}
+	for _, st := range pipeline.Stages {
+		if !strings.Contains(cmd.Long, st.Name) {
+			t.Errorf("up --help does not name the %s stage:\n%s", st.Name, cmd.Long)
+		}
 	}
 }

@@ -32,7 +32,7 @@ func TestUpSecuresPublicNATSAndMCP(t *testing.T) {
 	upMCP = "0.0.0.0:" + mcpPort
 	t.Cleanup(func() { upMCP = oldMCP })
 	dir := t.TempDir()
-	out, _ := startUpListen(t, dir, "0.0.0.0:"+natsPort)
+	out, _ := startUpListen(t, dir, "0.0.0.0:"+natsPort, nil)
 	seed := filepath.Join(dir, "nkeys", "aptix.nk")
 	if !strings.Contains(out.String(), "credentials required: the nkey "+seed) {
 		t.Errorf("the banner does not say NATS needs the nkey:\n%s", out)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,9 +85,16 @@ func Await(ctx context.Context, js jetstream.JetStream, conversationID, turnID s
 	cons, err := js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{contracts.Subject(contracts.StageCompleted, conversationID, turnID)},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+		// Without a bound, a consumer whose server went away re-creates
+		// itself for ever inside Next.
+		MaxResetAttempts: 10,
 	})
 	if err != nil {
 		return t, fmt.Errorf("watch completion: %w", err)
+	}
+	type fetched struct {
+		m   jetstream.Msg
+		err error
 	}
 	for {
 		wait := 5 * time.Second
@@ -96,11 +104,34 @@ func Await(ctx context.Context, js jetstream.JetStream, conversationID, turnID s
 		if wait <= 0 {
 			return t, fmt.Errorf("turn %s/%s: %w", conversationID, turnID, context.DeadlineExceeded)
 		}
-		m, err := cons.Next(jetstream.FetchMaxWait(max(wait, time.Second)))
+		// Next may block past its wait while the connection is down: the
+		// caller's deadline holds whatever the server does.
+		got := make(chan fetched, 1)
+		go func() {
+			m, err := cons.Next(jetstream.FetchMaxWait(max(wait, time.Second)))
+			got <- fetched{m, err}
+		}()
+		var f fetched
+		select {
+		case f = <-got:
+		case <-ctx.Done():
+		}
 		if ctx.Err() != nil {
 			return t, fmt.Errorf("turn %s/%s: %w", conversationID, turnID, ctx.Err())
 		}
+		m, err := f.m, f.err
 		if err != nil {
+			if errors.Is(err, jetstream.ErrOrderedConsumerReset) || errors.Is(err, nats.ErrConnectionClosed) {
+				return t, fmt.Errorf("turn %s/%s: %w", conversationID, turnID, err)
+			}
+			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+				// The connection is down or the consumer resetting: not a
+				// tight loop meanwhile.
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-ctx.Done():
+				}
+			}
 			continue // nothing yet
 		}
 		data, err := EventData(ctx, js, m.Headers(), m.Data())

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -55,9 +56,26 @@ func Main(service string, build Build) {
 
 // NewLogger is the JSON slog logger every Aptix process uses (level from APTIX_LOG_LEVEL).
 func NewLogger(w *os.File) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(os.Getenv(EnvLogLevel)))
+	level, _, _ := ParseLogLevel(os.Getenv(EnvLogLevel))
+	return NewLoggerAt(w, level)
+}
+
+// NewLoggerAt is NewLogger at a given level (a *slog.LevelVar lets the
+// process change it while it runs).
+func NewLoggerAt(w io.Writer, level slog.Leveler) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// ParseLogLevel reads a level name (debug, info, warn, error, or a slog
+// offset such as warn+2); set says whether one was given. "" is info.
+func ParseLogLevel(s string) (level slog.Level, set bool, err error) {
+	if s == "" {
+		return slog.LevelInfo, false, nil
+	}
+	if err := level.UnmarshalText([]byte(s)); err != nil {
+		return slog.LevelInfo, false, fmt.Errorf("log level %q: want debug, info, warn or error", s)
+	}
+	return level, true, nil
 }
 
 func runMain(service string, build Build, log *slog.Logger) error {

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -98,6 +99,16 @@ func toNATS(subject string, msg *message.Message) *nats.Msg {
 	}
 	h[contracts.HeaderMsgID] = []string{msg.UUID}
 	return &nats.Msg{Subject: subject, Data: msg.Payload, Header: h}
+}
+
+// PublishDirective reports whether a header is an instruction to JetStream
+// for one publish (Nats-Expected-Last-Subject-Sequence, Nats-Msg-Id,
+// Nats-Rollup, Nats-TTL, ...) rather than part of the event. Such a header
+// must never be copied onto another publish: a dead letter or a retried
+// event that kept the retriever's "this subject holds nothing yet"
+// expectation would be refused as soon as its subject holds one event.
+func PublishDirective(key string) bool {
+	return len(key) >= 5 && strings.EqualFold(key[:5], "nats-")
 }
 
 // Close does nothing: the connection belongs to the caller.

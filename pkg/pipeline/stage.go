@@ -132,7 +132,9 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 		log = slog.Default()
 	}
 	log = log.With("stage", st.Name)
-	sc.Logger = watermill.NewSlogLogger(log)
+	// The router's and subscriber's own info lines (handler added, router
+	// closed, ...) are library detail: debug. Their warnings and errors stay.
+	sc.Logger = watermill.NewSlogLoggerWithLevelMapping(log, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
 	pub := NewPublisher(js)
 	pub.claims = &claimStore{js: js, ttl: o.Stream.withDefaults().HistoryMaxAge}
 	pub.maxInline = claimThreshold(nc)
@@ -522,7 +524,12 @@ func (r *runner) deadLetter(ctx context.Context, msg *message.Message, delivered
 	}
 	dead := message.NewMessage(id, msg.Payload)
 	for k, v := range msg.Metadata {
-		dead.Metadata.Set(k, v)
+		// The event's own headers (trace, CloudEvents, claim, replay marks),
+		// never the publish directives of the consumed event: the dead
+		// letter is a new publish and must always be stored.
+		if !PublishDirective(k) {
+			dead.Metadata.Set(k, v)
+		}
 	}
 	dead.Metadata.Set(contracts.HeaderDeadReason, reason)
 	dead.Metadata.Set(contracts.HeaderDeadStage, r.st.Name)

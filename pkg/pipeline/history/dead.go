@@ -43,7 +43,7 @@ func DeadFilter(stage string) (string, error) {
 			return contracts.DeadSubject(stage), nil
 		}
 	}
-	return "", inputf("stage %q: want retriever, envelope, llmcaller or mapper", stage)
+	return "", inputf("stage %q: want retriever, envelope, llmcaller, toolrunner or mapper", stage)
 }
 
 // DeadLetters reads the dead letters of one stage (or all), oldest first.
@@ -135,7 +135,13 @@ func RetryMsg(d DeadLetter) (*nats.Msg, error) {
 	h := nats.Header{}
 	for k, v := range d.Header {
 		switch k {
-		case contracts.HeaderDeadReason, contracts.HeaderDeadStage, contracts.HeaderDeadSubject, contracts.HeaderDeadDeliveries, contracts.HeaderMsgID:
+		case contracts.HeaderDeadReason, contracts.HeaderDeadStage, contracts.HeaderDeadSubject, contracts.HeaderDeadDeliveries:
+			continue
+		}
+		if pipeline.PublishDirective(k) {
+			// Nats-Msg-Id is set below; an expectation the consumed event
+			// carried (dead letters stored before the stages dropped them
+			// kept it) would refuse the retry.
 			continue
 		}
 		h[k] = v

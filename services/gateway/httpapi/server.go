@@ -96,8 +96,11 @@ type Server struct {
 	hooks   *webhooks
 	dl      jetstream.ConsumeContext
 	mux     *http.ServeMux
-	log     *slog.Logger
-	limits  *rateLimits
+	// hop is this deployment's mark (pipeline.DeploymentMark): a request
+	// carrying it comes from this deployment's own LLM caller.
+	hop    string
+	log    *slog.Logger
+	limits *rateLimits
 	// console is the web console at /console/ (docs/console.md).
 	console *console.Console
 
@@ -161,6 +164,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.stream, err = js.Stream(ctx, contracts.StreamName); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
 	}
+	s.hop = pipeline.MarkOf(s.stream.CachedInfo())
 	if s.store, err = OpenStore(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
@@ -256,6 +260,14 @@ func (s *Server) routes() {
 // ServeHTTP serves the API: the health endpoints to anyone, everything
 // else to an authenticated caller within its rate (auth.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if contracts.HasMark(r.Header.Get(contracts.HeaderHop), s.hop) {
+		// Before authentication: the LLM caller may hold no key for its
+		// own gateway, and the answer must say what is wrong.
+		code := contracts.CodeLoopDetected
+		s.fail(w, &responses.Error{Status: http.StatusLoopDetected, Type: responses.TypeInvalidRequest, Code: &code,
+			Message: "This request came from this Aptix deployment's own LLM caller: a backend profile's baseUrl points at this gateway. Point the profile at a model server (docs/backends.md)."})
+		return
+	}
 	r = limitBody(w, r, s.cfg.BodyTimeout) // before authentication (transport.go)
 	if console.Owns(r.URL.Path) {
 		s.console.ServeHTTP(w, r) // its own sign-in: an admin credential, also from a cookie

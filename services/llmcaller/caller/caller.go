@@ -56,6 +56,10 @@ type Options struct {
 	// MaxBackoff caps the computed retry wait (default 8s). A server's
 	// Retry-After is honoured as sent, bounded only by the turn deadline.
 	MaxBackoff time.Duration
+	// Hop is this deployment's mark (pipeline.DeploymentMark), sent as
+	// contracts.HeaderHop on every backend call so a gateway of the same
+	// deployment refuses it as a loop. Empty sends none.
+	Hop string
 }
 
 // EnvKeepHistory set to "off" sets Options.ForgetConversations.
@@ -301,6 +305,9 @@ func (c *Caller) client(p profiles.Profile) openai.Client {
 		option.WithMaxRetries(0), option.WithHTTPClient(c.httpClient(p))}
 	for k, v := range p.Headers {
 		opts = append(opts, option.WithHeader(k, v))
+	}
+	if c.o.Hop != "" {
+		opts = append(opts, option.WithHeader(contracts.HeaderHop, c.o.Hop))
 	}
 	cl := openai.NewClient(opts...)
 	c.clients[key] = cl

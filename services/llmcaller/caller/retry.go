@@ -10,10 +10,11 @@ import (
 
 // retryableStatus is the set openai-go itself retries: request timeout,
 // conflict, rate limit and server errors. Every other 4xx is final: sending
-// the same body again cannot succeed and may cost money.
+// the same body again cannot succeed and may cost money. So is 508 Loop
+// Detected: a profile pointing at its own gateway stays one.
 func retryableStatus(status int) bool {
 	return status == http.StatusRequestTimeout || status == http.StatusConflict ||
-		status == http.StatusTooManyRequests || status >= 500
+		status == http.StatusTooManyRequests || status >= 500 && status != http.StatusLoopDetected
 }
 
 // retryAfter reads the server's requested wait: retry-after-ms (OpenAI's

@@ -16,6 +16,7 @@ import (
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
 	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/services/retriever/codetext"
@@ -41,6 +42,7 @@ var ErrNotReady = errors.New("retrieval: local index is still loading the chunk 
 type Index struct {
 	o       Options
 	kv      jetstream.KeyValue
+	nc      *nats.Conn
 	idx     bleve.Index
 	log     *slog.Logger
 	applied atomic.Uint64 // highest bucket revision applied to idx
@@ -86,7 +88,7 @@ func Open(ctx context.Context, js jetstream.JetStream, o Options) (*Index, error
 	if err != nil {
 		return nil, err
 	}
-	ix := &Index{o: o, kv: kv, idx: idx, log: o.Logger.With("component", "retrieval"), done: make(chan struct{}), rebuilt: rebuilt}
+	ix := &Index{o: o, kv: kv, nc: js.Conn(), idx: idx, log: o.Logger.With("component", "retrieval"), done: make(chan struct{}), rebuilt: rebuilt}
 	if v, _ := idx.GetInternal(completeKey); v != nil {
 		ix.ready.Store(true) // stale at worst until the watch catches up
 	}
@@ -252,6 +254,13 @@ func (ix *Index) follow(ctx context.Context, w jetstream.KeyWatcher) {
 			}
 			switch {
 			case !ok:
+				if ctx.Err() != nil || ix.closing() {
+					// Close, or the process draining its connection to
+					// stop: a clean stop, no error to report.
+					ix.log.Debug("local index stopped following the chunk store: the connection closed")
+					ix.setErr(errors.New("the NATS connection closed"))
+					return
+				}
 				ix.fail(errors.New("bucket watch ended"))
 				return
 			case e == nil: // every value present at Open has been delivered
@@ -276,10 +285,20 @@ func (ix *Index) follow(ctx context.Context, w jetstream.KeyWatcher) {
 }
 
 func (ix *Index) fail(err error) {
+	ix.setErr(err)
+	ix.log.Error("local index stopped following the chunk store", "err", err)
+}
+
+func (ix *Index) setErr(err error) {
 	ix.mu.Lock()
 	ix.err = err
 	ix.mu.Unlock()
-	ix.log.Error("local index stopped following the chunk store", "err", err)
+}
+
+// closing reports whether the index's NATS connection is being drained or
+// was closed by its owner.
+func (ix *Index) closing() bool {
+	return ix.nc != nil && (ix.nc.IsDraining() || ix.nc.IsClosed())
 }
 
 // batch gathers updates for one bleve batch. pending remembers the ids a

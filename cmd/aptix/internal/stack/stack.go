@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,7 +30,7 @@ import (
 	toolstage "github.com/aptix-dev/aptix/services/toolrunner/stage"
 )
 
-// Config is what the four stages need. Zero values take the defaults.
+// Config is what the five stages need. Zero values take the defaults.
 type Config struct {
 	Profiles *profiles.Set
 	// Searcher retrieves RAG context; nil runs turns without retrieval.
@@ -59,8 +60,8 @@ type Config struct {
 	MCP *request.MCPOptions
 }
 
-// Run runs the stages until ctx ends, then drains them. ready (if not nil)
-// is closed once every stage consumes.
+// Run runs the stages until ctx ends, then drains them upstream first
+// (drainInOrder). ready (if not nil) is closed once every stage consumes.
 func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -102,7 +103,8 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	if err != nil {
 		return err
 	}
-	c := caller.New(cfg.Profiles, caller.Options{Results: results, History: history, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger, ForgetConversations: caller.ForgetFromEnv()})
+	c := caller.New(cfg.Profiles, caller.Options{Results: results, History: history, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger, ForgetConversations: caller.ForgetFromEnv(),
+		Hop: pipeline.DeploymentMark(ctx, js)})
 	cancels, err := pipeline.OpenCancels(ctx, js, cfg.Stream.Replicas)
 	if err != nil {
 		return err
@@ -122,8 +124,11 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 		(&mapperstage.Mapper{Conversations: convs}).Stage(),
 		runner.Stage(),
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	// Each stage runs on its own context, so a stop can go in pipeline
+	// order (drainInOrder); a stage that fails stops them all at once.
+	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
 	var readies []chan struct{}
+	var running []*runningStage
 	for _, st := range stages {
 		if !selected(cfg.Only, st.Name) {
 			continue
@@ -135,8 +140,12 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 		if hook := cfg.BeforePublish[st.Name]; hook != nil {
 			o.BeforePublish = hook
 		}
+		sctx, cancel := context.WithCancel(gctx)
+		rs := &runningStage{name: st.Name, in: st.In, cancel: cancel, done: make(chan struct{})}
+		running = append(running, rs)
 		g.Go(func() error {
-			if err := pipeline.Run(gctx, nc, st, o); err != nil {
+			defer close(rs.done)
+			if err := pipeline.Run(sctx, nc, st, o); err != nil {
 				return fmt.Errorf("%s: %w", st.Name, err)
 			}
 			return nil
@@ -154,7 +163,98 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 			close(ready)
 		}()
 	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			drainInOrder(js, running, cfg.Subscriber.DrainTimeout, cfg.Logger)
+		case <-gctx.Done(): // a stage failed: errgroup cancelled every stage
+		}
+	}()
 	return g.Wait()
+}
+
+// runningStage is one stage Run is running.
+type runningStage struct {
+	name, in string
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when its pipeline.Run returned
+}
+
+// stopOrder groups the stages in the order they stop: the LLM caller and
+// the toolrunner feed each other, so they stop together.
+var stopOrder = [][]string{{"retriever"}, {"envelope"}, {"llmcaller", "toolrunner"}, {"mapper"}}
+
+// drainInOrder stops the stages upstream first, so a turn in flight when
+// the process is asked to stop still completes: the retriever stops taking
+// new requests (they wait in the queue for the next start), then each later
+// group stops once the groups before it are done and its own consumers have
+// nothing left to handle. Waiting for that is bounded by drain (default
+// 30 s) in all; past it the remaining groups stop at once, and what they had
+// not handled stays in the stream for the next start. Every stage still
+// finishes the events it holds (pipeline.Run's own drain).
+func drainInOrder(js jetstream.JetStream, running []*runningStage, drain time.Duration, log *slog.Logger) {
+	if drain <= 0 {
+		drain = 30 * time.Second
+	}
+	deadline := time.Now().Add(drain)
+	upstreamStopped := false
+	for _, names := range stopOrder {
+		var group []*runningStage
+		for _, rs := range running {
+			if slices.Contains(names, rs.name) {
+				group = append(group, rs)
+			}
+		}
+		if len(group) == 0 {
+			continue
+		}
+		// A group whose upstream runs in another process has no reason
+		// to wait for it.
+		if upstreamStopped && !waitIdle(js, group, deadline) {
+			log.Warn("stopping with events not yet handled; they are handled on the next start", "stages", names)
+		}
+		for _, rs := range group {
+			rs.cancel()
+		}
+		for _, rs := range group {
+			<-rs.done
+		}
+		upstreamStopped = true
+	}
+}
+
+// waitIdle waits until the group's consumers have no event pending or
+// unacknowledged, seen twice in a row (the LLM caller and the toolrunner
+// hand turns to each other between two looks), or until deadline.
+func waitIdle(js jetstream.JetStream, group []*runningStage, deadline time.Time) bool {
+	idleLooks := 0
+	for time.Now().Before(deadline) {
+		if groupIdle(js, group, deadline) {
+			if idleLooks++; idleLooks == 2 {
+				return true
+			}
+		} else {
+			idleLooks = 0
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+func groupIdle(js jetstream.JetStream, group []*runningStage, deadline time.Time) bool {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	for _, rs := range group {
+		c, err := js.Consumer(ctx, contracts.StreamOf(rs.in), pipeline.Durable(rs.name))
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		if err != nil || info.NumPending > 0 || info.NumAckPending > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // toolLoop builds the toolrunner stage and the envelope's tool loop options.

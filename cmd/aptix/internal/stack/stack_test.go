@@ -375,3 +375,59 @@ func TestStageCrashExactlyOnce(t *testing.T) {
 	}
 	e.settled()
 }
+
+// TestStopLetsTheTurnInFlightComplete: stopping the stages while the LLM
+// caller waits for the model still completes the turn before Run returns:
+// the stages stop upstream first, and the mapper only once the LLM caller's
+// answer is handled. (All stages used to stop at once, so the mapper was
+// gone when the answer came, and the client waited for the next start.)
+func TestStopLetsTheTurnInFlightComplete(t *testing.T) {
+	_, url := natstest.Start(t)
+	nc, js := natstest.Connect(t, url)
+	sb := sandbox.New(sandbox.Options{Logger: quiet, Latency: 1500 * time.Millisecond})
+	hs := httptest.NewServer(sb)
+	t.Cleanup(hs.Close)
+	set := &profiles.Set{}
+	set.Put(profiles.Profile{Name: "sandbox", BaseURL: hs.URL + "/v1", DefaultModel: "sandbox-1", Sandbox: true,
+		AttemptTimeout: 10 * time.Second, TurnTimeout: 20 * time.Second, MaxRetries: 1, MaxConcurrent: 4,
+		Capabilities: profiles.Capabilities{SupportsPreviousResponseID: true, ToolMode: profiles.ToolModeNative}})
+	set.Default = "sandbox"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- Run(ctx, nc, Config{Profiles: set, Logger: quiet, Subscriber: pipeline.SubscriberConfig{
+			AckWait: 5 * time.Second, MaxDeliver: 3, Backoff: []time.Duration{50 * time.Millisecond}, DrainTimeout: 10 * time.Second}}, ready)
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stages not ready")
+	}
+	if err := pipeline.Submit(context.Background(), js, contracts.AgentExecuteRequest{ConversationId: "c-stop", TurnId: "t-stop", Instruction: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); sb.Requests() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the model was never called")
+		}
+	}
+	cancel() // Ctrl-C while the model is answering
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer acancel()
+	got, err := pipeline.Await(actx, js, "c-stop", "t-stop")
+	if err != nil {
+		t.Fatalf("the turn in flight did not complete before the stop: %v", err)
+	}
+	if got.Response == nil || got.Response.Kind != contracts.KindOK {
+		t.Fatalf("completion %+v", got.Response)
+	}
+}

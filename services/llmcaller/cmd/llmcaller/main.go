@@ -30,11 +30,17 @@ func main() {
 		if err != nil {
 			return pipeline.Stage{}, err
 		}
-		c := caller.New(set, caller.Options{Results: results, History: history, Logger: log, ForgetConversations: caller.ForgetFromEnv()})
 		sc, err := pipeline.StreamConfigFromEnv()
 		if err != nil {
 			return pipeline.Stage{}, err
 		}
+		// The stream first: the deployment mark the backend calls carry
+		// (so the gateway can refuse a call to itself) is derived from it.
+		if _, err := pipeline.EnsureStream(ctx, js, sc); err != nil {
+			return pipeline.Stage{}, err
+		}
+		c := caller.New(set, caller.Options{Results: results, History: history, Logger: log, ForgetConversations: caller.ForgetFromEnv(),
+			Hop: pipeline.DeploymentMark(ctx, js)})
 		cancels, err := pipeline.OpenCancels(ctx, js, sc.Replicas)
 		if err != nil {
 			return pipeline.Stage{}, err
