@@ -82,7 +82,7 @@ lint: ## gofmt check and go vet over every module
 generate: ## regenerate the committed JSON Schemas from the Go types
 	cd pkg/contracts/schema && $(GO) run ./gen
 
-# ---- Images, compose and the containers suite (issue 6) -------------------
+# ---- Images, compose and the containers suite -------------------
 # No registry here: every image is FROM scratch around a static binary built
 # on this machine, and nats-server is built from its pinned Go module.
 LINUX_BIN := bin/linux

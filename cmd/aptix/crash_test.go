@@ -33,7 +33,7 @@ const EnvCrashTest = "APTIX_CRASH_TEST"
 // inside that moment repeats the call, with a warning (README, Reliability).
 const killDelay = 300 * time.Millisecond
 
-// TestKill9PaysOnce (issue 22) measures the window a crash leaves, at the
+// TestKill9PaysOnce measures the window a crash leaves, at the
 // upstream: `aptix sandbox --latency 2s` runs in its own process, `aptix up`
 // takes 200 turns, is killed with SIGKILL once every call is in flight at
 // the sandbox, and is started again on the same data dir. Every turn must

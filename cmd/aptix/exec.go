@@ -227,7 +227,7 @@ func warnIfNoStages(nc *nats.Conn, w io.Writer) {
 
 // liveText prints text deltas as they arrive and remembers what it printed,
 // so the final answer is not printed twice.
-// A re-attached call (issue 22) relays its deltas again from the start with
+// A re-attached call relays its deltas again from the start with
 // the same upstreamSeq: those not above the last shown are dropped.
 type liveText struct {
 	mu      sync.Mutex

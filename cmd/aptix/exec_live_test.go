@@ -7,7 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// TestLiveTextDropsRelayedRepeats (issue 22): `aptix exec --stream` prints
+// TestLiveTextDropsRelayedRepeats: `aptix exec --stream` prints
 // each piece of a re-attached call's text once.
 func TestLiveTextDropsRelayedRepeats(t *testing.T) {
 	var out bytes.Buffer

@@ -202,7 +202,7 @@ func TestUpExecEvents(t *testing.T) {
 			t.Errorf("event without a trace id: %q", l)
 		}
 	}
-	// Requests live in the queue until the retriever takes them (issue 13);
+	// Requests live in the queue until the retriever takes them;
 	// the history starts at retrieved, whose turn records the request.
 	want := "retrieved enveloped responded completed retrieved enveloped responded completed"
 	if got := strings.Join(stages, " "); got != want {

@@ -13,7 +13,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// Claim check (issue 14): a turn's event can outgrow the connection's max
+// Claim check: a turn's event can outgrow the connection's max
 // payload (1 MiB by default) within the documented request limits: 512 KiB
 // of tools appear in the request, again in the /responses body, and a large
 // upstream response appears in the LLM section and again as rawResponseJson.

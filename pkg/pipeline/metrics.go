@@ -18,7 +18,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// Metrics (issue 19) are recorded by the stage runtime, where every turn
+// Metrics are recorded by the stage runtime, where every turn
 // passes, from what the turn itself carries: the mapper's output holds the
 // model call (backend, model, duration, pay-once) and the mapped usage, so
 // no service needs its own instrumentation. Names follow the OTel semantic

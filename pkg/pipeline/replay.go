@@ -16,7 +16,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// Replays and dead-letter retries (issue 19) re-drive a stored event into
+// Replays and dead-letter retries re-drive a stored event into
 // its stage. Two things must then hold for every later stage of that turn,
 // so the marks travel as headers the runner copies from a stage's input to
 // its outputs (a Turn field could not ride on a bare request):

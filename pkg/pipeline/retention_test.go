@@ -40,7 +40,7 @@ func publishN(t *testing.T, js jetstream.JetStream, stage string, n, size int) {
 	}
 }
 
-// TestTrimmerNeverRemovesUnfinishedWork (issue 13): history is cut by size
+// TestTrimmerNeverRemovesUnfinishedWork: history is cut by size
 // and age, but an event its stage has not acknowledged stays whatever the
 // limits say, and a completion stays for its grace period.
 func TestTrimmerNeverRemovesUnfinishedWork(t *testing.T) {
@@ -135,7 +135,7 @@ func TestPublishRefusedWhenQueueFull(t *testing.T) {
 	}
 }
 
-// TestMigrateFromSingleStream (issue 13): a deployment on the single-stream
+// TestMigrateFromSingleStream: a deployment on the single-stream
 // layout, with requests waiting and one held by a retriever that then died,
 // upgrades without losing a turn; events in flight at later stages stay.
 func TestMigrateFromSingleStream(t *testing.T) {
@@ -203,7 +203,7 @@ func submitOld(t *testing.T, js jetstream.JetStream, turn string) {
 	}
 }
 
-// TestShutdownHandsBackUnstarted (issue 14): events fetched but not started
+// TestShutdownHandsBackUnstarted: events fetched but not started
 // when a stage stops are handed back at once, so a restarted stage takes them
 // without waiting out the 30 s AckWait.
 func TestShutdownHandsBackUnstarted(t *testing.T) {

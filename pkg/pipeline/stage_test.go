@@ -208,7 +208,7 @@ func TestMicroStatus(t *testing.T) {
 		t.Fatalf("micro info: %v", err)
 	}
 	// `nats micro stats aptix-retriever` counts the events the stage handled
-	// (issue 14: it used to count only calls of the status endpoint).
+	// (it used to count only calls of the status endpoint).
 	submit(t, js, "t2")
 	next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "t2"))
 	resp, err = nc.Request("$SRV.STATS.aptix-retriever", nil, 2*time.Second)

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// TestBackgroundSurvivesKills (issue 16): 100 background responses created
+// TestBackgroundSurvivesKills: 100 background responses created
 // on gateway-1, the sandbox answering after 2 s; with calls in flight the
 // LLM caller and gateway-1 are SIGKILLed (the LLM caller restarted 1 s
 // later, gateway-1 left dead). Every response reaches a terminal status,

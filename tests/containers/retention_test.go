@@ -16,7 +16,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
-// TestUpgradeFromSingleStream (issue 13): a deployment on the single-stream
+// TestUpgradeFromSingleStream: a deployment on the single-stream
 // layout (APTIX holding requests too, discard old) has 60 turns waiting when
 // the new stage images start on it. They migrate the stream and every
 // waiting turn completes exactly once; turns sent after the upgrade too.
@@ -33,7 +33,7 @@ func TestUpgradeFromSingleStream(t *testing.T) {
 	ajs, _ := jetstream.New(admin)
 	ctx, cancel := context.WithTimeout(d.ctx, time.Minute)
 	defer cancel()
-	// The layout every deployment before issue 13 ran (deploy/nats/jetstream/r1 then).
+	// The single-stream layout earlier deployments ran (deploy/nats/jetstream/r1 then).
 	old, err := ajs.CreateStream(ctx, jetstream.StreamConfig{
 		Name: contracts.StreamName, Subjects: []string{"aptix.requested.>", "aptix.retrieved.>", "aptix.enveloped.>", "aptix.responded.>", "aptix.completed.>", "aptix.dead.>"},
 		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld, MaxAge: 7 * 24 * time.Hour, MaxBytes: 1 << 30,
@@ -97,7 +97,7 @@ func TestUpgradeFromSingleStream(t *testing.T) {
 	}
 }
 
-// TestTinyCapacityBackpressure (issue 13): stages configured with a tiny
+// TestTinyCapacityBackpressure: stages configured with a tiny
 // work capacity, the model answering after 2 s, far more turns offered than
 // fit: every publish is acknowledged or refused with ErrAtCapacity, every
 // acknowledged turn completes exactly once, nothing is lost.

@@ -9,7 +9,7 @@ import (
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
-// createBackground answers a background create (issue 16) as soon as the
+// createBackground answers a background create as soon as the
 // turn is in the queue: status queued, with queued_at. Nothing waits for it
 // here, and nothing polls: the turn runs through the pipeline like any
 // other, its status is derived from its events on each read, and its

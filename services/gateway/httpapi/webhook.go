@@ -28,7 +28,7 @@ import (
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
-// WebhookConfig configures webhook delivery (issue 16). A nil
+// WebhookConfig configures webhook delivery. A nil
 // Config.Webhooks sends none.
 type WebhookConfig struct {
 	// Secret signs every delivery (Standard Webhooks, "whsec_<base64>");

@@ -15,7 +15,7 @@ type Delta struct {
 	Name   string `json:"name,omitempty"`
 	Text   string `json:"text,omitempty"`
 	// UpstreamSeq numbers the upstream event a delta came from when the LLM
-	// caller re-attaches (issue 22): after a crash it relays the call again
+	// caller re-attaches: after a crash it relays the call again
 	// from the start, and the streamer drops what it has already shown.
 	UpstreamSeq int `json:"upstreamSeq,omitempty"`
 	// Round is the tool loop's round of the call that sent the delta; a new

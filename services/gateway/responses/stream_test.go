@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestStreamerDropsRelayedRepeats (issue 22): after a crash the LLM caller
+// TestStreamerDropsRelayedRepeats: after a crash the LLM caller
 // re-attaches to the upstream response and relays its deltas again from the
 // start with the same upstreamSeq; the client sees each piece of text once.
 func TestStreamerDropsRelayedRepeats(t *testing.T) {

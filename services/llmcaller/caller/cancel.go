@@ -12,7 +12,7 @@ import (
 )
 
 // CancelUpstream stops the upstream background response of a turn's call,
-// so the model stops generating and billing (issue 22: a cancel of the
+// so the model stops generating and billing (a cancel of the
 // turn, e.g. the gateway's, reaches the model). It reads the turn's call
 // record, so it works from any replica and after a restart, and POSTs
 // /responses/{id}/cancel to the profile that made the call. A Call

@@ -10,7 +10,7 @@ import (
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
-// BenchmarkCallReattach measures what issue 22's pay-once costs per call:
+// BenchmarkCallReattach measures what pay-once with re-attach costs per call:
 // the same streamed call to an in-process sandbox (0 ms latency) with a
 // JetStream pay-once store, plain versus background+stream with the
 // call-started record (capability reattach). With -count N the two

@@ -19,7 +19,7 @@ import (
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
-// Re-attach (issue 22): with capability reattach, a call cut off mid-flight
+// Re-attach: with capability reattach, a call cut off mid-flight
 // (the process dies, the connection breaks) is followed upstream, never
 // paid for twice. Every count below is read at the upstream (the sandbox's
 // created counter), not inside the caller.

@@ -9,7 +9,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
-// Conversation recovery (issue 14): a backend that threads by
+// Conversation recovery: a backend that threads by
 // previous_response_id may lose the response a conversation continues from
 // (an in-process sandbox restarted, a stored response expired or deleted)
 // while Aptix's conversation record still names it. Every turn therefore

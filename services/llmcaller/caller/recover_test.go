@@ -14,7 +14,7 @@ import (
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
-// TestRecoverLostResponse (issue 14): a backend that threads by
+// TestRecoverLostResponse: a backend that threads by
 // previous_response_id restarts and forgets the response a conversation
 // continues from. The next turn is sent again with the conversation's kept
 // items as input, once, and says so in its warnings; without kept history

@@ -19,7 +19,7 @@ type LLMCaller struct {
 	Caller *caller.Caller
 	// NC publishes streaming deltas (core NATS, not stored); nil disables them.
 	NC *nats.Conn
-	// Cancels, when set, makes cancellation real (issue 16): a turn
+	// Cancels, when set, makes cancellation real: a turn
 	// cancelled before its call is never sent upstream, and one cancelled
 	// during it has its call's context cancelled at once. Either way the
 	// turn ends with a cancelled rejection, so its completion (and webhook)

@@ -100,7 +100,7 @@ type Report struct {
 	// costs before any of the gateway's own work.
 	HTTPFloor map[int]Load `json:"httpFloor,omitempty"`
 	// ToolLoop is a 20-round client-side tool loop over WebSocket mode and
-	// over HTTP+SSE on that gateway (issue 23).
+	// over HTTP+SSE on that gateway.
 	ToolLoop   ToolLoop `json:"toolLoop"`
 	PeakRSSMiB float64  `json:"peakRssMiB"`
 	// StageMsC1 is each stage's mean handling time per event at

@@ -16,7 +16,7 @@ import (
 )
 
 // ToolLoop compares a client-side tool loop over WebSocket mode with the
-// same loop over HTTP + SSE (issue 23), on the same gateway and pipeline in
+// same loop over HTTP + SSE, on the same gateway and pipeline in
 // the same run, the two transports interleaved (one WebSocket loop, one
 // HTTP loop, …, the order swapped every other pair), so drift hits both.
 // A loop is one response.create with a user message whose sandbox marker

@@ -585,7 +585,7 @@ func slowProfile(c *Config) {
 	c.Profiles.Put(p)
 }
 
-// TestGatewayBackgroundCancelStopsUpstream (issues 16 and 22): with a
+// TestGatewayBackgroundCancelStopsUpstream: with a
 // backend that keeps background responses (capability reattach), cancelling
 // an in-progress response also cancels the upstream response, so the model
 // stops generating (and billing) instead of finishing unseen.

@@ -28,7 +28,7 @@ func manyTools(n, size int) string {
 	return b.String()
 }
 
-// TestOversizeTurnsComplete (issue 14): turns whose events outgrow NATS's
+// TestOversizeTurnsComplete: turns whose events outgrow NATS's
 // 1 MiB max payload, within the documented request limits, complete: their
 // large events go through the claim check instead of being dropped.
 func TestOversizeTurnsComplete(t *testing.T) {

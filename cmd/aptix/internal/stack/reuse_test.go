@@ -15,7 +15,7 @@ import (
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
-// TestTurnIDReused (issue 14): a turn id re-sent with a different request is
+// TestTurnIDReused: a turn id re-sent with a different request is
 // answered with turn_id_reused, never silently with the old answer: by
 // Submit when JetStream de-duplicates it, and by an error completion when a
 // client publishes it without Nats-Msg-Id.
@@ -94,7 +94,7 @@ func TestTurnIDReused(t *testing.T) {
 	}
 }
 
-// TestHostileSubjectIDs (issue 14): a request on a subject whose id tokens
+// TestHostileSubjectIDs: a request on a subject whose id tokens
 // are wildcards is dead-lettered, and nothing is published on a wildcard
 // subject; Submit refuses such ids before publishing.
 func TestHostileSubjectIDs(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
-// WebSocket mode (issue 23): the seven Open Responses WebSocket compliance
+// WebSocket mode: the seven Open Responses WebSocket compliance
 // tests (websocket-response, -sequential-responses, -continuation,
 // -reconnect-store-false-recovery, -previous-response-not-found,
 // -failed-continuation-evicts-cache, -compact-new-chain) reproduced against
