@@ -225,36 +225,66 @@ func drainInOrder(js jetstream.JetStream, running []*runningStage, drain time.Du
 
 // waitIdle waits until the group's consumers have no event pending or
 // unacknowledged, seen twice in a row (the LLM caller and the toolrunner
-// hand turns to each other between two looks), or until deadline.
+// hand turns to each other between two looks), or until deadline. Events
+// held unacknowledged with no progress for stallAfter (none delivered,
+// none acknowledged) count as idle too: they belong to a handler that
+// finishes them as it stops (pipeline.Run's own drain) or to a connection
+// that is gone (NATS closed it and `up` rebuilt on a new one), whose events
+// nobody here can acknowledge before their ack wait ends.
 func waitIdle(js jetstream.JetStream, group []*runningStage, deadline time.Time) bool {
 	idleLooks := 0
+	var last groupProgress
+	lastChange := time.Now()
 	for time.Now().Before(deadline) {
-		if groupIdle(js, group, deadline) {
-			if idleLooks++; idleLooks == 2 {
-				return true
-			}
-		} else {
+		p, ok := groupState(js, group, deadline)
+		switch {
+		case ok && p.pending == 0 && p.ackPending == 0:
+			idleLooks++
+		case ok && p.pending == 0 && p == last && time.Since(lastChange) >= stallAfter:
+			return true
+		default:
 			idleLooks = 0
+		}
+		if idleLooks == 2 {
+			return true
+		}
+		if p != last {
+			last, lastChange = p, time.Now()
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return false
 }
 
-func groupIdle(js jetstream.JetStream, group []*runningStage, deadline time.Time) bool {
+// stallAfter is how long unacknowledged events may show no progress before
+// a stopping group stops waiting for them.
+const stallAfter = 2 * time.Second
+
+// groupProgress sums a group's consumers: what waits, what is held, and how
+// far delivery and acknowledgement have come.
+type groupProgress struct {
+	pending, ackPending, delivered, acked uint64
+}
+
+func groupState(js jetstream.JetStream, group []*runningStage, deadline time.Time) (groupProgress, bool) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	var p groupProgress
 	for _, rs := range group {
 		c, err := js.Consumer(ctx, contracts.StreamOf(rs.in), pipeline.Durable(rs.name))
 		if err != nil {
-			return false
+			return p, false
 		}
 		info, err := c.Info(ctx)
-		if err != nil || info.NumPending > 0 || info.NumAckPending > 0 {
-			return false
+		if err != nil {
+			return p, false
 		}
+		p.pending += info.NumPending
+		p.ackPending += uint64(info.NumAckPending)
+		p.delivered += info.Delivered.Consumer
+		p.acked += info.AckFloor.Consumer
 	}
-	return true
+	return p, true
 }
 
 // toolLoop builds the toolrunner stage and the envelope's tool loop options.
