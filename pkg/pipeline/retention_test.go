@@ -109,6 +109,55 @@ func TestTrimmerReachesPastPinnedWork(t *testing.T) {
 	}
 }
 
+// TestTrimmerRelievesAFullStreamOfCompletions: completions still in their
+// CompletionGrace fill APTIX past its pressure mark (admission's estimate
+// let too many small turns in); the trimmer purges the ones older than
+// PressureGrace until the stream is back under the admission mark, keeps
+// the unfinished work and the dead letters, and keeps completions younger
+// than PressureGrace. Without relief nothing is purged and a paid turn
+// could not store its result for 10 minutes.
+func TestTrimmerRelievesAFullStreamOfCompletions(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx := context.Background()
+	c := StreamConfig{HistoryMaxBytes: 16 << 10, WorkMaxBytes: 64 << 10, CompletionGrace: time.Hour, PressureGrace: 2 * time.Second}
+	if err := Provision(ctx, js, c, SubscriberConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, js, contracts.StageEnveloped, 5, 1000) // nobody has taken these
+	publishN(t, js, contracts.StageCompleted, 66, 1000)
+	for i := range 3 {
+		if _, err := js.Publish(ctx, contracts.DeadPrefix+".mapper.c.d"+fmt.Sprint(i), make([]byte, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := NewTrimmer(js, c, quiet)
+	// Within PressureGrace nothing may go yet, however full.
+	if _, err := tr.Trim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := subjectCounts(t, js, contracts.StreamName); got[contracts.StageCompleted] != 66 {
+		t.Fatalf("completions younger than the pressure grace were purged: %v", got)
+	}
+	tr.now = func() time.Time { return time.Now().Add(3 * time.Second) }
+	res, err := tr.Trim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := subjectCounts(t, js, contracts.StreamName)
+	t.Logf("purged %d, %d -> %d bytes, left %v", res.Purged, res.BytesBefore, res.BytesAfter, got)
+	if int64(res.BytesAfter) > c.admitBelow() {
+		t.Fatalf("stream still at %d bytes, over the admission mark %d", res.BytesAfter, c.admitBelow())
+	}
+	if got[contracts.StageEnveloped] != 5 || got[contracts.StageCompleted] == 0 || got[contracts.StageCompleted] == 66 {
+		t.Fatalf("after relief: %v; want the 5 unfinished events and only part of the completions", got)
+	}
+	s, _ := js.Stream(ctx, contracts.StreamName)
+	info, _ := s.Info(ctx, jetstream.WithSubjectFilter(contracts.DeadPrefix+".>"))
+	if len(info.State.Subjects) != 3 {
+		t.Fatalf("dead letters purged: %d of 3 left", len(info.State.Subjects))
+	}
+}
+
 // TestPublishRefusedWhenQueueFull: a client's publish into a full queue
 // fails with ErrAtCapacity, loudly; nothing already queued is dropped.
 func TestPublishRefusedWhenQueueFull(t *testing.T) {

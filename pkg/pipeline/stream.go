@@ -69,6 +69,13 @@ type StreamConfig struct {
 	// whatever the size limit says, so a client can read its result
 	// (APTIX_COMPLETION_GRACE, default 10 minutes).
 	CompletionGrace time.Duration
+	// PressureGrace is the shorter grace a completion keeps when APTIX is
+	// nearly full of them (past pressureMark): admission reserves room by
+	// estimate, so a burst of small turns can fill the work room with
+	// completions still in their CompletionGrace, and then turns already
+	// paid could not store their results. Default: CompletionGrace, at
+	// most 1 minute. Dead letters always keep CompletionGrace.
+	PressureGrace time.Duration
 	// AdmitTimeout bounds how long the first stage holds a queued request
 	// for room in APTIX before it answers the turn with a CodeAtCapacity
 	// error completion (APTIX_ADMIT_TIMEOUT, default 2 minutes): an accepted
@@ -104,6 +111,9 @@ func (c StreamConfig) withDefaults() StreamConfig {
 	}
 	if c.CompletionGrace <= 0 {
 		c.CompletionGrace = 10 * time.Minute
+	}
+	if c.PressureGrace <= 0 || c.PressureGrace > c.CompletionGrace {
+		c.PressureGrace = min(c.CompletionGrace, time.Minute)
 	}
 	if c.Duplicates <= 0 {
 		c.Duplicates = 10 * time.Minute
@@ -185,6 +195,15 @@ func (c StreamConfig) Limits() StreamConfig { return c.withDefaults() }
 func (c StreamConfig) admitBelow() int64 {
 	c = c.withDefaults()
 	return c.HistoryMaxBytes + c.WorkMaxBytes/2
+}
+
+// pressureMark is the size past which the trimmer shortens the completions'
+// grace to PressureGrace (Trimmer.relieve): an eighth of the work room
+// before the stream's hard cap, which leaves every turn inside room to
+// finish while completions in their grace age out.
+func (c StreamConfig) pressureMark() int64 {
+	c = c.withDefaults()
+	return c.HistoryMaxBytes + c.WorkMaxBytes - c.WorkMaxBytes/8
 }
 
 // JetStreamConfig is the APTIX definition EnsureStreams applies; exported so

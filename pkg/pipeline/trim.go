@@ -117,10 +117,66 @@ func (tr *Trimmer) Trim(ctx context.Context) (TrimResult, error) {
 		}
 		st = info.State
 	}
+	if err := tr.relieve(ctx, s, &res); err != nil {
+		errs = append(errs, err)
+	}
 	if res.Purged > 0 {
 		tr.log.Debug("history trimmed", "purged", res.Purged, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter)
 	}
 	return res, errors.Join(errs...)
+}
+
+// relieve shortens the completions' grace to PressureGrace while APTIX is
+// past its pressure mark. Admission reserves room for a turn by estimate,
+// and at_capacity answers take room too, so completions still in their
+// CompletionGrace can fill the work room; then a turn already paid could
+// not store its result until that grace ran out. Completions older than
+// PressureGrace go, oldest first, in growing steps until the stream is back
+// under the admission mark; dead letters and completions a durable reader
+// (webhooks) has not taken stay.
+func (tr *Trimmer) relieve(ctx context.Context, s jetstream.Stream, res *TrimResult) error {
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	}
+	st := info.State
+	if int64(st.Bytes) <= tr.c.pressureMark() || st.Msgs == 0 {
+		return nil
+	}
+	limit, err := tr.seqAt(ctx, s, tr.now().Add(-tr.c.PressureGrace), st.FirstSeq, st.LastSeq)
+	if err != nil {
+		return err
+	}
+	ageCut, err := tr.seqAt(ctx, s, tr.now().Add(-tr.c.HistoryMaxAge), st.FirstSeq, st.LastSeq)
+	if err != nil {
+		return err
+	}
+	for _, name := range completionReaders(ctx, s) {
+		limit = min(limit, max(tr.floor(ctx, s, name, st.LastSeq), ageCut))
+	}
+	before := st
+	filter := contracts.StageFilter(contracts.StageCompleted)
+	avg := max(int64(st.Bytes/st.Msgs), 1)
+	cut := st.FirstSeq
+	for int64(st.Bytes) > tr.c.admitBelow() && cut < limit {
+		over := int64(st.Bytes) - tr.c.admitBelow()
+		cut = min(limit, cut+uint64((over+avg-1)/avg))
+		if err := s.Purge(ctx, jetstream.WithPurgeSubject(filter), jetstream.WithPurgeSequence(cut)); err != nil {
+			return fmt.Errorf("purge %s below %d: %w", filter, cut, err)
+		}
+		if info, err = s.Info(ctx); err != nil {
+			return fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+		}
+		st = info.State
+	}
+	purged := before.Msgs - min(before.Msgs, st.Msgs)
+	if purged > 0 {
+		res.Purged += purged
+		res.BytesAfter = st.Bytes
+		tr.log.Warn("stream near its cap: completions older than the pressure grace purged",
+			"purged", purged, "pressure_grace", tr.c.PressureGrace, "bytes_before", before.Bytes, "bytes_after", st.Bytes)
+	}
+	return nil
 }
 
 type purge struct {
