@@ -21,6 +21,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/retriever/mcpserver"
 	"github.com/aptix-dev/aptix/services/retriever/retrieval"
 )
@@ -73,6 +74,14 @@ func runMCP(ctx context.Context, addr, workspace string, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := pipeline.NewLogger(os.Stderr).With("service", "aptix-mcp")
+	// Beyond loopback the code index is guarded as `up --mcp` guards it:
+	// refused unless APTIX_AUTH says who may read it.
+	public := addr != "" && !auth.Loopback(addr)
+	if public {
+		if err := auth.Precheck(addr); err != nil {
+			return usagef("--http %s: %w", addr, err)
+		}
+	}
 	nc, err := connectRunning("mcp")
 	if err != nil {
 		return err
@@ -103,12 +112,26 @@ func runMCP(ctx context.Context, addr, workspace string, out io.Writer) error {
 		}
 		return nil
 	}
-	url, stopHTTP, err := serveMCPWith(ctx, src, o, addr, nil)
+	var guard func(http.Handler) http.Handler
+	access := ""
+	if public {
+		if m, _ := auth.ParseMode(os.Getenv("APTIX_AUTH")); m.None() {
+			log.Warn("APTIX_AUTH=none: the MCP endpoint beyond loopback serves the code index to anyone", "addr", addr)
+		} else {
+			setup, err := auth.FromEnv(ctx, addr, js, 1, log.With("component", "auth"))
+			if err != nil {
+				return usagef("--http %s: %w", addr, err)
+			}
+			guard = func(h http.Handler) http.Handler { return requireCredential(h, setup.Auth, "") }
+			access = "; " + setup.Auth.Mode() + " required, as for the gateway"
+		}
+	}
+	url, stopHTTP, err := serveMCPWith(ctx, src, o, addr, guard)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Aptix MCP server at %s (streamable HTTP; workspace %s).\nConfigure it in an MCP client as:\n  {\"mcpServers\": {\"aptix\": {\"url\": %q}}}\nCtrl-C stops it.\n",
-		url, workspace, url)
+	fmt.Fprintf(out, "Aptix MCP server at %s (streamable HTTP; workspace %s%s).\nConfigure it in an MCP client as:\n  {\"mcpServers\": {\"aptix\": {\"url\": %q}}}\nCtrl-C stops it.\n",
+		url, workspace, access, url)
 	<-ctx.Done()
 	stopHTTP()
 	return nil

@@ -79,9 +79,25 @@ func TestUpSecuresPublicNATSAndMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mcpURL := "http://127.0.0.1:" + mcpPort + "/mcp"
+	checkMCPGuard(t, "http://127.0.0.1:"+mcpPort+"/mcp", key)
+
+	// Standalone `aptix mcp --http` beyond loopback is guarded the same way.
+	_, standalonePort, _ := net.SplitHostPort(freeAddr(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	var banner strings.Builder
+	done := make(chan error, 1)
+	go func() { done <- runMCP(ctx, "0.0.0.0:"+standalonePort, "ws", &banner) }()
+	t.Cleanup(func() { cancel(); <-done })
+	standalone := "http://127.0.0.1:" + standalonePort + "/mcp"
+	waitListening(t, "127.0.0.1:"+standalonePort, done)
+	checkMCPGuard(t, standalone, key)
+}
+
+// checkMCPGuard: 401 without a credential or with a wrong one, 200 with key.
+func checkMCPGuard(t *testing.T, url, key string) {
+	t.Helper()
 	for cred, want := range map[string]int{"": 401, "Bearer sk-aptix-not-a-key": 401, "Bearer " + key: 200} {
-		req, _ := http.NewRequest(http.MethodPost, mcpURL, strings.NewReader(
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(
 			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
@@ -94,9 +110,29 @@ func TestUpSecuresPublicNATSAndMCP(t *testing.T) {
 		}
 		resp.Body.Close()
 		if resp.StatusCode != want {
-			t.Errorf("MCP initialize with %q: %d, want %d", cred, resp.StatusCode, want)
+			t.Errorf("MCP initialize at %s with %q: %d, want %d", url, cred, resp.StatusCode, want)
 		}
 	}
+}
+
+// waitListening waits until addr accepts connections, or fails when the
+// server's goroutine ended first.
+func waitListening(t *testing.T, addr string, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			t.Fatalf("server on %s ended before listening: %v", addr, err)
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %s after 20 s", addr)
 }
 
 // TestUpRefusesOpenPublicMCP: the MCP endpoint beyond loopback with
@@ -112,5 +148,10 @@ func TestUpRefusesOpenPublicMCP(t *testing.T) {
 	err := runUp(ctx, freeAddr(t), &strings.Builder{})
 	if err == nil || !strings.Contains(err.Error(), "--mcp") || !strings.Contains(err.Error(), "APTIX_AUTH") {
 		t.Fatalf("want a refusal naming --mcp and APTIX_AUTH, got %v", err)
+	}
+	// Standalone `aptix mcp --http` too, before it connects to anything.
+	err = runMCP(ctx, "0.0.0.0:0", "ws", &strings.Builder{})
+	if err == nil || !strings.Contains(err.Error(), "--http") || !strings.Contains(err.Error(), "APTIX_AUTH") {
+		t.Fatalf("aptix mcp --http 0.0.0.0:0 without APTIX_AUTH: want a refusal naming --http and APTIX_AUTH, got %v", err)
 	}
 }
