@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"fmt"
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox/reply"
@@ -159,8 +160,9 @@ func validateItem(i int, el element) (entry, error) {
 			return entry{}, invalid(param+".call_id", "missing_required_parameter", fmt.Sprintf("Missing required parameter: '%s.call_id'.", param))
 		}
 	case "compaction":
-		if _, err := decodeCompaction(it.EncryptedContent); err != nil {
-			return entry{}, invalid(param+".encrypted_content", "invalid_encrypted_content", fmt.Sprintf("Invalid '%s.encrypted_content': %v", param, err))
+		// Shape only: the server opens it (openCompactions), with its keys.
+		if !sealbox.Sealed(compactPrefix, it.EncryptedContent) {
+			return entry{}, invalid(param+".encrypted_content", "invalid_encrypted_content", fmt.Sprintf("Invalid '%s.encrypted_content': not a compaction produced by this server", param))
 		}
 	}
 	return e, nil

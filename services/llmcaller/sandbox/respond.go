@@ -50,6 +50,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.end()
 	req, items, err := parseRequest(body)
+	if err == nil {
+		err = s.openCompactions(items)
+	}
 	if err == nil && req.Background {
 		if err = s.startBackground(w, r, req, items, f); err == nil {
 			return
@@ -172,7 +175,7 @@ func (s *Server) answer(req request, items []entry) (response, []json.RawMessage
 	} else {
 		text, ok := s.nextScript()
 		if !ok {
-			sentence := reply.Sentence(userTexts, prevID) + attachmentNote(turn.user) + compactionNote(chain) + quoteOutputs(turn.outputs)
+			sentence := reply.Sentence(userTexts, prevID) + attachmentNote(turn.user) + s.compactionNote(chain) + quoteOutputs(turn.outputs)
 			if text, err = reply.Text(format, sentence, reply.Request(userTexts)); err != nil {
 				return response{}, nil, invalid("text.format.schema", "invalid_json_schema", "Invalid 'text.format.schema': "+err.Error())
 			}
