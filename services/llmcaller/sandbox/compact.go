@@ -150,24 +150,15 @@ func (s *Server) compaction(body []byte) (compactResource, error) {
 		return compactResource{}, invalid("input", "missing_required_parameter", "Nothing to compact: give 'input' or 'previous_response_id'.")
 	}
 	res := compactResource{ID: newID("resp_"), Object: "response.compaction", CreatedAt: time.Now().Unix()}
-	c := compacted{Users: []string{}}
+	c := s.fold(chain)
 	inBytes := 0
 	for _, e := range chain {
 		inBytes += len(e.raw)
-		it := e.it // read as far as it decoded, as readTurn does
-		if it.Type == "compaction" {
-			// An earlier compaction folds into this one, so nothing it held is lost.
-			prev, _ := s.decodeCompaction(it.EncryptedContent)
-			c.Items += prev.Items
-			c.Users = append(c.Users, prev.Users...)
-			continue
-		}
-		c.Items++
-		if it.Role != "user" || (it.Type != "" && it.Type != "message") {
+		it := e.it
+		if it.Type == "compaction" || it.Role != "user" || (it.Type != "" && it.Type != "message") {
 			continue
 		}
 		texts := it.texts()
-		c.Users = append(c.Users, firstLine(texts))
 		parts := make([]part, 0, len(texts))
 		for _, t := range texts {
 			parts = append(parts, part{Type: "input_text", Text: t})
@@ -179,6 +170,37 @@ func (s *Server) compaction(body []byte) (compactResource, error) {
 	in := tokenCount(inBytes)
 	res.Usage = newUsage(in, tokens(blob))
 	return res, nil
+}
+
+// fold is what a compaction of chain carries: every item counted, the
+// first line of each user message, an earlier compaction's content folded
+// in so nothing it held is lost.
+func (s *Server) fold(chain []entry) compacted {
+	c := compacted{Users: []string{}}
+	for _, e := range chain {
+		it := e.it // read as far as it decoded, as readTurn does
+		if it.Type == "compaction" {
+			prev, _ := s.decodeCompaction(it.EncryptedContent)
+			c.Items += prev.Items
+			c.Users = append(c.Users, prev.Users...)
+			continue
+		}
+		c.Items++
+		if it.Role == "user" && (it.Type == "" || it.Type == "message") {
+			c.Users = append(c.Users, firstLine(it.texts()))
+		}
+	}
+	return c
+}
+
+// compactInline is context_management's compaction: the chain, past the
+// threshold, becomes one compaction item, which leads the response's
+// output and is all a continuation of it sees of what came before.
+func (s *Server) compactInline(chain []entry) (compactionItem, entry) {
+	blob := s.encodeCompaction(s.fold(chain))
+	item := compactionItem{ID: stableID("cmp_", []byte(blob)), Type: "compaction", EncryptedContent: blob}
+	b, _ := json.Marshal(item)
+	return item, decodeEntry(b)
 }
 
 // stableID derives an item id from its content, so compacting the same

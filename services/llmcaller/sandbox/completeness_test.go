@@ -161,6 +161,8 @@ func TestCompactionRoundTrip(t *testing.T) {
 	for name, tc := range map[string]struct{ path, body, param string }{
 		"compact without model":    {"/v1/responses/compact", `{"input":"x"}`, "model"},
 		"compact unknown previous": {"/v1/responses/compact", `{"model":"m","previous_response_id":"resp_nope"}`, "previous_response_id"},
+		"context_management type":  {"/v1/responses", `{"model":"m","input":"x","context_management":[{"type":"nope"}]}`, "context_management[0].type"},
+		"compact_threshold 0":      {"/v1/responses", `{"model":"m","input":"x","context_management":[{"type":"compaction","compact_threshold":0}]}`, "context_management[0].compact_threshold"},
 		"forged compaction item":   {"/v1/responses", `{"model":"m","input":[{"type":"compaction","encrypted_content":"xyz"}]}`, "input[0].encrypted_content"},
 	} {
 		resp, b, err := postPath(t, ts.URL+tc.path, tc.body)

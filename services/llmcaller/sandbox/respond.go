@@ -161,6 +161,12 @@ func (s *Server) answer(req request, items []entry) (response, []json.RawMessage
 	}
 	inputTokens := tokenCount(inputBytes)
 	resp := newResponse(req, ch)
+	var compaction []any
+	if th := req.compactThreshold(); th > 0 && inputTokens > th {
+		item, e := s.compactInline(chain)
+		compaction = []any{item}
+		chain = []entry{e} // the model answers from the compacted context
+	}
 
 	calls, err := toolCalls(req, ch, turn, reply.Request(userTexts))
 	if err != nil {
@@ -190,6 +196,10 @@ func (s *Server) answer(req request, items []entry) (response, []json.RawMessage
 		msg.Content = []outputText{newOutputText(text)}
 		outText = text
 		resp.Output = []any{msg}
+	}
+	if compaction != nil {
+		resp.Output = append(compaction, resp.Output...)
+		chain = nil // the compaction item leads the output, which storedOf keeps
 	}
 	out := tokens(outText)
 	if req.MaxOutputTokens != nil {

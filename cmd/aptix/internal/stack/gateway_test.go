@@ -661,6 +661,48 @@ func TestGatewayCompactionSealed(t *testing.T) {
 	}
 }
 
+// TestGatewayInlineCompaction: context_management's compact_threshold
+// through the gateway (passed to the backend, the sandbox here): below the
+// threshold nothing happens; past it the response's output starts with a
+// sealed compaction item (the user's messages, 2, and the reply, 1), and a
+// continuation sees the compacted history.
+func TestGatewayInlineCompaction(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	cm := []responses.ResponseNewParamsContextManagement{{Type: "compaction", CompactThreshold: openai.Int(60)}}
+	r1, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", ContextManagement: cm,
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("The deploy key is K-77")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Output[0].Type == "compaction" {
+		t.Fatalf("compacted below the threshold: %s", r1.RawJSON())
+	}
+	r2, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", ContextManagement: cm, PreviousResponseID: openai.String(r1.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(strings.Repeat("Here is a long note about the launch plan. ", 8))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r2.Output) != 2 || r2.Output[0].Type != "compaction" || r2.Output[1].Type != "message" {
+		t.Fatalf("past the threshold, want a compaction item then the reply: %s", r2.RawJSON())
+	}
+	if blob := r2.Output[0].AsCompaction().EncryptedContent; strings.Contains(blob, "K-77") || strings.Contains(string(mustB64(blob)), "K-77") {
+		t.Fatalf("the inline compaction item is readable: %s", blob)
+	}
+	if !strings.Contains(r2.OutputText(), "Compacted history: 3 item(s)") {
+		t.Fatalf("the reply must come from the compacted context: %q", r2.OutputText())
+	}
+	r3, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", PreviousResponseID: openai.String(r2.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("What is the key?")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r3.OutputText(), "Compacted history: 3 item(s)") {
+		t.Fatalf("a continuation must see the compacted history: %q", r3.OutputText())
+	}
+}
+
 // mustB64 decodes the base64url tail of a sealed blob (empty if it is not).
 func mustB64(blob string) []byte {
 	i := strings.LastIndex(blob, ".")
