@@ -115,7 +115,7 @@ func TestItems(t *testing.T) {
 		"call_a": {Status: contracts.ExecCompleted, Output: "2"},
 		"call_c": {Status: contracts.ExecTimeout, Error: "timed out after 1s"},
 	}
-	items := RoundItems(r, execs)
+	items := RoundItems(r, execs, nil)
 	var types []string
 	for _, it := range items {
 		var h struct{ Type, ID string }

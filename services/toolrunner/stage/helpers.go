@@ -137,3 +137,22 @@ func modelOutput(e contracts.ToolExecution) string {
 	}
 	return "error: " + firstNonEmpty(e.Error, e.Output, e.Status)
 }
+
+// prependInput puts items at the start of a /responses body's input.
+func prependInput(body json.RawMessage, items []json.RawMessage) (json.RawMessage, error) {
+	var b map[string]json.RawMessage
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	var input []json.RawMessage
+	if raw, ok := b["input"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &input); err != nil {
+			return nil, fmt.Errorf("body input: %w", err)
+		}
+	}
+	var err error
+	if b["input"], err = json.Marshal(append(append([]json.RawMessage{}, items...), input...)); err != nil {
+		return nil, err
+	}
+	return json.Marshal(b)
+}
