@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/services/toolrunner/loop"
 	"github.com/aptix-dev/aptix/services/toolrunner/mcp"
 )
 
@@ -155,4 +156,33 @@ func prependInput(body json.RawMessage, items []json.RawMessage) (json.RawMessag
 		return nil, err
 	}
 	return json.Marshal(b)
+}
+
+// withoutCalls is r without the function_call items of calls (a round's
+// calls past max_tool_calls: they do not run and are not shown).
+func withoutCalls(r loop.Result, calls []loop.Call) loop.Result {
+	drop := map[string]bool{}
+	for _, c := range calls {
+		drop[c.CallID] = true
+	}
+	items := make([]json.RawMessage, 0, len(r.Items))
+	for _, raw := range r.Items {
+		var it struct {
+			Type   string `json:"type"`
+			CallID string `json:"call_id"`
+		}
+		if json.Unmarshal(raw, &it) == nil && it.Type == "function_call" && drop[it.CallID] {
+			continue
+		}
+		items = append(items, raw)
+	}
+	r.Items = items
+	server := make([]loop.Call, 0, len(r.Server))
+	for _, c := range r.Server {
+		if !drop[c.CallID] {
+			server = append(server, c)
+		}
+	}
+	r.Server = server
+	return r
 }

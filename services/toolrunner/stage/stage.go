@@ -217,15 +217,21 @@ func (r *Runner) round(ctx context.Context, t *contracts.Turn) error {
 	if err != nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "%v", err)
 	}
-	if err := loop.CheckDepth(l, len(res.Server)); err != nil {
+	if err := loop.CheckDepth(l); err != nil {
 		// The last call's usage is the gateway's to add (t.LLM), as on any
 		// other end of the loop.
 		l.Status = contracts.LoopMaxDepthExceeded
 		l.DurationMs = time.Now().UnixMilli() - l.StartedAtMs
 		return pipeline.Reject(contracts.LoopMaxDepthExceeded, "%v", err)
 	}
-	// Calls whose server requires approval wait for the client; the rest run.
+	// Calls whose server requires approval wait for the client; the rest
+	// run, as far as max_tool_calls allows: those past it do not, and are
+	// left out of the response.
 	run, ask := loop.Split(l, res.Server)
+	run, over := loop.Limit(l, run)
+	if len(over) > 0 {
+		res = withoutCalls(res, over)
+	}
 	execs := make([]contracts.ToolExecution, len(run))
 	errs := make([]error, len(run))
 	var wg sync.WaitGroup
@@ -248,6 +254,9 @@ func (r *Runner) round(ctx context.Context, t *contracts.Turn) error {
 		r.live(t, liveDelta{Type: "mcp_call_done", Item: loop.CallItem(c, execs[i])})
 		outs = append(outs, loop.Output{CallID: c.CallID, Output: modelOutput(execs[i])})
 	}
+	for _, c := range over {
+		outs = append(outs, loop.Output{CallID: c.CallID, Output: loop.OverOutput(l)})
+	}
 	asked := map[string]contracts.PendingApproval{}
 	for _, c := range ask {
 		asked[c.CallID] = loop.Pending(c)
@@ -264,7 +273,7 @@ func (r *Runner) round(ctx context.Context, t *contracts.Turn) error {
 	}
 	l.Items = append(l.Items, round...)
 	l.Usage = l.Usage.Plus(res.Usage)
-	body, err := loop.Next(l.Template, res.ResponseID, outs)
+	body, err := loop.Next(l.Template, res.ResponseID, outs, loop.Exhausted(l))
 	if err != nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "%v", err)
 	}

@@ -153,3 +153,36 @@ func TestToolLoopApprovalFilter(t *testing.T) {
 	}
 	e.settled()
 }
+
+// TestToolLoopMaxToolCalls: max_tool_calls ends the loop where it says: a
+// model that would call a tool forever gets that many calls, then answers;
+// the response completes.
+func TestToolLoopMaxToolCalls(t *testing.T) {
+	e, srv := toolEnv(t)
+	_, client := e.gateway()
+	p := loopParams(`[repeat:add {"a":1,"b":1}]`, mcpTool("calc"))
+	p.MaxToolCalls = openai.Int(3)
+	r, err := client.Responses.New(ctxT(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := loopOf(t, r.RawJSON())
+	if r.Status != responses.ResponseStatusCompleted || len(f.ToolExecutions) != 3 || srv.Calls("add") != 3 {
+		t.Fatalf("status %s, %d executions, add ran %d times, error %+v", r.Status, len(f.ToolExecutions), srv.Calls("add"), f.Error)
+	}
+	if got := strings.Join(itemTypes(r), ","); got != "mcp_list_tools,mcp_call,mcp_call,mcp_call,message" {
+		t.Fatalf("output %s", got)
+	}
+	// Two calls in one round with one call left: the first runs, the
+	// second does not and is not shown; the model reads why.
+	p = loopParams(`[call:add {"a":1,"b":2}] [call:add {"a":3,"b":4}]`, mcpTool("calc"))
+	p.MaxToolCalls = openai.Int(1)
+	r, err = client.Responses.New(ctxT(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(itemTypes(r), ","); got != "mcp_list_tools,mcp_call,message" || !strings.Contains(r.OutputText(), "max_tool_calls (1) is reached") {
+		t.Fatalf("output %s, answer %q", got, r.OutputText())
+	}
+	e.settled()
+}
