@@ -181,10 +181,40 @@ func OpenCompactions(items []json.RawMessage, keys *sealbox.Keyring) ([]json.Raw
 				"The encrypted content of compaction item input[%d] could not be verified: %s.", i, why)
 		}
 		out = append(out, mustJSON(map[string]any{"type": "message", "role": "user", "content": []map[string]string{
-			{"type": "input_text", "text": "[COMPACTED CONVERSATION]\n" + string(summary)}}}))
+			{"type": "input_text", "text": compactedMark + string(summary)}}}))
 	}
 	if out == nil {
 		return items, nil
 	}
 	return out, nil
+}
+
+// compactedMark starts the message a compaction item stands for.
+const compactedMark = "[COMPACTED CONVERSATION]\n"
+
+// SealCompactions turns the messages OpenCompactions made back into
+// compaction items, sealed again, for a listing of a response's input
+// items: the summary stays as opaque there as in the item the client sent.
+func SealCompactions(responseID string, items []json.RawMessage, keys *sealbox.Keyring) []json.RawMessage {
+	out := make([]json.RawMessage, len(items))
+	for i, raw := range items {
+		out[i] = raw
+		var m struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			ID      string `json:"id"`
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(raw, &m) != nil || m.Type != "message" || m.Role != "user" || m.ID != "" || len(m.Content) != 1 ||
+			m.Content[0].Type != "input_text" || !strings.HasPrefix(m.Content[0].Text, compactedMark) {
+			continue
+		}
+		summary := strings.TrimPrefix(m.Content[0].Text, compactedMark)
+		out[i] = mustJSON(map[string]string{"id": fmt.Sprintf("cmp_%s_%d", strings.TrimPrefix(responseID, "resp_"), i),
+			"type": "compaction", "encrypted_content": keys.Seal(compactionPrefix, []byte(summary))})
+	}
+	return out
 }

@@ -627,12 +627,14 @@ func TestGatewayCompactionSealed(t *testing.T) {
 	if !strings.HasPrefix(blob, "aptix2.") || strings.Contains(blob, "K-77") || strings.Contains(string(mustB64(blob)), "K-77") {
 		t.Fatalf("the compaction item is readable: %s", blob)
 	}
+	var last *responses.Response
 	send := func(client openai.Client, blob string) error {
 		var input responses.ResponseInputParam
 		if err := json.Unmarshal([]byte(`[{"type":"compaction","encrypted_content":"`+blob+`"},{"type":"message","role":"user","content":"What is the key?"}]`), &input); err != nil {
 			t.Fatal(err)
 		}
-		_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+		var err error
+		last, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
 		return err
 	}
 	if err := send(clientA, blob); err != nil {
@@ -640,6 +642,17 @@ func TestGatewayCompactionSealed(t *testing.T) {
 	}
 	if sent := string(e.sb.LastRequest()); !strings.Contains(sent, "[COMPACTED CONVERSATION]") || !strings.Contains(sent, "K-77") {
 		t.Fatalf("the summary did not reach the model: %s", sent)
+	}
+	// The response's input items list the compaction sealed, not its summary.
+	page, err := clientA.Responses.InputItems.List(ctx, last.ID, responses.InputItemListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw := page.RawJSON(); strings.Contains(raw, "K-77") || len(page.Data) != 2 || !strings.Contains(raw, `"type":"compaction"`) {
+		t.Fatalf("input_items shows the summary: %s", raw)
+	}
+	if page.Data[0].Type != "compaction" && page.Data[1].Type != "compaction" {
+		t.Fatalf("input_items %s", page.RawJSON())
 	}
 	_, rotated := e.gateway(ring(keyB + "," + keyA))
 	if err := send(rotated, blob); err != nil {
