@@ -186,3 +186,32 @@ func TestToolLoopMaxToolCalls(t *testing.T) {
 	}
 	e.settled()
 }
+
+// TestToolLoopApprovalStream: a streamed response that ends for approval
+// shows the mcp_approval_request as an output item (added, done) and ends
+// with response.completed holding it.
+func TestToolLoopApprovalStream(t *testing.T) {
+	e, srv := toolEnv(t)
+	_, client := e.gateway()
+	stream := client.Responses.NewStreaming(ctxT(t), loopParams(`[call:add {"a":2,"b":2}]`, approvalTool("always", nil)))
+	var added, done bool
+	var final responses.Response
+	for stream.Next() {
+		ev := stream.Current()
+		switch ev.Type {
+		case "response.output_item.added":
+			added = added || ev.Item.Type == "mcp_approval_request"
+		case "response.output_item.done":
+			done = done || ev.Item.Type == "mcp_approval_request" && ev.Item.AsMcpApprovalRequest().Name == "add"
+		case "response.completed":
+			final = ev.Response
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !added || !done || strings.Join(itemTypes(&final), ",") != "mcp_list_tools,mcp_approval_request" || srv.Calls("add") != 0 {
+		t.Fatalf("added %v done %v final %v, add ran %d", added, done, itemTypes(&final), srv.Calls("add"))
+	}
+	e.settled()
+}
