@@ -176,3 +176,31 @@ func TestLimit(t *testing.T) {
 		t.Fatalf("last call %s %v", next, err)
 	}
 }
+
+// TestSplitAndApprovalItems: calls of a server that requires approval wait;
+// the round shows them as mcp_approval_request items in the model's order.
+func TestSplitAndApprovalItems(t *testing.T) {
+	l := &contracts.ToolLoop{Servers: []contracts.MCPServerUse{{Label: "calc", RequireApproval: "filter", ApprovalNever: []string{"add"}}}}
+	add := Call{ItemID: "fc_1", CallID: "call_1", Name: "add", Arguments: `{}`, Tool: contracts.LoopTool{Name: "add", Server: "calc", Tool: "add"}}
+	echo := Call{ItemID: "fc_2", CallID: "call_2", Name: "echo", Arguments: `{"text":"hi"}`, Tool: contracts.LoopTool{Name: "echo", Server: "calc", Tool: "echo"}}
+	run, ask := Split(l, []Call{add, echo})
+	if len(run) != 1 || run[0].Name != "add" || len(ask) != 1 || ask[0].Name != "echo" {
+		t.Fatalf("run %v ask %v", run, ask)
+	}
+	p := Pending(echo)
+	if p.ID != "mcpr_2" || Resumed(p).Tool != echo.Tool || Resumed(p).CallID != "call_2" {
+		t.Fatalf("pending %+v", p)
+	}
+	r := Result{Server: []Call{add, echo}, Items: []json.RawMessage{
+		json.RawMessage(`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"add","arguments":"{}"}`),
+		json.RawMessage(`{"type":"function_call","id":"fc_2","call_id":"call_2","name":"echo","arguments":"{\"text\":\"hi\"}"}`)}}
+	items := RoundItems(r, map[string]contracts.ToolExecution{"call_1": {Status: contracts.ExecCompleted, Output: "3"}},
+		map[string]contracts.PendingApproval{"call_2": p})
+	if !strings.Contains(string(items[0]), `"type":"mcp_call"`) ||
+		string(items[1]) != `{"arguments":"{\"text\":\"hi\"}","id":"mcpr_2","name":"echo","server_label":"calc","type":"mcp_approval_request"}` {
+		t.Fatalf("items %s", items)
+	}
+	if got := string(ApprovedCallItem(echo, contracts.ToolExecution{Status: contracts.ExecCompleted, Output: "hi"}, "mcpr_2")); !strings.Contains(got, `"approval_request_id":"mcpr_2"`) {
+		t.Fatalf("approved call item %s", got)
+	}
+}
