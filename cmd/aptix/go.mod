@@ -126,6 +126,7 @@ require (
 	github.com/aptix-dev/aptix/pkg/netguard v0.0.0 // indirect
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0
 	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
+	github.com/aptix-dev/aptix/pkg/sealbox v0.0.0
 	github.com/aptix-dev/aptix/pkg/toolemu v0.0.0 // indirect
 	github.com/aptix-dev/aptix/services/envelope v0.0.0
 	github.com/aptix-dev/aptix/services/llmcaller v0.0.0
@@ -155,3 +156,5 @@ replace github.com/aptix-dev/aptix/pkg/toolemu => ../../pkg/toolemu
 replace github.com/aptix-dev/aptix/pkg/conformance => ../../pkg/conformance
 
 replace github.com/aptix-dev/aptix/pkg/netguard => ../../pkg/netguard
+
+replace github.com/aptix-dev/aptix/pkg/sealbox => ../../pkg/sealbox

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 	"io"
 	"log/slog"
 	"net"
@@ -443,6 +444,14 @@ func newGateway(ctx context.Context, addr string, nc *nats.Conn, set *profiles.S
 	if err := httpapi.WebSocketConfigFromEnv(&cfg); err != nil {
 		return nil, "", fmt.Errorf("gateway: %w", err)
 	}
+	if cfg.CompactionKeys, err = httpapi.CompactionKeysFromEnv(); err != nil {
+		return nil, "", usagef("gateway: %w", err)
+	}
+	if cfg.CompactionKeys == nil {
+		if cfg.CompactionKeys, err = keyFile(filepath.Join(dataDir, "compaction.keys")); err != nil {
+			return nil, "", fmt.Errorf("gateway: %w", err)
+		}
+	}
 	gw, err := httpapi.New(ctx, cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("gateway: %w", err)
@@ -495,7 +504,15 @@ func serveSandbox(baseURL string, log *slog.Logger) (func(), error) {
 	}
 	// Its responses live in the data dir, so a conversation continued after
 	// a restart still finds its previous_response_id.
-	sb := sandbox.New(sandbox.Options{Logger: log.With("component", "sandbox"), StateFile: filepath.Join(dataDir, "sandbox", "responses.jsonl")})
+	// Its compaction items are sealed with a key of its own, kept beside
+	// its responses so they open after a restart.
+	keys, err := keyFile(filepath.Join(dataDir, "sandbox", "compaction.keys"))
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	sb := sandbox.New(sandbox.Options{Logger: log.With("component", "sandbox"), StateFile: filepath.Join(dataDir, "sandbox", "responses.jsonl"),
+		CompactionKeys: keys})
 	hs := &http.Server{Handler: sb, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	log.Warn("serving the SANDBOX model (deterministic stand-in, not a model)", "url", baseURL)
@@ -505,4 +522,14 @@ func serveSandbox(baseURL string, log *slog.Logger) (func(), error) {
 		_ = hs.Shutdown(c)
 		_ = sb.Close()
 	}, nil
+}
+
+// keyFile is the compaction keyring kept in file (mode 0600), made with one
+// new key the first time, so the items a stack seals open after a restart.
+func keyFile(file string) (*sealbox.Keyring, error) {
+	list, err := sealbox.LoadOrCreate(file)
+	if err != nil {
+		return nil, err
+	}
+	return sealbox.Parse(list)
 }

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -342,6 +345,80 @@ func TestUpHelpNamesEveryStage(t *testing.T) {
 	for _, st := range pipeline.Stages {
 		if !strings.Contains(cmd.Long, st.Name) {
 			t.Errorf("up --help does not name the %s stage:\n%s", st.Name, cmd.Long)
+		}
+	}
+}
+
+// TestUpCompactionKeysSurviveRestart: without APTIX_COMPACTION_KEYS, `up`
+// keeps a gateway key and a sandbox key in its data dir (mode 0600), so the
+// compaction items of both (the pipeline's summary, aptix2., and the
+// sandbox's own, sbxc2., which up forwards explicit input to) still open
+// after a restart; an altered one is a 400 on the item.
+func TestUpCompactionKeysSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("APTIX_COMPACTION_KEYS", "")
+	_, stop := startUpIn(t, dir)
+	post := func(path, body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post("http://"+upHTTP+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	blob := func(body string) string {
+		t.Helper()
+		var c struct {
+			Output []struct {
+				Type             string `json:"type"`
+				EncryptedContent string `json:"encrypted_content"`
+			} `json:"output"`
+		}
+		_ = json.Unmarshal([]byte(body), &c)
+		for _, it := range c.Output {
+			if it.Type == "compaction" {
+				return it.EncryptedContent
+			}
+		}
+		t.Fatalf("no compaction item in %s", body)
+		return ""
+	}
+	code, body := post("/v1/responses", `{"model":"sandbox-1","input":"The launch code is Z-42"}`)
+	var r1 struct{ ID string }
+	if code != 200 || json.Unmarshal([]byte(body), &r1) != nil {
+		t.Fatalf("turn: %d %s", code, body)
+	}
+	code, body = post("/v1/responses/compact", `{"model":"sandbox-1","previous_response_id":"`+r1.ID+`"}`)
+	if code != 200 {
+		t.Fatalf("compact (pipeline): %d %s", code, body)
+	}
+	gw := blob(body)
+	code, body = post("/v1/responses/compact", `{"model":"sandbox-1","input":"The launch code is Z-42"}`)
+	if code != 200 {
+		t.Fatalf("compact (sandbox): %d %s", code, body)
+	}
+	sb := blob(body)
+	if !strings.HasPrefix(gw, "aptix2.") || !strings.HasPrefix(sb, "sbxc2.") || strings.Contains(gw+sb, "Z-42") {
+		t.Fatalf("items %q %q", gw, sb)
+	}
+	for _, f := range []string{"compaction.keys", "sandbox/compaction.keys"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v", f, st, err)
+		}
+	}
+	stop()
+	startUpIn(t, dir)
+	for _, b := range []string{gw, sb} {
+		code, body = post("/v1/responses", `{"model":"sandbox-1","input":[{"type":"compaction","encrypted_content":"`+b+`"},{"role":"user","content":"What was the code?"}]}`)
+		if code != 200 {
+			t.Fatalf("after a restart, %s…: %d %s", b[:10], code, body)
+		}
+		code, body = post("/v1/responses", `{"model":"sandbox-1","input":[{"type":"compaction","encrypted_content":"`+b[:len(b)-4]+`AAAA"},{"role":"user","content":"What was the code?"}]}`)
+		if code != 400 || !strings.Contains(body, "invalid_encrypted_content") {
+			t.Fatalf("altered %s…: %d %s", b[:10], code, body)
 		}
 	}
 }

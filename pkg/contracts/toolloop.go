@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 )
 
@@ -26,6 +27,9 @@ const (
 	ExecFailed    = "failed"
 	ExecTimeout   = "timeout"
 	ExecCancelled = "cancelled"
+	// ExecDenied is a call the client's approval response refused: it did
+	// not run, and the model was told so.
+	ExecDenied = "denied"
 )
 
 // ToolLoop is the server-side tool loop's section of a turn (docs/architecture.md#the-server-side-tool-loop): the
@@ -70,6 +74,15 @@ type ToolLoop struct {
 	// round that also called the client's functions: the loop ended there,
 	// and the conversation's next turn sends them with the client's outputs.
 	Pending []json.RawMessage `json:"pending,omitempty"`
+	// Approvals are the server-side calls of the last round that wait for
+	// the client's approval (require_approval): the loop ended there with
+	// an mcp_approval_request item for each, and the conversation's next
+	// turn runs or skips each one before its first LLM call.
+	Approvals []PendingApproval `json:"approvals,omitempty"`
+	// Resume are the decisions this turn brings on the last turn's
+	// Approvals (mcp_approval_response items), which the toolrunner acts on
+	// when it discovers the turn's tools.
+	Resume []ApprovalDecision `json:"resume,omitempty"`
 	// Template is the first call's body without input and
 	// previous_response_id: each later round is this with the round's
 	// function_call_output items, continuing the last upstream response.
@@ -84,8 +97,53 @@ type MCPServerUse struct {
 	// deployment says so (APTIX_MCP_ALLOW_URLS): otherwise an SSRF hole.
 	URL          string   `json:"url,omitempty"`
 	AllowedTools []string `json:"allowedTools,omitempty"`
-	// RequireApproval is kept as sent; Aptix runs only "never" tools.
-	RequireApproval string `json:"requireApproval,omitempty"`
+	// RequireApproval is "never", "always", or "filter": then a tool in
+	// ApprovalAlways needs approval, one in ApprovalNever does not, and any
+	// other needs it unless the filter names only tools that do
+	// (NeedsApproval).
+	RequireApproval string   `json:"requireApproval,omitempty"`
+	ApprovalAlways  []string `json:"approvalAlways,omitempty"`
+	ApprovalNever   []string `json:"approvalNever,omitempty"`
+}
+
+// NeedsApproval says whether a call of tool on this server waits for the
+// client's approval.
+func (u MCPServerUse) NeedsApproval(tool string) bool {
+	switch u.RequireApproval {
+	case "always":
+		return true
+	case "filter":
+		if slices.Contains(u.ApprovalAlways, tool) {
+			return true
+		}
+		if slices.Contains(u.ApprovalNever, tool) {
+			return false
+		}
+		// An "always" list alone names the exceptions; otherwise, as
+		// OpenAI's default, an unnamed tool needs approval.
+		return len(u.ApprovalAlways) == 0 || len(u.ApprovalNever) > 0
+	}
+	return false
+}
+
+// PendingApproval is a server-side call waiting for the client's approval:
+// the mcp_approval_request item ID, and what is needed to run it later.
+type PendingApproval struct {
+	ID        string `json:"id"`
+	ItemID    string `json:"itemId,omitempty"`
+	CallID    string `json:"callId"`
+	Name      string `json:"name"`
+	Server    string `json:"server"`
+	Tool      string `json:"tool"`
+	Arguments string `json:"arguments"`
+}
+
+// ApprovalDecision is the client's answer to one PendingApproval; a
+// pending approval the client did not answer is not approved.
+type ApprovalDecision struct {
+	PendingApproval
+	Approve bool   `json:"approve"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // LoopTool maps the name the model sees to a server's tool.

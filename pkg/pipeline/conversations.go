@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
 // ConversationsBucket is the KV bucket of per-conversation state.
@@ -25,8 +27,12 @@ type Conversation struct {
 	// last turn ran in a round that also called the client's functions
 	// (contracts.ToolLoop.Pending): the next turn continuing ResponseId
 	// sends them with the client's own outputs.
-	Pending   []json.RawMessage `json:"pending,omitempty"`
-	UpdatedAt time.Time         `json:"updatedAt"`
+	Pending []json.RawMessage `json:"pending,omitempty"`
+	// Approvals are the server-side calls the last turn left waiting for
+	// the client's approval (contracts.ToolLoop.Approvals): the next turn
+	// continuing ResponseId answers them with mcp_approval_response items.
+	Approvals []contracts.PendingApproval `json:"approvals,omitempty"`
+	UpdatedAt time.Time                   `json:"updatedAt"`
 }
 
 // Conversations stores Conversation records in JetStream KV, so every

@@ -28,6 +28,7 @@ require (
 	github.com/ThreeDotsLabs/watermill v1.5.1 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/aptix-dev/aptix/pkg/netguard v0.0.0
+	github.com/aptix-dev/aptix/pkg/sealbox v0.0.0
 	github.com/aptix-dev/aptix/pkg/toolemu v0.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
@@ -88,3 +89,5 @@ require (
 )
 
 replace github.com/aptix-dev/aptix/pkg/netguard => ../../pkg/netguard
+
+replace github.com/aptix-dev/aptix/pkg/sealbox => ../../pkg/sealbox

@@ -58,6 +58,7 @@ require (
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0
+	github.com/aptix-dev/aptix/pkg/sealbox v0.0.0
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coder/websocket v1.8.15 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -93,3 +94,5 @@ replace github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles
 replace github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
 
 replace github.com/aptix-dev/aptix/pkg/toolemu => ../../pkg/toolemu
+
+replace github.com/aptix-dev/aptix/pkg/sealbox => ../../pkg/sealbox

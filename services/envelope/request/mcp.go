@@ -166,13 +166,48 @@ func mcpUse(label, url, connector string, allowed, approval json.RawMessage, o M
 	}
 	use.RequireApproval = "never"
 	if len(approval) > 0 && string(approval) != "null" {
-		var s string
-		if json.Unmarshal(approval, &s) != nil || s != "never" {
-			// Approval requests need a client round trip Aptix does not run yet.
-			return use, fmt.Errorf("mcp require_approval %s: Aptix runs server-side tools without approval only; send \"never\"", approval)
+		if err := approvalPolicy(&use, approval); err != nil {
+			return use, err
 		}
 	}
 	return use, nil
+}
+
+// approvalPolicy reads require_approval: "always", "never", or a filter
+// {"always": {"tool_names": [...]}, "never": {"tool_names": [...]}}.
+func approvalPolicy(use *contracts.MCPServerUse, raw json.RawMessage) error {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s != "always" && s != "never" {
+			return fmt.Errorf("mcp require_approval %q: want \"always\", \"never\" or {\"always\"|\"never\": {\"tool_names\": [...]}}", s)
+		}
+		use.RequireApproval = s
+		return nil
+	}
+	type names struct {
+		ToolNames []string `json:"tool_names"`
+		ReadOnly  *bool    `json:"read_only"`
+	}
+	var f struct {
+		Always *names `json:"always"`
+		Never  *names `json:"never"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil || (f.Always == nil && f.Never == nil) {
+		return fmt.Errorf("mcp require_approval %s: want \"always\", \"never\" or {\"always\"|\"never\": {\"tool_names\": [...]}}", raw)
+	}
+	if f.Always != nil && f.Always.ReadOnly != nil || f.Never != nil && f.Never.ReadOnly != nil {
+		return fmt.Errorf("mcp require_approval: read_only filters are not supported (Aptix does not read tool annotations); name the tools in tool_names")
+	}
+	use.RequireApproval = "filter"
+	if f.Always != nil {
+		use.ApprovalAlways = f.Always.ToolNames
+	}
+	if f.Never != nil {
+		use.ApprovalNever = f.Never.ToolNames
+	}
+	return nil
 }
 
 // allowedURL compares parsed URLs, not strings: an allowed

@@ -3,6 +3,7 @@ package request
 import (
 	"encoding/json"
 	"errors"
+	"github.com/aptix-dev/aptix/pkg/contracts"
 	"strings"
 	"testing"
 )
@@ -62,7 +63,20 @@ func TestServerSide(t *testing.T) {
 			o: MCPOptions{AllowURLs: []string{"https://mcp.example.com/"}}, wantErr: "appears twice"},
 		{name: "no label", tools: `[{"type":"mcp"}]`, wantErr: "server_label"},
 		{name: "connector", tools: `[{"type":"mcp","server_label":"g","connector_id":"connector_gmail"}]`, wantErr: "connector_id"},
-		{name: "approval required", tools: `[{"type":"mcp","server_label":"docs","require_approval":"always"}]`, wantErr: "require_approval"},
+		{name: "approval always", tools: `[{"type":"mcp","server_label":"docs","require_approval":"always"}]`, wantLoop: true,
+			check: func(t *testing.T, s string) {
+				if s != `[{"label":"docs","requireApproval":"always"}]` {
+					t.Fatalf("servers %s", s)
+				}
+			}},
+		{name: "approval filter", tools: `[{"type":"mcp","server_label":"docs","require_approval":{"never":{"tool_names":["search"]},"always":{"tool_names":["delete"]}}}]`, wantLoop: true,
+			check: func(t *testing.T, s string) {
+				if s != `[{"label":"docs","requireApproval":"filter","approvalAlways":["delete"],"approvalNever":["search"]}]` {
+					t.Fatalf("servers %s", s)
+				}
+			}},
+		{name: "approval unknown word", tools: `[{"type":"mcp","server_label":"docs","require_approval":"sometimes"}]`, wantErr: "require_approval"},
+		{name: "approval unknown filter key", tools: `[{"type":"mcp","server_label":"docs","require_approval":{"maybe":{"tool_names":["x"]}}}]`, wantErr: "require_approval"},
 		{name: "max_tool_calls", tools: `[{"type":"mcp","server_label":"docs"}]`, fields: `{"max_tool_calls":3}`, wantLoop: true},
 		{name: "bad max_tool_calls", tools: `[{"type":"mcp","server_label":"docs"}]`, fields: `{"max_tool_calls":0}`, wantErr: "max_tool_calls"},
 	} {
@@ -128,5 +142,27 @@ func TestPrependInput(t *testing.T) {
 		[]json.RawMessage{json.RawMessage(`{"type":"function_call_output","call_id":"a","output":"3"}`)})
 	if err != nil || !strings.Contains(string(out), `"call_id":"a","output":"3"},{"type":"function_call_output","call_id":"b"`) {
 		t.Fatalf("%s %v", out, err)
+	}
+}
+
+// TestNeedsApproval: which calls wait for the client under each policy.
+func TestNeedsApproval(t *testing.T) {
+	for _, tc := range []struct {
+		use  contracts.MCPServerUse
+		tool string
+		want bool
+	}{
+		{contracts.MCPServerUse{}, "x", false},
+		{contracts.MCPServerUse{RequireApproval: "never"}, "x", false},
+		{contracts.MCPServerUse{RequireApproval: "always"}, "x", true},
+		{contracts.MCPServerUse{RequireApproval: "filter", ApprovalNever: []string{"read"}}, "read", false},
+		{contracts.MCPServerUse{RequireApproval: "filter", ApprovalNever: []string{"read"}}, "write", true},
+		{contracts.MCPServerUse{RequireApproval: "filter", ApprovalAlways: []string{"write"}}, "write", true},
+		{contracts.MCPServerUse{RequireApproval: "filter", ApprovalAlways: []string{"write"}}, "read", false},
+		{contracts.MCPServerUse{RequireApproval: "filter", ApprovalAlways: []string{"write"}, ApprovalNever: []string{"read"}}, "other", true},
+	} {
+		if got := tc.use.NeedsApproval(tc.tool); got != tc.want {
+			t.Errorf("%+v %s: %v, want %v", tc.use, tc.tool, got, tc.want)
+		}
 	}
 }

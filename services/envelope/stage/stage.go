@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
@@ -89,6 +90,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 
 	var prior []request.Tool
 	var pending []json.RawMessage
+	var approvals []contracts.PendingApproval
 	// A replay sees the conversation as its original did: aptix replay pins
 	// the original's continuation in the request, and the record, which may
 	// have moved on since, is not consulted (unless the replay continues the
@@ -105,8 +107,8 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 				req.ResponseContinuationId = rec.ResponseId
 				t.Request.ResponseContinuationId = rec.ResponseId
 			}
-			if len(rec.Pending) > 0 && req.ResponseContinuationId == rec.ResponseId {
-				pending = rec.Pending
+			if req.ResponseContinuationId == rec.ResponseId {
+				pending, approvals = rec.Pending, rec.Approvals
 			}
 			if len(rec.Tools) > 0 && rec.Backend == profile.Name {
 				if err := json.Unmarshal(rec.Tools, &prior); err != nil {
@@ -142,6 +144,29 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 			// which a backend that emulates function calling never sees.
 			return pipeline.Reject(request.CodeInvalidTools, "mcp tools need a backend with native function calling; backend %q emulates it (toolMode prompt)", profile.Name)
 		}
+	}
+	var decisions []contracts.ApprovalDecision
+	if err == nil {
+		// Calls the last turn left for the client's approval: the client's
+		// answers leave the body, and the toolrunner runs or skips each
+		// call before the first LLM call of this turn.
+		res.Body, decisions, err = request.TakeApprovals(res.Body, approvals)
+	}
+	if err == nil && len(decisions) > 0 {
+		if loop == nil {
+			// The client did not send the mcp tools again: the servers of
+			// the waiting calls are this turn's.
+			loop = &contracts.ToolLoop{MaxDepth: e.MCP.MaxDepth}
+			if loop.MaxDepth == 0 {
+				loop.MaxDepth = request.DefaultMaxToolDepth
+			}
+			for _, d := range decisions {
+				if !slices.ContainsFunc(loop.Servers, func(u contracts.MCPServerUse) bool { return u.Label == d.Server }) {
+					loop.Servers = append(loop.Servers, contracts.MCPServerUse{Label: d.Server, RequireApproval: "always"})
+				}
+			}
+		}
+		loop.Resume = decisions
 	}
 	if err == nil && len(pending) > 0 {
 		// The last turn's tool loop ran server-side calls beside the

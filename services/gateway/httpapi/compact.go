@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
@@ -26,9 +29,17 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
+	// An earlier Aptix compaction in the input is opened here too, for a
+	// backend's compaction endpoint, which cannot read it; the echo of the
+	// input keeps it sealed.
+	opened, e := responses.OpenCompactions(req.CompactedInput, s.cfg.CompactionKeys)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
 	ctx := context.WithoutCancel(r.Context())
 	if p, model, ok := s.compactProfile(req); ok {
-		s.forwardCompact(ctx, w, p, model, req)
+		s.forwardCompact(ctx, w, p, model, req, opened)
 		return
 	}
 	turnID, respID := newIDs()
@@ -59,5 +70,22 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.cfg.Now().Unix()
-	writeJSON(w, http.StatusOK, responses.Compaction(meta.ID, now, req.CompactedInput, responses.FromTurn(*meta, &t, now)))
+	writeJSON(w, http.StatusOK, responses.Compaction(meta.ID, now, req.CompactedInput, responses.FromTurn(*meta, &t, now), s.cfg.CompactionKeys))
+}
+
+// EnvCompactionKeys names the compaction keys: comma-separated base64
+// 32-byte keys, the first sealing new items, every one opening old ones.
+const EnvCompactionKeys = "APTIX_COMPACTION_KEYS"
+
+// CompactionKeysFromEnv reads EnvCompactionKeys; nil when it is unset.
+func CompactionKeysFromEnv() (*sealbox.Keyring, error) {
+	v := os.Getenv(EnvCompactionKeys)
+	if v == "" {
+		return nil, nil
+	}
+	k, err := sealbox.Parse(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvCompactionKeys, err)
+	}
+	return k, nil
 }

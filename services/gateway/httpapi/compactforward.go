@@ -38,8 +38,8 @@ func (s *Server) compactProfile(req *responses.CreateRequest) (p profiles.Profil
 // (an upstream error keeps its status, as for a turn). The compaction items
 // are the backend's, which only it can read back: the next request carries
 // them upstream untouched.
-func (s *Server) forwardCompact(ctx context.Context, w http.ResponseWriter, p profiles.Profile, model string, req *responses.CreateRequest) {
-	body := map[string]any{"model": model, "input": req.CompactedInput}
+func (s *Server) forwardCompact(ctx context.Context, w http.ResponseWriter, p profiles.Profile, model string, req *responses.CreateRequest, input []json.RawMessage) {
+	body := map[string]any{"model": model, "input": input}
 	if req.Instructions != "" {
 		body["instructions"] = req.Instructions
 	}

@@ -198,6 +198,13 @@ func continuation(prev *responses.Meta, t *contracts.Turn) string {
 // (scopeConversation), so callers never share one.
 func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, detached bool, known *prior, turnID, respID string) (prepared, *responses.Error) {
 	var p prepared
+	// Compaction items turn back into their summaries before anything else
+	// reads the input: one that does not open is the client's 400.
+	in, e := responses.OpenCompactions(req.Input, s.cfg.CompactionKeys)
+	if e != nil {
+		return p, e
+	}
+	req.Input = in
 	backend, model, e := responses.Resolve(s.cfg.Profiles, req.Model)
 	if e != nil {
 		return p, e

@@ -92,6 +92,8 @@ func (s *Server) inputItems(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(t.Request.OpenAI.Input, &items)
 	}
 	q := r.URL.Query()
+	// A compaction item the turn opened is listed sealed again.
+	items = responses.SealCompactions(meta.ID, items, s.cfg.CompactionKeys)
 	list, e := responses.Page(responses.InputItems(meta.ID, items), q.Get("limit"), q.Get("order"), q.Get("after"))
 	if e != nil {
 		s.fail(w, e)

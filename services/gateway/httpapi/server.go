@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -56,6 +57,11 @@ type Config struct {
 	Webhooks *WebhookConfig
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// CompactionKeys seals the compaction items the gateway makes and
+	// opens the ones clients send back (CompactionKeysFromEnv). Default: a
+	// random key of this process, whose items no restart or other replica
+	// can open.
+	CompactionKeys *sealbox.Keyring
 	// WSMaxAge is how long a WebSocket lives (then the error
 	// websocket_connection_limit_reached and a close). Default 60m.
 	WSMaxAge time.Duration
@@ -137,6 +143,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.BackgroundTimeout <= 0 {
 		cfg.BackgroundTimeout = DefaultBackgroundTimeout
+	}
+	if cfg.CompactionKeys == nil {
+		cfg.CompactionKeys = sealbox.Random()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

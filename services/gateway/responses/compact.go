@@ -1,17 +1,25 @@
 package responses
 
 import (
-	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 )
 
 // compactionPrefix marks the encrypted_content of a compaction item Aptix
-// made: the summary, base64-encoded. Items without it came from a backend
-// and travel upstream untouched.
-const compactionPrefix = "aptix1:"
+// made: the summary sealed with the deployment's compaction key
+// (pkg/sealbox), so a client can neither read nor alter it. Items with
+// neither this nor legacyCompactionPrefix came from a backend and travel
+// upstream untouched.
+const compactionPrefix = "aptix2."
+
+// legacyCompactionPrefix marked the summary only base64-encoded. Such an
+// item is unauthenticated (anyone could have written it) and is refused.
+const legacyCompactionPrefix = "aptix1:"
 
 // CompactInstruction asks the model for the summary a compaction item
 // carries (AGN-003's "context size growth" risk): whatever a later turn
@@ -91,8 +99,9 @@ type Compacted struct {
 	Usage     Usage             `json:"usage"`
 }
 
-// Compaction builds the response.compaction object from the summary turn.
-func Compaction(id string, createdAt int64, input []json.RawMessage, summary Response) Compacted {
+// Compaction builds the response.compaction object from the summary turn,
+// the summary sealed with keys.
+func Compaction(id string, createdAt int64, input []json.RawMessage, summary Response, keys *sealbox.Keyring) Compacted {
 	c := Compacted{ID: id, Object: "response.compaction", CreatedAt: createdAt, Output: []json.RawMessage{}}
 	for i, it := range input {
 		if msg, ok := outputMessage(it, fmt.Sprintf("msg_%s_%d", strings.TrimPrefix(id, "resp_"), i)); ok {
@@ -100,7 +109,7 @@ func Compaction(id string, createdAt int64, input []json.RawMessage, summary Res
 		}
 	}
 	item := map[string]string{"id": "cmp_" + strings.TrimPrefix(id, "resp_"), "type": "compaction", "created_by": "aptix",
-		"encrypted_content": compactionPrefix + base64.StdEncoding.EncodeToString([]byte(summary.OutputText()))}
+		"encrypted_content": keys.Seal(compactionPrefix, []byte(summary.OutputText()))}
 	c.Output = append(c.Output, mustJSON(item))
 	if summary.Usage != nil {
 		c.Usage = *summary.Usage
@@ -136,18 +145,76 @@ func outputMessage(it json.RawMessage, id string) (json.RawMessage, bool) {
 	return mustJSON(m), true
 }
 
-// expandCompaction turns an Aptix compaction item back into what it
-// stands for, a message carrying the summary, so any backend understands
-// it; a backend's own compaction item is left as it is.
-func expandCompaction(item map[string]json.RawMessage) (json.RawMessage, bool) {
-	var content string
-	if json.Unmarshal(item["encrypted_content"], &content) != nil || !strings.HasPrefix(content, compactionPrefix) {
-		return nil, false
+// OpenCompactions returns items with every Aptix compaction item turned
+// back into what it stands for, a message carrying the summary, so any
+// backend understands it; a backend's own compaction item is left as it
+// is. An Aptix item that does not open under keys (altered, sealed by a
+// key the deployment no longer holds, or the unsealed legacy form) is a
+// 400 naming its position in input.
+func OpenCompactions(items []json.RawMessage, keys *sealbox.Keyring) ([]json.RawMessage, *Error) {
+	var out []json.RawMessage
+	for i, it := range items {
+		var m struct {
+			Type    string `json:"type"`
+			Content string `json:"encrypted_content"`
+		}
+		if json.Unmarshal(it, &m) != nil || m.Type != "compaction" ||
+			!strings.HasPrefix(m.Content, compactionPrefix) && !strings.HasPrefix(m.Content, legacyCompactionPrefix) {
+			if out != nil {
+				out = append(out, it)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]json.RawMessage, 0, len(items)), items[:i]...)
+		}
+		summary, err := keys.Open(compactionPrefix, m.Content)
+		if err != nil {
+			why := "it was altered or is not one this deployment made"
+			switch {
+			case errors.Is(err, sealbox.ErrUnknownKey):
+				why = "it was sealed with a compaction key this deployment no longer holds"
+			case strings.HasPrefix(m.Content, legacyCompactionPrefix):
+				why = "it is an unsealed compaction item from an older Aptix; compact the conversation again"
+			}
+			return nil, invalid(fmt.Sprintf("input[%d]", i), CodeInvalidEncryptedContent,
+				"The encrypted content of compaction item input[%d] could not be verified: %s.", i, why)
+		}
+		out = append(out, mustJSON(map[string]any{"type": "message", "role": "user", "content": []map[string]string{
+			{"type": "input_text", "text": compactedMark + string(summary)}}}))
 	}
-	summary, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(content, compactionPrefix))
-	if err != nil {
-		return nil, false
+	if out == nil {
+		return items, nil
 	}
-	return mustJSON(map[string]any{"type": "message", "role": "user", "content": []map[string]string{
-		{"type": "input_text", "text": "[COMPACTED CONVERSATION]\n" + string(summary)}}}), true
+	return out, nil
+}
+
+// compactedMark starts the message a compaction item stands for.
+const compactedMark = "[COMPACTED CONVERSATION]\n"
+
+// SealCompactions turns the messages OpenCompactions made back into
+// compaction items, sealed again, for a listing of a response's input
+// items: the summary stays as opaque there as in the item the client sent.
+func SealCompactions(responseID string, items []json.RawMessage, keys *sealbox.Keyring) []json.RawMessage {
+	out := make([]json.RawMessage, len(items))
+	for i, raw := range items {
+		out[i] = raw
+		var m struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			ID      string `json:"id"`
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(raw, &m) != nil || m.Type != "message" || m.Role != "user" || m.ID != "" || len(m.Content) != 1 ||
+			m.Content[0].Type != "input_text" || !strings.HasPrefix(m.Content[0].Text, compactedMark) {
+			continue
+		}
+		summary := strings.TrimPrefix(m.Content[0].Text, compactedMark)
+		out[i] = mustJSON(map[string]string{"id": fmt.Sprintf("cmp_%s_%d", strings.TrimPrefix(responseID, "resp_"), i),
+			"type": "compaction", "encrypted_content": keys.Seal(compactionPrefix, []byte(summary))})
+	}
+	return out
 }

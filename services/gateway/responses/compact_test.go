@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 )
 
 // TestCompaction: POST /v1/responses/compact (AGN-003's context-size risk):
@@ -31,7 +32,9 @@ func TestCompaction(t *testing.T) {
 	}
 	summary := FromTurn(Meta{ID: "resp_9"}, &contracts.Turn{LLM: &contracts.LLMResult{Status: 200,
 		Body: `{"status":"completed","output":[{"type":"message","id":"m","role":"assistant","content":[{"type":"output_text","text":"Key K-77."}]}],"usage":{"input_tokens":5,"output_tokens":2}}`}}, 1)
-	c := Compaction("resp_9", 1, r.CompactedInput, summary)
+	keyA, keyB := sealbox.Generate(), sealbox.Generate()
+	ringA, _ := sealbox.Parse(keyA)
+	c := Compaction("resp_9", 1, r.CompactedInput, summary, ringA)
 	if c.Object != "response.compaction" || len(c.Output) != 2 || c.Usage.TotalTokens != 7 {
 		t.Fatalf("compaction %+v", c)
 	}
@@ -47,18 +50,48 @@ func TestCompaction(t *testing.T) {
 		EncryptedContent string `json:"encrypted_content"`
 	}
 	_ = json.Unmarshal(c.Output[1], &item)
-	if item.Type != "compaction" || !strings.HasPrefix(item.EncryptedContent, compactionPrefix) {
+	if item.Type != "compaction" || !strings.HasPrefix(item.EncryptedContent, compactionPrefix) || strings.Contains(item.EncryptedContent, "K-77") {
 		t.Fatalf("item %s", c.Output[1])
 	}
 	next, e := Parse(mustJSON(map[string]any{"input": append(c.Output, mustJSON(map[string]string{"role": "user", "content": "What is the key?"}))}))
 	if e != nil {
 		t.Fatal(e)
 	}
-	if len(next.Input) != 3 || !strings.Contains(string(next.Input[1]), `[COMPACTED CONVERSATION]\nKey K-77.`) {
-		t.Fatalf("next input %s", next.Input)
+	rotated, _ := sealbox.Parse(keyB + "," + keyA)
+	onlyB, _ := sealbox.Parse(keyB)
+	for _, tc := range []struct {
+		name string
+		keys *sealbox.Keyring
+		item string
+		code string
+	}{
+		{"round trip", ringA, item.EncryptedContent, ""},
+		{"rotation: made under A, keys B,A", rotated, item.EncryptedContent, ""},
+		{"key A retired", onlyB, item.EncryptedContent, CodeInvalidEncryptedContent},
+		{"tampered", ringA, item.EncryptedContent[:len(item.EncryptedContent)-4] + "AAAA", CodeInvalidEncryptedContent},
+		{"unsealed legacy item", ringA, "aptix1:S2V5IEstNzcu", CodeInvalidEncryptedContent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := append([]json.RawMessage{}, next.Input...)
+			in[1] = mustJSON(map[string]string{"type": "compaction", "encrypted_content": tc.item})
+			got, e := OpenCompactions(in, tc.keys)
+			if tc.code != "" {
+				if e == nil || deref(e.Code) != tc.code || deref(e.Param) != "input[1]" || e.Status != 400 {
+					t.Fatalf("want a 400 %s on input[1], got %+v", tc.code, e)
+				}
+				return
+			}
+			if e != nil || len(got) != 3 || !strings.Contains(string(got[1]), `[COMPACTED CONVERSATION]\nKey K-77.`) {
+				t.Fatalf("opened %v %s", e, got)
+			}
+		})
 	}
 	foreign := `{"input":[{"type":"compaction","id":"cmp_x","encrypted_content":"gAAAA"},{"role":"user","content":"go on"}]}`
-	if r, e := Parse([]byte(foreign)); e != nil || !strings.Contains(string(r.Input[0]), "gAAAA") {
-		t.Fatalf("a backend's compaction item: %v %s", e, r.Input)
+	r, e = Parse([]byte(foreign))
+	if e != nil {
+		t.Fatal(e)
+	}
+	if in, e := OpenCompactions(r.Input, ringA); e != nil || !strings.Contains(string(in[0]), "gAAAA") {
+		t.Fatalf("a backend's compaction item: %v %s", e, in)
 	}
 }

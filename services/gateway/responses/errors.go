@@ -26,6 +26,8 @@ const (
 	CodeRequestTooLarge    = "request_too_large"
 	CodeUnavailable        = "service_unavailable"
 	CodePreviousInProgress = "previous_response_in_progress"
+	// CodeInvalidEncryptedContent is a compaction item that does not open.
+	CodeInvalidEncryptedContent = "invalid_encrypted_content"
 )
 
 // Error is an API error in OpenAI's shape with the HTTP status it goes with.

@@ -293,12 +293,6 @@ func (r *CreateRequest) parseInput(v json.RawMessage) *Error {
 			it, _ = json.Marshal(m)
 			typ = "message"
 		}
-		if typ == "compaction" {
-			if msg, ok := expandCompaction(m); ok {
-				r.Input = append(r.Input, msg)
-				continue
-			}
-		}
 		if typ == "message" {
 			switch role {
 			case "user", "system", "developer", "assistant":

@@ -17,9 +17,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox/reply"
 )
+
+// EnvSandboxCompactionKeys are the keys the sandbox seals its compaction
+// items with (comma-separated base64, the first seals); unset, a random key
+// of the process, so its items do not open after a restart.
+const EnvSandboxCompactionKeys = "APTIX_SANDBOX_COMPACTION_KEYS"
 
 // SandboxCommand returns `sandbox`: it serves the sandbox Responses API
 // (a deterministic stand-in, NOT a model) until interrupted.
@@ -52,6 +58,13 @@ func SandboxCommand() *cobra.Command {
 					return err
 				}
 				o.Script = script
+			}
+			if v := os.Getenv(EnvSandboxCompactionKeys); v != "" {
+				keys, err := sealbox.Parse(v)
+				if err != nil {
+					return fmt.Errorf("sandbox: %s: %w", EnvSandboxCompactionKeys, err)
+				}
+				o.CompactionKeys = keys
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {

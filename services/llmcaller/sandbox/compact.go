@@ -3,21 +3,22 @@ package sandbox
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	json "github.com/go-json-experiment/json/v1"
 	"net/http"
+
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// compactPrefix marks the sandbox's compaction blobs. OpenAI's are encrypted
-// and opaque; the sandbox's are only encoded, but clients must treat them as
-// opaque all the same.
-const compactPrefix = "sbxc1."
+// compactPrefix marks the sandbox's compaction blobs: like OpenAI's they are
+// encrypted and authenticated (pkg/sealbox, Options.CompactionKeys), so a
+// client can neither read what the user said from one nor alter it.
+const compactPrefix = "sbxc2."
 
 // compacted is what a compaction item carries: enough for the sandbox to
 // show, deterministically, that a later request saw the compacted history.
@@ -28,25 +29,39 @@ type compacted struct {
 	Users []string `json:"users"`
 }
 
-func encodeCompaction(c compacted) string {
+func (s *Server) encodeCompaction(c compacted) string {
 	b, _ := json.Marshal(c)
-	return compactPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return s.keys.Seal(compactPrefix, b)
 }
 
-func decodeCompaction(s string) (compacted, error) {
+func (s *Server) decodeCompaction(blob string) (compacted, error) {
 	var c compacted
-	rest, ok := strings.CutPrefix(s, compactPrefix)
-	if !ok {
-		return c, errors.New("not a compaction produced by this server")
-	}
-	b, err := base64.RawURLEncoding.DecodeString(rest)
-	if err != nil {
-		return c, fmt.Errorf("decode compaction: %w", err)
+	b, err := s.keys.Open(compactPrefix, blob)
+	switch {
+	case errors.Is(err, sealbox.ErrUnknownKey):
+		return c, errors.New("the compaction was sealed with a key this server does not hold")
+	case err != nil:
+		return c, errors.New("not a compaction produced by this server, or altered")
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
 		return c, fmt.Errorf("decode compaction: %w", err)
 	}
 	return c, nil
+}
+
+// openCompactions refuses, with OpenAI's 400, an input compaction item
+// that does not open: altered, or sealed by another server's key.
+func (s *Server) openCompactions(items []entry) error {
+	for i, e := range items {
+		if e.it.Type != "compaction" {
+			continue
+		}
+		if _, err := s.decodeCompaction(e.it.EncryptedContent); err != nil {
+			param := fmt.Sprintf("input[%d].encrypted_content", i)
+			return invalid(param, "invalid_encrypted_content", fmt.Sprintf("Invalid '%s': %v", param, err))
+		}
+	}
+	return nil
 }
 
 // compactRequest is the body of POST /v1/responses/compact.
@@ -123,6 +138,9 @@ func (s *Server) compaction(body []byte) (compactResource, error) {
 	}
 	if in := bytes.TrimSpace(req.Input); len(in) > 0 && !bytes.Equal(in, []byte("null")) {
 		items, err := parseInput(in)
+		if err == nil {
+			err = s.openCompactions(items)
+		}
 		if err != nil {
 			return compactResource{}, err
 		}
@@ -132,35 +150,57 @@ func (s *Server) compaction(body []byte) (compactResource, error) {
 		return compactResource{}, invalid("input", "missing_required_parameter", "Nothing to compact: give 'input' or 'previous_response_id'.")
 	}
 	res := compactResource{ID: newID("resp_"), Object: "response.compaction", CreatedAt: time.Now().Unix()}
-	c := compacted{Users: []string{}}
+	c := s.fold(chain)
 	inBytes := 0
 	for _, e := range chain {
 		inBytes += len(e.raw)
-		it := e.it // read as far as it decoded, as readTurn does
-		if it.Type == "compaction" {
-			// An earlier compaction folds into this one, so nothing it held is lost.
-			prev, _ := decodeCompaction(it.EncryptedContent)
-			c.Items += prev.Items
-			c.Users = append(c.Users, prev.Users...)
-			continue
-		}
-		c.Items++
-		if it.Role != "user" || (it.Type != "" && it.Type != "message") {
+		it := e.it
+		if it.Type == "compaction" || it.Role != "user" || (it.Type != "" && it.Type != "message") {
 			continue
 		}
 		texts := it.texts()
-		c.Users = append(c.Users, firstLine(texts))
 		parts := make([]part, 0, len(texts))
 		for _, t := range texts {
 			parts = append(parts, part{Type: "input_text", Text: t})
 		}
 		res.Output = append(res.Output, userMessage{ID: stableID("msg_", e.raw), Type: "message", Status: "completed", Role: "user", Content: parts})
 	}
-	blob := encodeCompaction(c)
+	blob := s.encodeCompaction(c)
 	res.Output = append(res.Output, compactionItem{ID: stableID("cmp_", []byte(blob)), Type: "compaction", EncryptedContent: blob})
 	in := tokenCount(inBytes)
 	res.Usage = newUsage(in, tokens(blob))
 	return res, nil
+}
+
+// fold is what a compaction of chain carries: every item counted, the
+// first line of each user message, an earlier compaction's content folded
+// in so nothing it held is lost.
+func (s *Server) fold(chain []entry) compacted {
+	c := compacted{Users: []string{}}
+	for _, e := range chain {
+		it := e.it // read as far as it decoded, as readTurn does
+		if it.Type == "compaction" {
+			prev, _ := s.decodeCompaction(it.EncryptedContent)
+			c.Items += prev.Items
+			c.Users = append(c.Users, prev.Users...)
+			continue
+		}
+		c.Items++
+		if it.Role == "user" && (it.Type == "" || it.Type == "message") {
+			c.Users = append(c.Users, firstLine(it.texts()))
+		}
+	}
+	return c
+}
+
+// compactInline is context_management's compaction: the chain, past the
+// threshold, becomes one compaction item, which leads the response's
+// output and is all a continuation of it sees of what came before.
+func (s *Server) compactInline(chain []entry) (compactionItem, entry) {
+	blob := s.encodeCompaction(s.fold(chain))
+	item := compactionItem{ID: stableID("cmp_", []byte(blob)), Type: "compaction", EncryptedContent: blob}
+	b, _ := json.Marshal(item)
+	return item, decodeEntry(b)
 }
 
 // stableID derives an item id from its content, so compacting the same
@@ -183,14 +223,14 @@ func firstLine(texts []string) string {
 
 // compactionNote is the reply's sentence proving the compacted history
 // arrived: how many items it held and the first user message in it.
-func compactionNote(chain []entry) string {
+func (s *Server) compactionNote(chain []entry) string {
 	var b strings.Builder
 	for _, e := range chain {
 		it := e.it
 		if e.err != nil || it.Type != "compaction" {
 			continue
 		}
-		c, err := decodeCompaction(it.EncryptedContent)
+		c, err := s.decodeCompaction(it.EncryptedContent)
 		if err != nil {
 			continue
 		}

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"encoding/json"
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 	"strings"
 	"testing"
 
@@ -93,7 +94,9 @@ func TestImagesFilesAndAssistantPhase(t *testing.T) {
 // POST /v1/responses/compact returns a response.compaction whose compaction
 // item, passed back as input, shows up in the next reply.
 func TestCompactionRoundTrip(t *testing.T) {
-	ts, _ := start(t, sandbox.Options{})
+	keyA, keyB := sealbox.Generate(), sealbox.Generate()
+	ringA, _ := sealbox.Parse(keyA)
+	ts, _ := start(t, sandbox.Options{CompactionKeys: ringA})
 	first := postOK(t, ts.URL, `{"model":"m","input":"We launch on Tuesday.\nSecond line"}`)
 	resp, b, err := postPath(t, ts.URL+"/v1/responses/compact", `{"model":"m","previous_response_id":"`+first.ID+
 		`","input":[{"type":"message","role":"user","content":"And notify support first."}]}`)
@@ -123,10 +126,43 @@ func TestCompactionRoundTrip(t *testing.T) {
 	if r.text(t) != want {
 		t.Fatalf("text %q\nwant %q", r.text(t), want)
 	}
+	var item struct {
+		EncryptedContent string `json:"encrypted_content"`
+	}
+	_ = json.Unmarshal(c.Output[2], &item)
+	if strings.Contains(item.EncryptedContent, "Tuesday") || !strings.HasPrefix(item.EncryptedContent, "sbxc2.") {
+		t.Fatalf("the compaction item is readable: %s", item.EncryptedContent)
+	}
+	// Rotation: a server holding keys B,A opens what A sealed; one holding
+	// only B, or a tampered item, is a 400 on the item.
+	rotated, _ := sealbox.Parse(keyB + "," + keyA)
+	onlyB, _ := sealbox.Parse(keyB)
+	tampered := item.EncryptedContent[:len(item.EncryptedContent)-3] + "xyz"
+	for name, tc := range map[string]struct {
+		keys   *sealbox.Keyring
+		blob   string
+		status int
+	}{
+		"rotated keys B,A": {rotated, item.EncryptedContent, 200},
+		"only key B":       {onlyB, item.EncryptedContent, 400},
+		"tampered":         {ringA, tampered, 400},
+	} {
+		other, _ := start(t, sandbox.Options{CompactionKeys: tc.keys})
+		resp, b, err := postPath(t, other.URL+"/v1/responses", `{"model":"m","input":[{"type":"compaction","encrypted_content":"`+tc.blob+`"},{"role":"user","content":"go on"}]}`)
+		if err != nil || resp.StatusCode != tc.status {
+			t.Errorf("%s: %v %d %s", name, err, resp.StatusCode, b)
+		} else if tc.status == 200 && !strings.Contains(string(b), "first user message") {
+			t.Errorf("%s: the compacted history did not arrive: %s", name, b)
+		} else if tc.status == 400 && !strings.Contains(string(b), `"input[0].encrypted_content"`) {
+			t.Errorf("%s: %s", name, b)
+		}
+	}
 
 	for name, tc := range map[string]struct{ path, body, param string }{
 		"compact without model":    {"/v1/responses/compact", `{"input":"x"}`, "model"},
 		"compact unknown previous": {"/v1/responses/compact", `{"model":"m","previous_response_id":"resp_nope"}`, "previous_response_id"},
+		"context_management type":  {"/v1/responses", `{"model":"m","input":"x","context_management":[{"type":"nope"}]}`, "context_management[0].type"},
+		"compact_threshold 0":      {"/v1/responses", `{"model":"m","input":"x","context_management":[{"type":"compaction","compact_threshold":0}]}`, "context_management[0].compact_threshold"},
 		"forged compaction item":   {"/v1/responses", `{"model":"m","input":[{"type":"compaction","encrypted_content":"xyz"}]}`, "input[0].encrypted_content"},
 	} {
 		resp, b, err := postPath(t, ts.URL+tc.path, tc.body)

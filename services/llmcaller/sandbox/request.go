@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"fmt"
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox/reply"
@@ -36,6 +37,26 @@ type request struct {
 	Metadata           json.RawMessage `json:"metadata"`
 	Text               json.RawMessage `json:"text"`
 	Reasoning          json.RawMessage `json:"reasoning"`
+	ContextManagement  []contextEntry  `json:"context_management"`
+}
+
+// contextEntry is one entry of context_management: the sandbox knows the
+// compaction entry, which compacts the context inline once it passes
+// compact_threshold tokens (compact.go).
+type contextEntry struct {
+	Type             string `json:"type"`
+	CompactThreshold *int   `json:"compact_threshold"`
+}
+
+// compactThreshold is the token count past which the context is compacted
+// inline, 0 when the request asks for none.
+func (r request) compactThreshold() int {
+	for _, c := range r.ContextManagement {
+		if c.Type == "compaction" && c.CompactThreshold != nil {
+			return *c.CompactThreshold
+		}
+	}
+	return 0
 }
 
 // item is the subset of an input item the sandbox reads.
@@ -95,6 +116,14 @@ func parseRequest(body []byte) (request, []entry, error) {
 	items, err := parseInput(in)
 	if err != nil {
 		return req, nil, err
+	}
+	for i, c := range req.ContextManagement {
+		if c.Type != "compaction" {
+			return req, nil, invalid(fmt.Sprintf("context_management[%d].type", i), "invalid_value", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'compaction'.", c.Type))
+		}
+		if c.CompactThreshold != nil && *c.CompactThreshold < 1 {
+			return req, nil, invalid(fmt.Sprintf("context_management[%d].compact_threshold", i), "integer_below_min_value", "Invalid 'compact_threshold': integer below minimum value.")
+		}
 	}
 	if req.MaxOutputTokens != nil && *req.MaxOutputTokens < 1 {
 		return req, nil, invalid("max_output_tokens", "integer_below_min_value", "Invalid 'max_output_tokens': integer below minimum value.")
@@ -159,8 +188,9 @@ func validateItem(i int, el element) (entry, error) {
 			return entry{}, invalid(param+".call_id", "missing_required_parameter", fmt.Sprintf("Missing required parameter: '%s.call_id'.", param))
 		}
 	case "compaction":
-		if _, err := decodeCompaction(it.EncryptedContent); err != nil {
-			return entry{}, invalid(param+".encrypted_content", "invalid_encrypted_content", fmt.Sprintf("Invalid '%s.encrypted_content': %v", param, err))
+		// Shape only: the server opens it (openCompactions), with its keys.
+		if !sealbox.Sealed(compactPrefix, it.EncryptedContent) {
+			return entry{}, invalid(param+".encrypted_content", "invalid_encrypted_content", fmt.Sprintf("Invalid '%s.encrypted_content': not a compaction produced by this server", param))
 		}
 	}
 	return e, nil

@@ -50,6 +50,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.end()
 	req, items, err := parseRequest(body)
+	if err == nil {
+		err = s.openCompactions(items)
+	}
 	if err == nil && req.Background {
 		if err = s.startBackground(w, r, req, items, f); err == nil {
 			return
@@ -158,6 +161,12 @@ func (s *Server) answer(req request, items []entry) (response, []json.RawMessage
 	}
 	inputTokens := tokenCount(inputBytes)
 	resp := newResponse(req, ch)
+	var compaction []any
+	if th := req.compactThreshold(); th > 0 && inputTokens > th {
+		item, e := s.compactInline(chain)
+		compaction = []any{item}
+		chain = []entry{e} // the model answers from the compacted context
+	}
 
 	calls, err := toolCalls(req, ch, turn, reply.Request(userTexts))
 	if err != nil {
@@ -172,7 +181,7 @@ func (s *Server) answer(req request, items []entry) (response, []json.RawMessage
 	} else {
 		text, ok := s.nextScript()
 		if !ok {
-			sentence := reply.Sentence(userTexts, prevID) + attachmentNote(turn.user) + compactionNote(chain) + quoteOutputs(turn.outputs)
+			sentence := reply.Sentence(userTexts, prevID) + attachmentNote(turn.user) + s.compactionNote(chain) + quoteOutputs(turn.outputs)
 			if text, err = reply.Text(format, sentence, reply.Request(userTexts)); err != nil {
 				return response{}, nil, invalid("text.format.schema", "invalid_json_schema", "Invalid 'text.format.schema': "+err.Error())
 			}
@@ -187,6 +196,10 @@ func (s *Server) answer(req request, items []entry) (response, []json.RawMessage
 		msg.Content = []outputText{newOutputText(text)}
 		outText = text
 		resp.Output = []any{msg}
+	}
+	if compaction != nil {
+		resp.Output = append(compaction, resp.Output...)
+		chain = nil // the compaction item leads the output, which storedOf keeps
 	}
 	out := tokens(outText)
 	if req.MaxOutputTokens != nil {

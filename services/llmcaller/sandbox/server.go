@@ -12,6 +12,7 @@
 package sandbox
 
 import (
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 	json "github.com/go-json-experiment/json/v1"
 	"log/slog"
 	"net/http"
@@ -50,6 +51,10 @@ type Options struct {
 	// StateFile, when set, keeps the responses for previous_response_id
 	// across restarts (see state.go); `aptix up` puts it in its data dir.
 	StateFile string
+	// CompactionKeys seals the compaction items the sandbox makes and opens
+	// the ones sent back; default a random key of this process (items do
+	// not open after a restart). `aptix up` keeps one in its data dir.
+	CompactionKeys *sealbox.Keyring
 }
 
 // keepRequests is how many recent request bodies Server keeps for tests.
@@ -64,7 +69,9 @@ type Server struct {
 	o   Options
 	log *slog.Logger
 	mux *http.ServeMux
-	bg  background // background responses and the create/read counters (background.go)
+	// keys seal and open compaction items (compact.go).
+	keys *sealbox.Keyring
+	bg   background // background responses and the create/read counters (background.go)
 
 	mu        sync.Mutex
 	responses map[string]stored
@@ -100,8 +107,11 @@ func New(o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.CompactionKeys == nil {
+		o.CompactionKeys = sealbox.Random()
+	}
 	s := &Server{
-		o: o, log: o.Logger.With("component", "sandbox"), mux: http.NewServeMux(),
+		o: o, log: o.Logger.With("component", "sandbox"), mux: http.NewServeMux(), keys: o.CompactionKeys,
 		responses: map[string]stored{}, itemOwner: map[string]string{},
 	}
 	s.mux.HandleFunc("POST /v1/responses", s.create)

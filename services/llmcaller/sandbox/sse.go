@@ -134,6 +134,9 @@ func streamEvents(e emitter, resp response, streamError bool) {
 			}
 			e.emit("response.function_call_arguments.done", map[string]any{"item_id": v.ID, "output_index": idx, "name": v.Name, "arguments": v.Arguments})
 			e.emit("response.output_item.done", map[string]any{"output_index": idx, "item": v})
+		case compactionItem: // context_management's inline compaction: whole at once
+			e.emit("response.output_item.added", map[string]any{"output_index": idx, "item": v})
+			e.emit("response.output_item.done", map[string]any{"output_index": idx, "item": v})
 		}
 	}
 	final := "response.completed"

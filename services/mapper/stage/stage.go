@@ -60,6 +60,7 @@ func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 	}
 	if t.Tools != nil {
 		rec.Pending = t.Tools.Pending
+		rec.Approvals = t.Tools.Approvals
 	}
 	return m.Conversations.Put(ctx, t.ConversationId, rec)
 }

@@ -3,6 +3,7 @@ package loop
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -79,9 +80,10 @@ func CallItemID(c Call) string {
 }
 
 // RoundItems are a round's output items as the response shows them: the
-// server-side function calls replaced by their mcp_call items, everything
-// else (text, reasoning, the client's calls) as the model sent it.
-func RoundItems(r Result, execs map[string]contracts.ToolExecution) []json.RawMessage {
+// server-side function calls replaced by their mcp_call items (or, for
+// those in asked, their mcp_approval_request items), everything else
+// (text, reasoning, the client's calls) as the model sent it.
+func RoundItems(r Result, execs map[string]contracts.ToolExecution, asked map[string]contracts.PendingApproval) []json.RawMessage {
 	byItem := map[string]Call{}
 	for _, c := range r.Server {
 		byItem[c.CallID] = c
@@ -93,6 +95,10 @@ func RoundItems(r Result, execs map[string]contracts.ToolExecution) []json.RawMe
 			CallID string `json:"call_id"`
 		}
 		_ = json.Unmarshal(raw, &it)
+		if p, ok := asked[it.CallID]; ok && it.Type == "function_call" {
+			out = append(out, ApprovalItem(p))
+			continue
+		}
 		if c, ok := byItem[it.CallID]; ok && it.Type == "function_call" {
 			out = append(out, CallItem(c, execs[c.CallID]))
 			continue
@@ -100,4 +106,70 @@ func RoundItems(r Result, execs map[string]contracts.ToolExecution) []json.RawMe
 		out = append(out, raw)
 	}
 	return out
+}
+
+// ApprovalID is the mcp_approval_request item's id for a call: the model's
+// function_call item id with the mcpr_ prefix, stable across redeliveries.
+func ApprovalID(c Call) string {
+	return "mcpr_" + strings.TrimPrefix(CallItemID(c), "mcp_")
+}
+
+// Pending is the call as it waits for the client's approval.
+func Pending(c Call) contracts.PendingApproval {
+	return contracts.PendingApproval{ID: ApprovalID(c), ItemID: c.ItemID, CallID: c.CallID, Name: c.Name,
+		Server: c.Tool.Server, Tool: c.Tool.Tool, Arguments: c.Arguments}
+}
+
+// Resumed is a call the last turn left for approval, as a Call to run.
+func Resumed(p contracts.PendingApproval) Call {
+	return Call{ItemID: p.ItemID, CallID: p.CallID, Name: p.Name, Arguments: p.Arguments,
+		Tool: contracts.LoopTool{Name: p.Name, Server: p.Server, Tool: p.Tool}}
+}
+
+// ApprovalItem is OpenAI's mcp_approval_request output item: the call
+// Aptix runs once the client approves it.
+func ApprovalItem(p contracts.PendingApproval) json.RawMessage {
+	b, _ := marshal(map[string]any{"id": p.ID, "type": "mcp_approval_request", "server_label": p.Server,
+		"name": p.Tool, "arguments": p.Arguments})
+	return b
+}
+
+// ApprovedCallItem is the mcp_call item of a call that ran on the client's
+// approval: it names the approval request.
+func ApprovedCallItem(c Call, e contracts.ToolExecution, approvalID string) json.RawMessage {
+	var m map[string]any
+	_ = json.Unmarshal(CallItem(c, e), &m)
+	m["approval_request_id"] = approvalID
+	b, _ := marshal(m)
+	return b
+}
+
+// DeniedOutput is what the model reads as the output of a call the client
+// did not approve: it did not run.
+func DeniedOutput(d contracts.ApprovalDecision) string {
+	s := fmt.Sprintf("The user denied this call of tool %s on MCP server %s: it did not run.", d.Tool, d.Server)
+	if d.Reason != "" {
+		s += " Reason: " + d.Reason
+	}
+	return s
+}
+
+// Split parts a round's server-side calls into those Aptix runs now and
+// those that wait for the client's approval (each server's
+// require_approval, contracts.MCPServerUse.NeedsApproval).
+func Split(l *contracts.ToolLoop, calls []Call) (run, ask []Call) {
+	for _, c := range calls {
+		needs := false
+		for _, u := range l.Servers {
+			if u.Label == c.Tool.Server {
+				needs = u.NeedsApproval(c.Tool.Tool)
+			}
+		}
+		if needs {
+			ask = append(ask, c)
+		} else {
+			run = append(run, c)
+		}
+	}
+	return run, ask
 }

@@ -59,12 +59,10 @@ func TestCheckDepth(t *testing.T) {
 		{"last allowed round", 7, 8, 7, 0, 1, false, ""},
 		{"one round too many", 8, 8, 8, 0, 1, true, "maximum depth"},
 		{"depth 1", 1, 1, 1, 0, 1, true, "limit is 1"},
-		{"calls within max_tool_calls", 1, 8, 2, 3, 1, false, ""},
-		{"calls beyond max_tool_calls", 1, 8, 2, 3, 2, true, "max_tool_calls"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := &contracts.ToolLoop{Round: tc.round, MaxDepth: tc.maxDepth, MaxCalls: tc.maxCalls, Executions: make([]contracts.ToolExecution, tc.done)}
-			err := CheckDepth(l, tc.n)
+			err := CheckDepth(l)
 			if (err != nil) != tc.wantErr || err != nil && !strings.Contains(err.Error(), tc.wantIn) {
 				t.Fatalf("err %v", err)
 			}
@@ -84,7 +82,7 @@ func TestTemplateAndNext(t *testing.T) {
 	if strings.Contains(string(tpl), "input") || strings.Contains(string(tpl), "resp_0") || !strings.Contains(string(tpl), "be brief") {
 		t.Fatalf("template %s", tpl)
 	}
-	next, err := Next(tpl, "resp_1", []Output{{CallID: "call_a", Output: "2"}, {CallID: "call_c", Output: "error: <boom> & more"}})
+	next, err := Next(tpl, "resp_1", []Output{{CallID: "call_a", Output: "2"}, {CallID: "call_c", Output: "error: <boom> & more"}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +101,7 @@ func TestTemplateAndNext(t *testing.T) {
 		t.Fatalf("HTML-escaped: %s", next)
 	}
 	// A tool_choice of none or auto stays as it was.
-	next, _ = Next(json.RawMessage(`{"tool_choice":"none"}`), "r", nil)
+	next, _ = Next(json.RawMessage(`{"tool_choice":"none"}`), "r", nil, false)
 	if !strings.Contains(string(next), `"tool_choice":"none"`) || !strings.Contains(string(next), `"input":[]`) {
 		t.Fatalf("next %s", next)
 	}
@@ -115,7 +113,7 @@ func TestItems(t *testing.T) {
 		"call_a": {Status: contracts.ExecCompleted, Output: "2"},
 		"call_c": {Status: contracts.ExecTimeout, Error: "timed out after 1s"},
 	}
-	items := RoundItems(r, execs)
+	items := RoundItems(r, execs, nil)
 	var types []string
 	for _, it := range items {
 		var h struct{ Type, ID string }
@@ -142,5 +140,67 @@ func TestItems(t *testing.T) {
 	list := ListItem("mcpl_1", "down", nil, "connection refused")
 	if !strings.Contains(string(list), `"tools":[]`) || !strings.Contains(string(list), `"error":"connection refused"`) {
 		t.Fatalf("list item %s", list)
+	}
+}
+
+// TestLimit: max_tool_calls runs the calls it still allows, in order; the
+// next call is the last once it is used up.
+func TestLimit(t *testing.T) {
+	calls := []Call{{CallID: "a"}, {CallID: "b"}, {CallID: "c"}}
+	for _, tc := range []struct {
+		name           string
+		maxCalls, done int
+		run, over      int
+		exhausted      bool
+	}{
+		{"no limit", 0, 5, 3, 0, false},
+		{"within", 5, 1, 3, 0, false},
+		{"exactly", 4, 1, 3, 0, true},
+		{"past it", 2, 1, 1, 2, true},
+		{"already used up", 2, 2, 0, 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &contracts.ToolLoop{MaxCalls: tc.maxCalls, Executions: make([]contracts.ToolExecution, tc.done)}
+			run, over := Limit(l, calls)
+			if len(run) != tc.run || len(over) != tc.over || (len(run) > 0 && run[0].CallID != "a") {
+				t.Fatalf("run %v over %v", run, over)
+			}
+			l.Executions = append(l.Executions, make([]contracts.ToolExecution, len(run))...)
+			if Exhausted(l) != tc.exhausted {
+				t.Fatalf("exhausted %v", Exhausted(l))
+			}
+		})
+	}
+	next, err := Next(json.RawMessage(`{"tool_choice":"auto"}`), "r", nil, true)
+	if err != nil || !strings.Contains(string(next), `"tool_choice":"none"`) {
+		t.Fatalf("last call %s %v", next, err)
+	}
+}
+
+// TestSplitAndApprovalItems: calls of a server that requires approval wait;
+// the round shows them as mcp_approval_request items in the model's order.
+func TestSplitAndApprovalItems(t *testing.T) {
+	l := &contracts.ToolLoop{Servers: []contracts.MCPServerUse{{Label: "calc", RequireApproval: "filter", ApprovalNever: []string{"add"}}}}
+	add := Call{ItemID: "fc_1", CallID: "call_1", Name: "add", Arguments: `{}`, Tool: contracts.LoopTool{Name: "add", Server: "calc", Tool: "add"}}
+	echo := Call{ItemID: "fc_2", CallID: "call_2", Name: "echo", Arguments: `{"text":"hi"}`, Tool: contracts.LoopTool{Name: "echo", Server: "calc", Tool: "echo"}}
+	run, ask := Split(l, []Call{add, echo})
+	if len(run) != 1 || run[0].Name != "add" || len(ask) != 1 || ask[0].Name != "echo" {
+		t.Fatalf("run %v ask %v", run, ask)
+	}
+	p := Pending(echo)
+	if p.ID != "mcpr_2" || Resumed(p).Tool != echo.Tool || Resumed(p).CallID != "call_2" {
+		t.Fatalf("pending %+v", p)
+	}
+	r := Result{Server: []Call{add, echo}, Items: []json.RawMessage{
+		json.RawMessage(`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"add","arguments":"{}"}`),
+		json.RawMessage(`{"type":"function_call","id":"fc_2","call_id":"call_2","name":"echo","arguments":"{\"text\":\"hi\"}"}`)}}
+	items := RoundItems(r, map[string]contracts.ToolExecution{"call_1": {Status: contracts.ExecCompleted, Output: "3"}},
+		map[string]contracts.PendingApproval{"call_2": p})
+	if !strings.Contains(string(items[0]), `"type":"mcp_call"`) ||
+		string(items[1]) != `{"arguments":"{\"text\":\"hi\"}","id":"mcpr_2","name":"echo","server_label":"calc","type":"mcp_approval_request"}` {
+		t.Fatalf("items %s", items)
+	}
+	if got := string(ApprovedCallItem(echo, contracts.ToolExecution{Status: contracts.ExecCompleted, Output: "hi"}, "mcpr_2")); !strings.Contains(got, `"approval_request_id":"mcpr_2"`) {
+		t.Fatalf("approved call item %s", got)
 	}
 }

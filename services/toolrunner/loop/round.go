@@ -77,17 +77,39 @@ func (e *DepthError) Error() string { return e.Reason }
 // Code is the error code the client gets.
 func (e *DepthError) Code() string { return contracts.LoopMaxDepthExceeded }
 
-// CheckDepth says whether a round of n server-side calls may run: at most
-// MaxDepth rounds (APTIX_MAX_TOOL_DEPTH) and MaxCalls calls (the request's
-// max_tool_calls).
-func CheckDepth(l *contracts.ToolLoop, n int) error {
+// CheckDepth says whether another round of server-side calls may run: at
+// most MaxDepth rounds (APTIX_MAX_TOOL_DEPTH).
+func CheckDepth(l *contracts.ToolLoop) error {
 	if l.Round >= l.MaxDepth {
 		return &DepthError{fmt.Sprintf("Tool execution exceeded maximum depth: the model asked for round %d of server-side tool calls and the limit is %d (APTIX_MAX_TOOL_DEPTH)", l.Round+1, l.MaxDepth)}
 	}
-	if l.MaxCalls > 0 && len(l.Executions)+n > l.MaxCalls {
-		return &DepthError{fmt.Sprintf("Tool execution exceeded max_tool_calls: %d calls ran and the model asked for %d more; the request allows %d", len(l.Executions), n, l.MaxCalls)}
-	}
 	return nil
+}
+
+// Limit parts calls into those the request's max_tool_calls still allows
+// (in the model's order) and those past it, which do not run: the model
+// reads that they did not, and the loop's next call is its last
+// (Exhausted).
+func Limit(l *contracts.ToolLoop, calls []Call) (run, over []Call) {
+	if l.MaxCalls <= 0 {
+		return calls, nil
+	}
+	left := max(l.MaxCalls-len(l.Executions), 0)
+	if len(calls) <= left {
+		return calls, nil
+	}
+	return calls[:left], calls[left:]
+}
+
+// Exhausted says whether the request's max_tool_calls is used up: the next
+// LLM call gets tool_choice "none", so the model answers with what it has.
+func Exhausted(l *contracts.ToolLoop) bool {
+	return l.MaxCalls > 0 && len(l.Executions) >= l.MaxCalls
+}
+
+// OverOutput is what the model reads for a call past max_tool_calls.
+func OverOutput(l *contracts.ToolLoop) string {
+	return fmt.Sprintf("Not run: this response's max_tool_calls (%d) is reached. Answer with the results you have.", l.MaxCalls)
 }
 
 // Output is one call's result as the model sees it next round.
@@ -101,13 +123,18 @@ type Output struct {
 // with the round's function_call_output items as input. A forced or
 // required tool_choice applied to the first call only: repeated, it would
 // make the model call a tool every round until the depth limit.
-func Next(template json.RawMessage, previousID string, outs []Output) (json.RawMessage, error) {
+//
+// last (max_tool_calls used up) sets tool_choice "none": the model answers.
+func Next(template json.RawMessage, previousID string, outs []Output, last bool) (json.RawMessage, error) {
 	var b map[string]json.RawMessage
 	if err := json.Unmarshal(template, &b); err != nil {
 		return nil, fmt.Errorf("loop template: %w", err)
 	}
 	if tc, ok := b["tool_choice"]; ok && string(tc) != `"auto"` && string(tc) != `"none"` {
 		b["tool_choice"] = json.RawMessage(`"auto"`)
+	}
+	if last {
+		b["tool_choice"] = json.RawMessage(`"none"`)
 	}
 	items := make([]map[string]string, 0, len(outs))
 	for _, o := range outs {

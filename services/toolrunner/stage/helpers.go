@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/services/toolrunner/loop"
 	"github.com/aptix-dev/aptix/services/toolrunner/mcp"
 )
 
@@ -136,4 +137,52 @@ func modelOutput(e contracts.ToolExecution) string {
 		return e.Output
 	}
 	return "error: " + firstNonEmpty(e.Error, e.Output, e.Status)
+}
+
+// prependInput puts items at the start of a /responses body's input.
+func prependInput(body json.RawMessage, items []json.RawMessage) (json.RawMessage, error) {
+	var b map[string]json.RawMessage
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	var input []json.RawMessage
+	if raw, ok := b["input"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &input); err != nil {
+			return nil, fmt.Errorf("body input: %w", err)
+		}
+	}
+	var err error
+	if b["input"], err = json.Marshal(append(append([]json.RawMessage{}, items...), input...)); err != nil {
+		return nil, err
+	}
+	return json.Marshal(b)
+}
+
+// withoutCalls is r without the function_call items of calls (a round's
+// calls past max_tool_calls: they do not run and are not shown).
+func withoutCalls(r loop.Result, calls []loop.Call) loop.Result {
+	drop := map[string]bool{}
+	for _, c := range calls {
+		drop[c.CallID] = true
+	}
+	items := make([]json.RawMessage, 0, len(r.Items))
+	for _, raw := range r.Items {
+		var it struct {
+			Type   string `json:"type"`
+			CallID string `json:"call_id"`
+		}
+		if json.Unmarshal(raw, &it) == nil && it.Type == "function_call" && drop[it.CallID] {
+			continue
+		}
+		items = append(items, raw)
+	}
+	r.Items = items
+	server := make([]loop.Call, 0, len(r.Server))
+	for _, c := range r.Server {
+		if !drop[c.CallID] {
+			server = append(server, c)
+		}
+	}
+	r.Server = server
+	return r
 }

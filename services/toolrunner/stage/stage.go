@@ -203,6 +203,9 @@ func (r *Runner) discover(ctx context.Context, t *contracts.Turn) error {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "toolround body: %v", err)
 	}
 	t.Envelope.Body = body
+	if len(l.Resume) > 0 {
+		return r.resume(ctx, t)
+	}
 	return nil
 }
 
@@ -214,17 +217,25 @@ func (r *Runner) round(ctx context.Context, t *contracts.Turn) error {
 	if err != nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "%v", err)
 	}
-	if err := loop.CheckDepth(l, len(res.Server)); err != nil {
+	if err := loop.CheckDepth(l); err != nil {
 		// The last call's usage is the gateway's to add (t.LLM), as on any
 		// other end of the loop.
 		l.Status = contracts.LoopMaxDepthExceeded
 		l.DurationMs = time.Now().UnixMilli() - l.StartedAtMs
 		return pipeline.Reject(contracts.LoopMaxDepthExceeded, "%v", err)
 	}
-	execs := make([]contracts.ToolExecution, len(res.Server))
-	errs := make([]error, len(res.Server))
+	// Calls whose server requires approval wait for the client; the rest
+	// run, as far as max_tool_calls allows: those past it do not, and are
+	// left out of the response.
+	run, ask := loop.Split(l, res.Server)
+	run, over := loop.Limit(l, run)
+	if len(over) > 0 {
+		res = withoutCalls(res, over)
+	}
+	execs := make([]contracts.ToolExecution, len(run))
+	errs := make([]error, len(run))
 	var wg sync.WaitGroup
-	for i, c := range res.Server {
+	for i, c := range run {
 		r.live(t, liveDelta{Type: "mcp_call", Item: loop.CallItem(c, contracts.ToolExecution{})})
 		wg.Add(1)
 		go func() {
@@ -237,26 +248,84 @@ func (r *Runner) round(ctx context.Context, t *contracts.Turn) error {
 		return err // a result could not be recorded: redelivered, finished calls are not re-run
 	}
 	byCall := map[string]contracts.ToolExecution{}
-	outs := make([]loop.Output, 0, len(res.Server))
-	for i, c := range res.Server {
+	outs := make([]loop.Output, 0, len(run))
+	for i, c := range run {
 		byCall[c.CallID] = execs[i]
 		r.live(t, liveDelta{Type: "mcp_call_done", Item: loop.CallItem(c, execs[i])})
 		outs = append(outs, loop.Output{CallID: c.CallID, Output: modelOutput(execs[i])})
 	}
-	round := loop.RoundItems(res, byCall)
+	for _, c := range over {
+		outs = append(outs, loop.Output{CallID: c.CallID, Output: loop.OverOutput(l)})
+	}
+	asked := map[string]contracts.PendingApproval{}
+	for _, c := range ask {
+		asked[c.CallID] = loop.Pending(c)
+	}
+	round := loop.RoundItems(res, byCall, asked)
 	l.Executions = append(l.Executions, execs...)
 	l.Round++
-	if len(res.Client) > 0 {
+	if len(res.Client) > 0 || len(ask) > 0 {
 		// The mapper adds this call's usage, as for any last call.
+		for _, c := range ask {
+			l.Approvals = append(l.Approvals, asked[c.CallID])
+		}
 		return r.endMixed(t, res, round, outs)
 	}
 	l.Items = append(l.Items, round...)
 	l.Usage = l.Usage.Plus(res.Usage)
-	body, err := loop.Next(l.Template, res.ResponseID, outs)
+	body, err := loop.Next(l.Template, res.ResponseID, outs, loop.Exhausted(l))
 	if err != nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "%v", err)
 	}
 	t.Envelope.Body, t.LLM = body, nil
+	return nil
+}
+
+// resume acts on the client's answers to the calls the conversation's last
+// turn left for approval, before this turn's first LLM call: an approved
+// call runs (an mcp_call item naming its approval request), a denied one
+// does not, and the model reads each one's output (or that it was denied)
+// at the start of the input.
+func (r *Runner) resume(ctx context.Context, t *contracts.Turn) error {
+	l := t.Tools
+	outs := make([]json.RawMessage, len(l.Resume))
+	execs := make([]contracts.ToolExecution, len(l.Resume))
+	errs := make([]error, len(l.Resume))
+	var wg sync.WaitGroup
+	for i, d := range l.Resume {
+		c := loop.Resumed(d.PendingApproval)
+		if !d.Approve {
+			execs[i] = contracts.ToolExecution{Tool: d.Tool, Server: d.Server, CallID: d.CallID, Status: contracts.ExecDenied}
+			continue
+		}
+		r.live(t, liveDelta{Type: "mcp_call", Item: loop.ApprovedCallItem(c, contracts.ToolExecution{}, d.ID)})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			execs[i], errs[i] = r.run(ctx, t, c)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, d := range l.Resume {
+		out := loop.DeniedOutput(d)
+		if d.Approve {
+			c := loop.Resumed(d.PendingApproval)
+			item := loop.ApprovedCallItem(c, execs[i], d.ID)
+			r.live(t, liveDelta{Type: "mcp_call_done", Item: item})
+			l.Items = append(l.Items, item)
+			l.Executions = append(l.Executions, execs[i])
+			out = modelOutput(execs[i])
+		}
+		outs[i], _ = json.Marshal(map[string]string{"type": "function_call_output", "call_id": d.CallID, "output": out})
+	}
+	body, err := prependInput(t.Envelope.Body, outs)
+	if err != nil {
+		return pipeline.Reject(pipeline.CodeInvalidEvent, "toolround body: %v", err)
+	}
+	t.Envelope.Body = body
 	return nil
 }
 
@@ -327,7 +396,7 @@ func (r *Runner) endMixed(t *contracts.Turn, res loop.Result, round []json.RawMe
 			Type string `json:"type"`
 		}
 		_ = json.Unmarshal(raw, &it)
-		if it.Type == "mcp_call" {
+		if it.Type == "mcp_call" || it.Type == "mcp_approval_request" {
 			l.Items = append(l.Items, raw)
 		} else {
 			keep = append(keep, raw)

@@ -3,9 +3,11 @@ package stack
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -594,6 +596,138 @@ func TestGatewayCompact(t *testing.T) {
 	if n := len(info.State.Subjects); n != 2 {
 		t.Fatalf("r1's conversation has %d completed turns, want 2 (r1 and its continuation)", n)
 	}
+}
+
+// TestGatewayCompactionSealed: the compaction item the gateway makes hides
+// what the user said, opens on a gateway holding its key (also after a
+// rotation that keeps it), and is a 400 on the item when altered or when
+// its key is gone.
+func TestGatewayCompactionSealed(t *testing.T) {
+	e := newEnv(t, sandbox.Options{Script: []string{"Noted.", "Summary: the deploy key is K-77."}})
+	keyA, keyB := sealbox.Generate(), sealbox.Generate()
+	ring := func(list string) func(*httpapi.Config) {
+		k, err := sealbox.Parse(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func(c *httpapi.Config) { c.CompactionKeys = k }
+	}
+	_, clientA := e.gateway(ring(keyA))
+	ctx := ctxT(t)
+	r1, err := clientA.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("The deploy key is K-77")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := clientA.Responses.Compact(ctx, responses.ResponseCompactParams{Model: "sandbox-1", PreviousResponseID: openai.String(r1.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := c.Output[len(c.Output)-1].AsCompaction().EncryptedContent
+	if !strings.HasPrefix(blob, "aptix2.") || strings.Contains(blob, "K-77") || strings.Contains(string(mustB64(blob)), "K-77") {
+		t.Fatalf("the compaction item is readable: %s", blob)
+	}
+	var last *responses.Response
+	send := func(client openai.Client, blob string) error {
+		var input responses.ResponseInputParam
+		if err := json.Unmarshal([]byte(`[{"type":"compaction","encrypted_content":"`+blob+`"},{"type":"message","role":"user","content":"What is the key?"}]`), &input); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		last, err = client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+		return err
+	}
+	if err := send(clientA, blob); err != nil {
+		t.Fatal(err)
+	}
+	if sent := string(e.sb.LastRequest()); !strings.Contains(sent, "[COMPACTED CONVERSATION]") || !strings.Contains(sent, "K-77") {
+		t.Fatalf("the summary did not reach the model: %s", sent)
+	}
+	// The response's input items list the compaction sealed, not its summary.
+	page, err := clientA.Responses.InputItems.List(ctx, last.ID, responses.InputItemListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw := page.RawJSON(); strings.Contains(raw, "K-77") || len(page.Data) != 2 || !strings.Contains(raw, `"type":"compaction"`) {
+		t.Fatalf("input_items shows the summary: %s", raw)
+	}
+	if page.Data[0].Type != "compaction" && page.Data[1].Type != "compaction" {
+		t.Fatalf("input_items %s", page.RawJSON())
+	}
+	_, rotated := e.gateway(ring(keyB + "," + keyA))
+	if err := send(rotated, blob); err != nil {
+		t.Fatalf("keys B,A must open an item sealed under A: %v", err)
+	}
+	_, onlyB := e.gateway(ring(keyB))
+	for name, tc := range map[string]struct {
+		client openai.Client
+		blob   string
+	}{
+		"key retired": {onlyB, blob},
+		"tampered":    {clientA, blob[:len(blob)-4] + flip4(blob[len(blob)-4:])},
+		"unsealed":    {clientA, "aptix1:" + base64.StdEncoding.EncodeToString([]byte("forged summary"))},
+	} {
+		ae := apiError(t, send(tc.client, tc.blob), 400, "invalid_encrypted_content")
+		if ae.Param != "input[0]" || ae.Type != "invalid_request_error" {
+			t.Errorf("%s: %s", name, ae.RawJSON())
+		}
+	}
+}
+
+// TestGatewayInlineCompaction: context_management's compact_threshold
+// through the gateway (passed to the backend, the sandbox here): below the
+// threshold nothing happens; past it the response's output starts with a
+// sealed compaction item (the user's messages, 2, and the reply, 1), and a
+// continuation sees the compacted history.
+func TestGatewayInlineCompaction(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	cm := []responses.ResponseNewParamsContextManagement{{Type: "compaction", CompactThreshold: openai.Int(60)}}
+	r1, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", ContextManagement: cm,
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("The deploy key is K-77")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Output[0].Type == "compaction" {
+		t.Fatalf("compacted below the threshold: %s", r1.RawJSON())
+	}
+	r2, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", ContextManagement: cm, PreviousResponseID: openai.String(r1.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(strings.Repeat("Here is a long note about the launch plan. ", 8))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r2.Output) != 2 || r2.Output[0].Type != "compaction" || r2.Output[1].Type != "message" {
+		t.Fatalf("past the threshold, want a compaction item then the reply: %s", r2.RawJSON())
+	}
+	if blob := r2.Output[0].AsCompaction().EncryptedContent; strings.Contains(blob, "K-77") || strings.Contains(string(mustB64(blob)), "K-77") {
+		t.Fatalf("the inline compaction item is readable: %s", blob)
+	}
+	if !strings.Contains(r2.OutputText(), "Compacted history: 3 item(s)") {
+		t.Fatalf("the reply must come from the compacted context: %q", r2.OutputText())
+	}
+	r3, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", PreviousResponseID: openai.String(r2.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("What is the key?")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r3.OutputText(), "Compacted history: 3 item(s)") {
+		t.Fatalf("a continuation must see the compacted history: %q", r3.OutputText())
+	}
+}
+
+// mustB64 decodes the base64url tail of a sealed blob (empty if it is not).
+func mustB64(blob string) []byte {
+	i := strings.LastIndex(blob, ".")
+	b, _ := base64.RawURLEncoding.DecodeString(blob[i+1:])
+	return b
+}
+
+func flip4(s string) string {
+	if s == "AAAA" {
+		return "BBBB"
+	}
+	return "AAAA"
 }
 
 // TestGatewayStreamFailure: streaming with a model error: the

@@ -90,6 +90,12 @@ func run(log *slog.Logger) error {
 	if err := httpapi.WebSocketConfigFromEnv(&cfg); err != nil {
 		return err
 	}
+	if cfg.CompactionKeys, err = httpapi.CompactionKeysFromEnv(); err != nil {
+		return err
+	}
+	if cfg.CompactionKeys == nil {
+		log.Warn("no " + httpapi.EnvCompactionKeys + ": compaction items are sealed with a random key of this process, so no restart or other replica opens them")
+	}
 
 	// The listener outlives a NATS connection: until a gateway is
 	// connected (at start, or again after NATS closed the connection for
