@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/aptix-dev/aptix/cmd/aptix/internal/fsync"
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 )
@@ -38,11 +39,10 @@ type Options struct {
 	// QuickGateway adds the gateway rows to a Quick run (A/B of the
 	// gateway's own cost).
 	QuickGateway bool
-	// SyncInterval is the embedded server's fsync policy: 0 (the default)
-	// fsyncs every write, as `aptix up` ships (ShippedSync); a positive
-	// interval measures the server's periodic flush instead, a row that is
-	// not what a user of `aptix up` gets and is labelled so.
-	SyncInterval time.Duration
+	// Sync is the embedded server's fsync policy: the zero value is the
+	// one `aptix up` ships (fsync.Shipped); another is a run that is not
+	// what a user of `aptix up` gets and is labelled so.
+	Sync fsync.Policy
 	// Progress receives one line per phase.
 	Progress func(format string, args ...any)
 }
@@ -152,18 +152,18 @@ type SoakResult struct {
 var Concurrencies = []int{64, 256}
 
 // Run runs every phase on one embedded nats-server (file storage, the fsync
-// policy of o.SyncInterval: by default the one `aptix up` ships) and returns
+// policy of o.Sync: by default the one `aptix up` ships) and returns
 // the figures.
 func Run(ctx context.Context, o Options) (Report, error) {
 	o = o.withDefaults()
 	r := Report{When: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
-		Storage: StorageLabel(o.SyncInterval), Chain: map[int]Load{}, Aptix: map[int]Load{}, Gateway: map[int]Load{}, HTTPFloor: map[int]Load{}}
+		Storage: StorageLabel(o.Sync), Chain: map[int]Load{}, Aptix: map[int]Load{}, Gateway: map[int]Load{}, HTTPFloor: map[int]Load{}}
 	dir, err := os.MkdirTemp("", "aptix-bench-")
 	if err != nil {
 		return r, err
 	}
 	defer os.RemoveAll(dir)
-	ns, err := StartServer(dir, o.SyncInterval)
+	ns, err := StartServer(dir, o.Sync)
 	if err != nil {
 		return r, err
 	}
@@ -508,7 +508,7 @@ func RunSoak(ctx context.Context, o Options) (SoakResult, error) {
 		return SoakResult{}, err
 	}
 	defer os.RemoveAll(dir)
-	ns, err := StartServer(dir, o.SyncInterval)
+	ns, err := StartServer(dir, o.Sync)
 	if err != nil {
 		return SoakResult{}, err
 	}
@@ -523,13 +523,9 @@ func RunSoak(ctx context.Context, o Options) (SoakResult, error) {
 
 // StartServer runs the bench's embedded nats-server on storeDir with the
 // given fsync policy (0: fsync every write, as `aptix up` ships).
-func StartServer(storeDir string, syncInterval time.Duration) (*server.Server, error) {
+func StartServer(storeDir string, sync fsync.Policy) (*server.Server, error) {
 	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: storeDir, NoLog: true, NoSigs: true}
-	if syncInterval > 0 {
-		opts.SyncInterval = syncInterval
-	} else {
-		opts.SyncAlways = true
-	}
+	shippedOr(sync).Apply(opts)
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, err
@@ -544,11 +540,20 @@ func StartServer(storeDir string, syncInterval time.Duration) (*server.Server, e
 
 // StorageLabel names the fsync policy a run measured, for the table's
 // heading: a run that is not the shipped policy says so.
-func StorageLabel(syncInterval time.Duration) string {
-	if syncInterval <= 0 {
-		return "file storage, fsync on every write (as `aptix up` ships)"
+func StorageLabel(sync fsync.Policy) string {
+	sync = shippedOr(sync)
+	if sync == fsync.Shipped {
+		return "file storage, " + sync.Describe() + " (as `aptix up` ships)"
 	}
-	return fmt.Sprintf("file storage, fsync every %s (NOT the policy `aptix up` ships)", syncInterval)
+	return "file storage, " + sync.Describe() + " (NOT the policy `aptix up` ships)"
+}
+
+// shippedOr is p, or the shipped policy for the zero value.
+func shippedOr(p fsync.Policy) fsync.Policy {
+	if p == (fsync.Policy{}) {
+		return fsync.Shipped
+	}
+	return p
 }
 
 // SelfExec is set by the aptix binary: this process can run `aptix sandbox`
@@ -570,7 +575,7 @@ func soakChild(ctx context.Context, o Options) (SoakResult, error) {
 	out.Close()
 	defer os.Remove(out.Name())
 	cmd := exec.CommandContext(ctx, exe, "bench", "--soak-only", "--soak-turns", strconv.Itoa(o.SoakTurns),
-		"--soak-latency", o.SoakLatency.String(), "--sync-interval", o.SyncInterval.String(), "--out", out.Name())
+		"--soak-latency", o.SoakLatency.String(), "--sync", shippedOr(o.Sync).String(), "--out", out.Name())
 	cmd.Stderr = os.Stderr
 	if b, err := cmd.Output(); err != nil {
 		return res, fmt.Errorf("soak: %w\n%s", err, b)
