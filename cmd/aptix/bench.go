@@ -9,11 +9,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/bench"
+	"github.com/aptix-dev/aptix/cmd/aptix/internal/fsync"
 )
 
 // bench measures Aptix against its floors in one process run (`make bench`).
 func init() {
 	var (
+		syncFlag                    string
 		out, cpuProfile, memProfile string
 		o                           bench.Options
 		soakOnly                    bool
@@ -38,6 +40,13 @@ func init() {
 					return err
 				}
 				defer pprof.StopCPUProfile()
+			}
+			if syncFlag != "" {
+				p, err := fsync.Parse(syncFlag)
+				if err != nil {
+					return usagef("--sync: %w", err)
+				}
+				o.Sync = p
 			}
 			bench.SelfExec = true // the soak and its sandbox run as child processes of this binary
 			o.Progress = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "bench: "+format+"\n", args...) }
@@ -97,6 +106,6 @@ func init() {
 	f.DurationVar(&o.SoakLatency, "soak-latency", 0, "model latency in the soak (default 1s)")
 	f.BoolVar(&o.Quick, "quick", false, "measure only the direct call, the bus path and the raw chain (no gateway, tool loop or soak): for A/B runs of two builds")
 	f.BoolVar(&o.QuickGateway, "quick-gateway", false, "with --quick, measure the HTTP gateway too")
-	f.DurationVar(&o.SyncInterval, "sync-interval", 0, "the embedded server's fsync policy: 0 fsyncs every write, as aptix up ships; an interval (e.g. 2m, the server's own default) measures a policy up does not ship, labelled so in the table")
+	f.StringVar(&syncFlag, "sync", "", "the embedded server's fsync policy, always or an interval (default: what aptix up ships, "+fsync.Shipped.String()+"); another policy is labelled so in the table")
 	root.AddCommand(cmd)
 }

@@ -5,17 +5,23 @@ import (
 	"testing"
 
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/bench"
+	"github.com/aptix-dev/aptix/cmd/aptix/internal/fsync"
 )
 
 // The bench's default run must store the way `aptix up` stores: a figure
 // measured under another fsync policy is not what a user gets.
 func TestBenchMeasuresShippedSync(t *testing.T) {
-	up, err := startEmbedded(t.TempDir(), -1, "", nil)
+	t.Setenv(fsync.Env, "")
+	shipped, err := fsync.FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := startEmbedded(t.TempDir(), -1, "", nil, shipped)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer up.Shutdown()
-	b, err := bench.StartServer(t.TempDir(), 0)
+	b, err := bench.StartServer(t.TempDir(), fsync.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +31,7 @@ func TestBenchMeasuresShippedSync(t *testing.T) {
 		t.Fatalf("aptix up stores with SyncAlways=%v SyncInterval=%s, the bench's default with SyncAlways=%v SyncInterval=%s",
 			u.SyncAlways, u.SyncInterval, g.SyncAlways, g.SyncInterval)
 	}
-	if want := "as `aptix up` ships"; !strings.Contains(bench.StorageLabel(0), want) {
-		t.Fatalf("label %q does not say %q", bench.StorageLabel(0), want)
+	if want := "as `aptix up` ships"; !strings.Contains(bench.StorageLabel(fsync.Policy{}), want) {
+		t.Fatalf("label %q does not say %q", bench.StorageLabel(fsync.Policy{}), want)
 	}
 }

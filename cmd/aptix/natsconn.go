@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/aptix-dev/aptix/cmd/aptix/internal/fsync"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
@@ -114,7 +115,12 @@ func connectNATS(name string) (nc *nats.Conn, closeFn func(), err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("no NATS at %s, and no embedded one possible: %w (to use that one, pass its URL with --nats)", DefaultNATSURL, err)
 	}
-	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), -1, "", nil)
+	sync, err := fsync.FromEnv()
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), -1, "", nil, sync)
 	if err != nil {
 		unlock()
 		return nil, nil, err
@@ -186,16 +192,17 @@ func cliAuthOptions() ([]nats.Option, error) {
 }
 
 // startEmbedded runs a JetStream-enabled nats-server storing under storeDir;
-// with users, only their nkeys may connect.
+// with users, only their nkeys may connect; sync is its fsync policy.
 // port -1 means no TCP listener (in-process clients only).
-func startEmbedded(storeDir string, port int, host string, users []*server.NkeyUser) (*server.Server, error) {
+func startEmbedded(storeDir string, port int, host string, users []*server.NkeyUser, sync fsync.Policy) (*server.Server, error) {
 	if err := os.MkdirAll(storeDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create NATS store dir: %w", err)
 	}
 	opts := &server.Options{
 		ServerName: "aptix", JetStream: true, StoreDir: storeDir,
-		Host: host, Port: port, NoSigs: true, SyncAlways: true, Nkeys: users,
+		Host: host, Port: port, NoSigs: true, Nkeys: users,
 	}
+	sync.Apply(opts)
 	if host == "" {
 		opts.Host = "127.0.0.1"
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/aptix-dev/aptix/cmd/aptix/internal/fsync"
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/stack"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
@@ -104,6 +105,10 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	if err != nil {
 		return usagef("%w", err)
 	}
+	sync, err := fsync.FromEnv()
+	if err != nil {
+		return usagef("%w", err)
+	}
 	stopTelemetry, err := pipeline.StartTelemetry(ctx, "aptix")
 	if err != nil {
 		return err
@@ -155,7 +160,7 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 			log.Warn("APTIX_AUTH=none: the MCP endpoint beyond loopback serves the code index to anyone", "addr", upMCP)
 		}
 	}
-	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), port, host, users)
+	srv, err := startEmbedded(filepath.Join(dataDir, "nats"), port, host, users, sync)
 	if err != nil {
 		return err
 	}
@@ -219,7 +224,7 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		defer func() { close(quit); <-httpDone }()
 	}
 	u := &upRun{set: set, log: log, out: out, live: live, hs: hs, httpLn: httpLn, natsAddr: natsAddr, listen: listen, model: model, def: def,
-		streams: streams, subs: subs, nkeyFile: nkeyFile, guardMCP: guardMCP, logLevel: &logLevel, level: level}
+		streams: streams, subs: subs, sync: sync, nkeyFile: nkeyFile, guardMCP: guardMCP, logLevel: &logLevel, level: level}
 	// Everything on the connection (index, tools, stages, gateway) is
 	// rebuilt on a new one if NATS closes it for good (pipeline.Supervise):
 	// one bad protocol line must not stop the service.
@@ -264,6 +269,7 @@ type upRun struct {
 	subs     pipeline.SubscriberConfig
 	nkeyFile string // the nkey NATS requires beyond loopback, or ""
 	guardMCP bool   // the MCP endpoint requires the gateway's credentials
+	sync     fsync.Policy
 	// logLevel is the logger's level: warn until the banner is printed,
 	// then level (--log-level).
 	logLevel *slog.LevelVar
@@ -329,8 +335,8 @@ func (u *upRun) run(ctx context.Context, nc *nats.Conn) error {
 		u.up = true
 		natsAddr := u.natsAddr
 		lim := u.streams.Limits()
-		limitsLine := fmt.Sprintf("  Limits: queue %s, work %s, history %s / %s (APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES, APTIX_HISTORY_MAX_AGE)\n",
-			pipeline.FormatBytes(lim.QueueMaxBytes), pipeline.FormatBytes(lim.WorkMaxBytes), pipeline.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge)
+		limitsLine := fmt.Sprintf("  Limits: queue %s, work %s, history %s / %s (APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES, APTIX_HISTORY_MAX_AGE)\n  Disk:   %s (APTIX_SYNC=always for an fsync on every write)\n",
+			pipeline.FormatBytes(lim.QueueMaxBytes), pipeline.FormatBytes(lim.WorkMaxBytes), pipeline.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge, u.sync.Describe())
 		natsAccess := ""
 		if u.nkeyFile != "" {
 			natsAccess = "credentials required: the nkey " + u.nkeyFile + ", which the CLI on this data dir uses by itself (elsewhere --nkey FILE); "

@@ -133,8 +133,11 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	}
 	log = log.With("stage", st.Name)
 	// The router's and subscriber's own info lines (handler added, router
-	// closed, ...) are library detail: debug. Their warnings and errors stay.
-	sc.Logger = watermill.NewSlogLoggerWithLevelMapping(log, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
+	// closed, ...) are library detail: debug. Its errors are warnings: each
+	// is a handler error that will be retried, which handle has already
+	// logged ("stage failed, will retry"), or the router closing on a
+	// clean stop; what is lost or dead-lettered the stage logs itself.
+	sc.Logger = watermill.NewSlogLoggerWithLevelMapping(log, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug, slog.LevelError: slog.LevelWarn})
 	pub := NewPublisher(js)
 	pub.claims = &claimStore{js: js, ttl: o.Stream.withDefaults().HistoryMaxAge}
 	pub.maxInline = claimThreshold(nc)

@@ -38,6 +38,11 @@ func TestRunSmall(t *testing.T) {
 	if s := r.Soak; s.Completed != 50 || s.Duplicates != 0 || s.UpstreamCalls != 50 || s.Latency.P50 < 100 {
 		t.Errorf("soak: %+v", s)
 	}
+	// Every turn stores at least its five events (the request in the queue,
+	// four in APTIX), and the gateway's adds its own records.
+	if r.Writes.PerOp < 5 || r.Writes.ByStream["APTIX"] < 4 || r.GatewayWrites.PerOp <= r.Writes.PerOp {
+		t.Errorf("durable writes per turn: bus %s, gateway %s", r.Writes, r.GatewayWrites)
+	}
 	for i, n := range r.EventBytes {
 		if n == 0 {
 			t.Errorf("event %d size 0", i)
@@ -47,7 +52,7 @@ func TestRunSmall(t *testing.T) {
 	if err := Table(&out, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"direct openai-go", "raw JetStream 5-hop chain", "aptix turn", "aptix turn, chat completions backend", "chat completions backend added", "gateway: openai-go → HTTP → aptix", "throughput gateway / bus", "tool loop, 3 client-side rounds", "soak: 50 turns", "goals:"} {
+	for _, want := range []string{"direct openai-go", "raw JetStream 5-hop chain", "aptix turn", "aptix turn, chat completions backend", "chat completions backend added", "gateway: openai-go → HTTP → aptix", "throughput gateway / bus", "tool loop, 3 client-side rounds", "soak: 50 turns", "durable writes per turn at concurrency 1", "gateway path:", "goals:", "durableWritesPerTurn<=6", "gatewayOverDirectP50<=1.0ms", "soakPeakRSS<=1GiB"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
