@@ -91,6 +91,9 @@ func (s *Server) inputItems(w http.ResponseWriter, r *http.Request) {
 	if t != nil && t.Request.OpenAI != nil {
 		_ = json.Unmarshal(t.Request.OpenAI.Input, &items)
 	}
+	// A response in a conversation object was sent the conversation's items
+	// first; its input items are its own.
+	items = items[min(meta.HistoryItems, len(items)):]
 	q := r.URL.Query()
 	list, e := responses.Page(responses.InputItems(meta.ID, items), q.Get("limit"), q.Get("order"), q.Get("after"))
 	if e != nil {
