@@ -30,7 +30,7 @@ const MaxItemsPerCall = 20
 // IsConversationID reports whether id can name a conversation object: its
 // prefix and a subject token, so it is safe for a key.
 func IsConversationID(id string) bool {
-	return strings.HasPrefix(id, ConversationPrefix) && contracts.IsToken(id)
+	return len(id) > len(ConversationPrefix) && strings.HasPrefix(id, ConversationPrefix) && contracts.IsToken(id)
 }
 
 // Conversation is the stored record of a conversation object.
@@ -219,7 +219,9 @@ func ConversationItems(param string, raw json.RawMessage, key string) ([]json.Ra
 	}
 	r := &CreateRequest{}
 	if e := r.parseInput(raw); e != nil {
-		e.Param = ptr(strings.Replace(*e.Param, "input", param, 1))
+		if e.Param != nil {
+			e.Param = ptr(strings.Replace(*e.Param, "input", param, 1))
+		}
 		e.Message = strings.ReplaceAll(e.Message, "'input", "'"+param)
 		return nil, e
 	}
