@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/services/gateway/responses"
@@ -41,6 +42,10 @@ func freshKey() string {
 
 // errConvGone is a conversation deleted while it was being updated.
 var errConvGone = errors.New("conversation deleted")
+
+// errConvFull is a conversation whose record would be larger than one
+// NATS message, the most a KV value holds: it takes no more items.
+var errConvFull = errors.New("conversation record over the NATS message size")
 
 // CreateConversation stores a new conversation.
 func (s *Store) CreateConversation(ctx context.Context, c *responses.Conversation) error {
@@ -104,6 +109,9 @@ func (s *Store) UpdateConversation(ctx context.Context, id string, change func(*
 			return c, nil
 		}
 		var apiErr *jetstream.APIError
+		if errors.Is(err, nats.ErrMaxPayload) || errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
+			return c, fmt.Errorf("write conversation %s (%d bytes): %w", id, len(b), errConvFull)
+		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !(errors.As(err, &apiErr) &&
 			(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)) {
 			return nil, fmt.Errorf("write conversation %s: %w", id, err)
@@ -147,23 +155,59 @@ func (s *Server) settle(ctx context.Context, c *responses.Conversation) (*respon
 	if len(c.Pending()) == 0 {
 		return c, nil
 	}
-	return s.store.UpdateConversation(ctx, c.ID, func(c *responses.Conversation) (bool, error) {
-		changed := false
-		for _, m := range c.Pending() {
-			resp, err := s.current(ctx, m)
-			if err != nil {
-				return false, err
-			}
-			if !responses.Terminal(resp.Status) {
-				continue
-			}
-			// Output items carry the upstream's ids; one without gets an id
-			// of its own, apart from the response's input items.
-			c.Settle(m.ID, responses.InputItems(m.ID+"o", resp.Output))
-			changed = true
-		}
-		return changed, nil
+	settled, err := s.store.UpdateConversation(ctx, c.ID, func(c *responses.Conversation) (bool, error) {
+		return s.settleEntries(ctx, c)
 	})
+	if errors.Is(err, errConvFull) {
+		// The output is listed, but not kept: the conversation is full, and
+		// takes nothing more (every update settles first, and fails).
+		s.log.Warn("conversation full: a response's output is not kept in it", "conversation", c.ID, "err", err)
+		return settled, nil
+	}
+	return settled, err
+}
+
+// settleEntries settles c in memory; changed reports whether it did.
+func (s *Server) settleEntries(ctx context.Context, c *responses.Conversation) (changed bool, err error) {
+	for _, m := range c.Pending() {
+		resp, err := s.current(ctx, m)
+		if err != nil {
+			return false, err
+		}
+		if !responses.Terminal(resp.Status) {
+			continue
+		}
+		// Output items carry the upstream's ids; one without gets an id of
+		// its own, apart from the response's input items.
+		c.Settle(m.ID, responses.InputItems(m.ID+"o", resp.Output))
+		changed = true
+	}
+	return changed, nil
+}
+
+// add applies an addition to the conversation, settled first, so what is
+// added goes after every output that is in, and a conversation too full to
+// keep an output takes nothing more.
+func (s *Server) add(ctx context.Context, id string, change func(*responses.Conversation)) error {
+	_, err := s.store.UpdateConversation(ctx, id, func(c *responses.Conversation) (bool, error) {
+		if _, err := s.settleEntries(ctx, c); err != nil {
+			return false, err
+		}
+		change(c)
+		return true, nil
+	})
+	return err
+}
+
+// convError is the answer for a conversation that could not be updated.
+func (s *Server) convError(id string, err error) *responses.Error {
+	switch {
+	case errors.Is(err, errConvGone):
+		return responses.ConversationNotFound(id)
+	case errors.Is(err, errConvFull):
+		return responses.ConversationFull(id, s.cfg.NC.MaxPayload())
+	}
+	return s.submitError(err)
 }
 
 // withdraw takes a response whose turn was never submitted back out of
@@ -224,11 +268,7 @@ func (s *Server) conversation(w http.ResponseWriter, r *http.Request, settled bo
 }
 
 func (s *Server) convFail(w http.ResponseWriter, id string, err error) {
-	if errors.Is(err, errConvGone) {
-		s.fail(w, responses.ConversationNotFound(id))
-		return
-	}
-	s.fail(w, s.submitError(err))
+	s.fail(w, s.convError(id, err))
 }
 
 // convCreate is POST /v1/conversations.
@@ -346,10 +386,7 @@ func (s *Server) convAppend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
-	if _, err := s.store.UpdateConversation(r.Context(), c.ID, func(c *responses.Conversation) (bool, error) {
-		c.Append(items)
-		return true, nil
-	}); err != nil {
+	if err := s.add(r.Context(), c.ID, func(c *responses.Conversation) { c.Append(items) }); err != nil {
 		s.convFail(w, c.ID, err)
 		return
 	}

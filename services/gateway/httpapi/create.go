@@ -241,10 +241,7 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		}
 		c, err := s.settle(ctx, c)
 		if err != nil {
-			if errors.Is(err, errConvGone) {
-				return p, responses.ConversationNotFound(req.Conversation)
-			}
-			return p, s.submitError(err)
+			return p, s.convError(req.Conversation, err)
 		}
 		history = responses.ContextItems(c.Items())
 		target.ConversationID, object = c.ID, c.ID
@@ -321,17 +318,11 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		// Before the submit, so the conversation never misses a turn that
 		// ran; a submit that fails withdraws it.
 		input := responses.InputItems(respID, req.Input)
-		if _, err := s.store.UpdateConversation(ctx, object, func(c *responses.Conversation) (bool, error) {
-			c.AppendPending(*meta, input)
-			return true, nil
-		}); err != nil {
+		if err := s.add(ctx, object, func(c *responses.Conversation) { c.AppendPending(*meta, input) }); err != nil {
 			if req.Store {
 				_ = s.store.Delete(ctx, meta.ID)
 			}
-			if errors.Is(err, errConvGone) {
-				return prepared{}, responses.ConversationNotFound(object)
-			}
-			return prepared{}, s.submitError(err)
+			return prepared{}, s.convError(object, err)
 		}
 	}
 	return p, nil

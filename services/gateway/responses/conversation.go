@@ -358,3 +358,14 @@ func ItemNotFound(conv, id string) *Error {
 	return &Error{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: ptr(CodeNotFound),
 		Message: fmt.Sprintf("Item with id '%s' not found in conversation '%s'.", Clip(id), Clip(conv))}
 }
+
+// CodeConversationFull refuses items a conversation can no longer hold.
+const CodeConversationFull = "conversation_too_large"
+
+// ConversationFull is the 400 for items that would make the conversation's
+// record larger than one NATS message (limit bytes), the most a KV value
+// holds.
+func ConversationFull(id string, limit int64) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: ptr(CodeConversationFull),
+		Message: fmt.Sprintf("Conversation '%s' cannot hold more: its items would exceed %d bytes, the most one stored record holds. Delete items or start a new conversation.", Clip(id), limit)}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/conversations"
@@ -13,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/aptix-dev/aptix/services/gateway/auth"
+	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
@@ -395,5 +397,47 @@ func TestWebSocketConversation(t *testing.T) {
 	items, err := client.Conversations.Items.List(context.Background(), conv.ID, conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc})
 	if err != nil || len(items.Data) != 5 || items.Data[4].Role != "assistant" {
 		t.Fatalf("items %v %v", itemIDs(items.Data), err)
+	}
+}
+
+// TestGatewayConversationFull: a conversation's record is one KV value, so
+// it holds at most one NATS message (1 MiB here). Output that no longer
+// fits is still listed (not kept); a response or items that would add to a
+// full conversation are refused with 400 conversation_too_large, and the
+// conversation stays readable.
+func TestGatewayConversationFull(t *testing.T) {
+	big := strings.Repeat("y", 600<<10)
+	e := newEnv(t, sandbox.Options{Script: []string{big, big}}, func(c *Config) {
+		p, _ := c.Profiles.Get("sandbox")
+		p.AttemptTimeout, p.TurnTimeout = 15*time.Second, 30*time.Second
+		c.Profiles.Put(p)
+	})
+	_, client := e.gateway(func(c *httpapi.Config) { c.MaxBodyBytes = 512 << 10 }) // the default: half the max payload
+	ctx := ctxT(t)
+	conv, err := client.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(text string) error {
+		_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+			Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String(text)},
+			Conversation: responses.ResponseNewParamsConversationUnion{OfString: openai.String(conv.ID)}})
+		return err
+	}
+	if err := ask("first"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ask("second"); err != nil { // its 600 KiB of history fit; its output does not
+		t.Fatal(err)
+	}
+	items, err := client.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc})
+	if err != nil || len(items.Data) != 4 || len(items.Data[3].AsMessage().Content[0].Text) != len(big) {
+		t.Fatalf("items of a full conversation: %d %v", len(items.Data), err)
+	}
+	apiError(t, ask("third"), 400, "conversation_too_large")
+	_, err = client.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: []responses.ResponseInputItemUnionParam{say("user", strings.Repeat("z", 450<<10))}})
+	apiError(t, err, 400, "conversation_too_large")
+	if _, err := client.Conversations.Get(ctx, conv.ID); err != nil {
+		t.Fatal(err)
 	}
 }
