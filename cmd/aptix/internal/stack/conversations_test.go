@@ -441,3 +441,61 @@ func TestGatewayConversationFull(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGatewayConversationStreamAndBackground: a streamed create and a
+// background one in a conversation add their items too. A background
+// response's input is listed at once and its output once it has ended,
+// with nothing waiting for it: the read that finds it ended puts it in.
+func TestGatewayConversationStreamAndBackground(t *testing.T) {
+	e := newEnv(t, sandbox.Options{Latency: 400 * time.Millisecond})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	conv, err := client.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc}
+	stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("streamed question")},
+		Conversation: responses.ResponseNewParamsConversationUnion{OfString: openai.String(conv.ID)}})
+	final := ""
+	for stream.Next() {
+		if ev := stream.Current(); ev.Type == "response.completed" {
+			final = ev.Response.OutputText()
+			if ev.Response.Conversation.ID != conv.ID {
+				t.Fatalf("streamed response's conversation %+v", ev.Response.Conversation)
+			}
+		}
+	}
+	if err := stream.Err(); err != nil || final == "" {
+		t.Fatalf("stream: %v (final %q)", err, final)
+	}
+	items, err := client.Conversations.Items.List(ctx, conv.ID, in)
+	if err != nil || len(items.Data) != 2 || items.Data[1].AsMessage().Content[0].Text != final {
+		t.Fatalf("after the stream: %v %v", itemIDs(items.Data), err)
+	}
+
+	params := bgParams("background question")
+	params.Conversation = responses.ResponseNewParamsConversationUnion{OfString: openai.String(conv.ID)}
+	bg, err := client.Responses.New(ctx, params)
+	if err != nil || bg.Status != responses.ResponseStatusQueued {
+		t.Fatalf("background: %v", err)
+	}
+	items, err = client.Conversations.Items.List(ctx, conv.ID, in)
+	if err != nil || len(items.Data) != 3 || items.Data[2].AsMessage().Content[0].Text != "background question" {
+		t.Fatalf("while the background response runs: %v %v", itemIDs(items.Data), err)
+	}
+	done, _ := waitStatus(t, client, bg.ID, "completed")
+	items, err = client.Conversations.Items.List(ctx, conv.ID, in)
+	if err != nil || len(items.Data) != 4 || items.Data[3].ID != done.Output[0].ID {
+		t.Fatalf("after the background response: %v %v", itemIDs(items.Data), err)
+	}
+	if _, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("last")},
+		Conversation: responses.ResponseNewParamsConversationUnion{OfString: openai.String(conv.ID)}}); err != nil {
+		t.Fatal(err)
+	}
+	if sent, _ := upstreamInput(t, e); len(sent) != 5 || sent[3] != "assistant: "+done.OutputText() {
+		t.Fatalf("the model was sent %q", sent)
+	}
+}
