@@ -29,6 +29,8 @@ func TestConversationIDsNeverReachTheBus(t *testing.T) {
 		{"GET", "/v1/conversations/conv_a.b/items/msg_1", "", 404},
 		{"DELETE", "/v1/conversations/" + long + "/items/msg_1", "", 404},
 		{"GET", "/v1/conversations/conv_ok/items?include[]=everything", "", 400},
+		{"GET", "/v1/conversations", "", 404},
+		{"PUT", "/v1/conversations/conv_ok", "", 404},
 		{"POST", "/v1/responses", `{"model":"m","input":"x","conversation":"conv_a.b"}`, 400},
 		{"POST", "/v1/responses", `{"model":"m","input":"x","conversation":{"id":"` + long + `"}}`, 400},
 		{"POST", "/v1/responses", `{"model":"m","input":"x","conversation":"conv_ok","previous_response_id":"resp_1"}`, 400},

@@ -88,7 +88,6 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Stream {
 		s.serveEvents(w, r, meta, deltas, g)
-		s.settleAfter(ctx, meta)
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
@@ -197,6 +196,12 @@ func continuation(prev *responses.Meta, t *contracts.Turn) string {
 // principal's previous_response_id answers as an unknown one, and a
 // conversation named by an authenticated caller is scoped to it
 // (scopeConversation), so callers never share one.
+//
+// A conversation object (conversation "conv_…", conversations.go) is
+// neither: its settled items go first in the turn's input, marked as the
+// whole history so the envelope continues no earlier response; the turn
+// runs in the Aptix conversation of the object's id, moves no head, and
+// joins the object (input now, output once settled) before it is submitted.
 func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, detached bool, known *prior, turnID, respID string) (prepared, *responses.Error) {
 	var p prepared
 	backend, model, e := responses.Resolve(s.cfg.Profiles, req.Model)
@@ -307,9 +312,9 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		}
 	}
 	p.meta = meta
+	// With store: false (OpenAI's) the response is answered, not kept, so
+	// GET and previous_response_id do not find it.
 	if !detached && req.Store {
-		// store: false (OpenAI's): the response is answered, not kept, so
-		// GET and previous_response_id do not find it.
 		if err := s.store.Put(ctx, *meta); err != nil {
 			return prepared{}, s.submitError(err)
 		}
@@ -337,7 +342,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, meta *respo
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
-	final, _ := s.relay(r.Context(), meta, deltas, g, nil, func(evs []responses.Event) bool {
+	// A conversation object gets the output before the terminal event goes out.
+	settle := func(*responses.Response, *contracts.Turn) { s.settleAfter(context.WithoutCancel(r.Context()), meta) }
+	final, _ := s.relay(r.Context(), meta, deltas, g, settle, func(evs []responses.Event) bool {
 		for _, ev := range evs {
 			b, err := json.Marshal(ev)
 			if err == nil {
