@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -82,13 +84,34 @@ func (s *Store) GetConversation(ctx context.Context, id string) (*responses.Conv
 	return &c, e.Revision(), nil
 }
 
+// errConvBusy is a conversation that kept changing under an update for
+// convUpdateBudget: a 503 the client retries.
+var errConvBusy = errors.New("conversation busy")
+
+// convUpdateBudget bounds how long an update retries against concurrent
+// writers of the same conversation.
+const convUpdateBudget = 5 * time.Second
+
 // UpdateConversation applies change to the conversation and writes it if
 // change reports it changed something, at the revision it read; a
-// concurrent writer makes it read and apply again. It returns the
-// conversation as written (or as read, when unchanged); errConvGone when it
-// no longer exists.
+// concurrent writer makes it wait a moment (random, growing) and read and
+// apply again, for up to convUpdateBudget. It returns the conversation as
+// written (or as read, when unchanged); errConvGone when it no longer
+// exists.
 func (s *Store) UpdateConversation(ctx context.Context, id string, change func(*responses.Conversation) (bool, error)) (*responses.Conversation, error) {
-	for attempt := 0; attempt < 10; attempt++ {
+	deadline := time.Now().Add(convUpdateBudget)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("write conversation %s: %d attempts: %w", id, attempt, errConvBusy)
+			}
+			wait := time.Duration(rand.Int64N(int64(min(attempt, 20)) * int64(time.Millisecond) * 2))
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
 		c, rev, err := s.GetConversation(ctx, id)
 		if err != nil {
 			return nil, err
@@ -117,7 +140,6 @@ func (s *Store) UpdateConversation(ctx context.Context, id string, change func(*
 			return nil, fmt.Errorf("write conversation %s: %w", id, err)
 		}
 	}
-	return nil, fmt.Errorf("write conversation %s: too much contention", id)
 }
 
 // DeleteConversation removes the conversation. Its responses and their
@@ -206,6 +228,8 @@ func (s *Server) convError(id string, err error) *responses.Error {
 		return responses.ConversationNotFound(id)
 	case errors.Is(err, errConvFull):
 		return responses.ConversationFull(id, s.cfg.NC.MaxPayload())
+	case errors.Is(err, errConvBusy):
+		return responses.Unavailable(fmt.Sprintf("Conversation '%s' is being changed by many requests at once; retry.", id))
 	}
 	return s.submitError(err)
 }

@@ -3,8 +3,11 @@ package stack
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -397,6 +400,77 @@ func TestWebSocketConversation(t *testing.T) {
 	items, err := client.Conversations.Items.List(context.Background(), conv.ID, conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc})
 	if err != nil || len(items.Data) != 5 || items.Data[4].Role != "assistant" {
 		t.Fatalf("items %v %v", itemIDs(items.Data), err)
+	}
+	// An unknown conversation is an error event, and the socket goes on.
+	wsSend(t, c, map[string]any{"input": "x", "conversation": "conv_0000000000000000000000000000dead"})
+	if w := wsRead(t, c); w.errCode() != "not_found" {
+		t.Fatalf("unknown conversation over the socket: %s", w.err)
+	}
+	wsSend(t, c, map[string]any{"input": "x", "conversation": conv.ID, "previous_response_id": r1.ID})
+	if w := wsRead(t, c); w.errCode() != "mutually_exclusive" {
+		t.Fatalf("conversation and previous_response_id over the socket: %s", w.err)
+	}
+}
+
+// TestGatewayConversationConcurrentReplicas: two gateway replicas adding
+// to one conversation at once lose nothing (compare-and-set on the
+// record), and either lists what both added.
+func TestGatewayConversationConcurrentReplicas(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, c1 := e.gateway()
+	_, c2 := e.gateway()
+	ctx := ctxT(t)
+	conv, err := c1.Conversations.New(ctx, conversations.ConversationNewParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const each = 8
+	errs := make(chan error, 2*each+2)
+	var wg sync.WaitGroup
+	for i := 0; i < each; i++ {
+		for n, c := range []openai.Client{c1, c2} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := c.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{
+					Items: []responses.ResponseInputItemUnionParam{say("user", fmt.Sprintf("replica %d item %d", n+1, i))}})
+				errs <- err
+			}()
+		}
+	}
+	for n, c := range []openai.Client{c1, c2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+				Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("question via replica %d", n+1))},
+				Conversation: responses.ResponseNewParamsConversationUnion{OfString: openai.String(conv.ID)}})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			var ae *openai.Error
+			if errors.As(err, &ae) {
+				t.Fatal(ae.Message)
+			}
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []openai.Client{c1, c2} {
+		items, err := c.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Limit: openai.Int(100)})
+		if err != nil || len(items.Data) != 2*each+4 {
+			t.Fatalf("%d items (%v), want %d: %v", len(items.Data), err, 2*each+4, itemIDs(items.Data))
+		}
+		seen := map[string]bool{}
+		for _, id := range itemIDs(items.Data) {
+			if seen[id] {
+				t.Fatalf("item %s listed twice", id)
+			}
+			seen[id] = true
+		}
 	}
 }
 
