@@ -573,3 +573,39 @@ func TestGatewayConversationStreamAndBackground(t *testing.T) {
 		t.Fatalf("the model was sent %q", sent)
 	}
 }
+
+// TestGatewayConversationChatBackend: a conversation object works on a
+// Chat Completions backend, which keeps nothing: its items are the
+// messages each turn sends.
+func TestGatewayConversationChatBackend(t *testing.T) {
+	e := newEnv(t, sandbox.Options{}, chatProfile("", nil, "sandbox-1"))
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	conv, err := client.Conversations.New(ctx, conversations.ConversationNewParams{Items: []responses.ResponseInputItemUnionParam{say("user", "My name is Ada.")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r1 *responses.Response
+	for _, q := range []string{"What is my name?", "Again?"} {
+		r, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+			Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String(q)},
+			Conversation: responses.ResponseNewParamsConversationUnion{OfString: openai.String(conv.ID)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r1 == nil {
+			r1 = r
+		}
+	}
+	var body struct{ Messages []fakeMsg }
+	if err := json.Unmarshal(e.sb.LastRequest(), &body); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range body.Messages {
+		got = append(got, m.Role+": "+m.text())
+	}
+	if len(got) != 4 || got[0] != "user: My name is Ada." || got[1] != "user: What is my name?" || got[2] != "assistant: "+r1.OutputText() || !strings.Contains(got[3], "Again?") {
+		t.Fatalf("the chat backend was sent %q", got)
+	}
+}
