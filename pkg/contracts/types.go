@@ -112,6 +112,11 @@ type OpenAIPassthrough struct {
 	// input ends with no user message (a round of function_call_output items):
 	// Input is sent as it is and the Instruction only names the round.
 	InstructionItem int `json:"instructionItem"`
+	// WholeHistory says Input already holds everything the model is to see
+	// before this turn (an OpenAI conversation object's items): the turn
+	// continues no earlier response, not even the latest one on record for
+	// its conversation, so that history is never sent twice.
+	WholeHistory bool `json:"wholeHistory,omitempty"`
 }
 
 // RagChunk is one retrieved piece of source, ready for the AGN-002 formatter.

@@ -103,7 +103,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 		if rec != nil {
 			// The client may leave continuation to Aptix: the conversation's
 			// latest response id is on record.
-			if req.ResponseContinuationId == "" && rec.ResponseId != "" {
+			if req.ResponseContinuationId == "" && rec.ResponseId != "" && (req.OpenAI == nil || !req.OpenAI.WholeHistory) {
 				req.ResponseContinuationId = rec.ResponseId
 				t.Request.ResponseContinuationId = rec.ResponseId
 			}

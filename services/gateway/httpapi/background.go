@@ -20,7 +20,7 @@ func (s *Server) createBackground(w http.ResponseWriter, r *http.Request, req *r
 	ctx := context.WithoutCancel(r.Context())
 	// Armed before the turn exists: a response is never without its limit.
 	if err := s.armDeadline(ctx, meta); err != nil {
-		_ = s.store.Delete(ctx, meta.ID)
+		s.withdraw(ctx, meta, true)
 		s.fail(w, s.submitError(err))
 		return
 	}
@@ -28,7 +28,7 @@ func (s *Server) createBackground(w http.ResponseWriter, r *http.Request, req *r
 	err := pipeline.Submit(sctx, s.js, exec)
 	cancel()
 	if err != nil {
-		_ = s.store.Delete(ctx, meta.ID)
+		s.withdraw(ctx, meta, true)
 		s.fail(w, s.submitError(err))
 		return
 	}

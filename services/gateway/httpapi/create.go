@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,9 +70,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		deltas = make(chan *nats.Msg, 4096)
 		sub, err := s.cfg.NC.ChanSubscribe(contracts.DeltaSubject(meta.ConversationID, meta.TurnID), deltas)
 		if err != nil {
-			if req.Store {
-				_ = s.store.Delete(ctx, meta.ID)
-			}
+			s.withdraw(ctx, meta, req.Store)
 			s.fail(w, s.submitError(err))
 			return
 		}
@@ -83,9 +82,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	if err != nil {
 		s.comps.release(g)
-		if req.Store {
-			_ = s.store.Delete(ctx, meta.ID)
-		}
+		s.withdraw(ctx, meta, req.Store)
 		s.fail(w, s.submitError(err))
 		return
 	}
@@ -96,6 +93,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
 	t, err := s.comps.wait(wctx, g, meta.ConversationID, meta.TurnID)
+	if err == nil {
+		s.settleAfter(ctx, meta)
+	}
 	if errors.Is(err, pipeline.ErrUnreadableCompletion) {
 		s.fail(w, &responses.Error{Status: http.StatusInternalServerError, Type: responses.TypeServer,
 			Message: fmt.Sprintf("Response %s completed, but its result could not be read (%v); GET /v1/responses/%s may return it.", meta.ID, err, meta.ID)})
@@ -196,6 +196,12 @@ func continuation(prev *responses.Meta, t *contracts.Turn) string {
 // principal's previous_response_id answers as an unknown one, and a
 // conversation named by an authenticated caller is scoped to it
 // (scopeConversation), so callers never share one.
+//
+// A conversation object (conversation "conv_…", conversations.go) is
+// neither: its settled items go first in the turn's input, marked as the
+// whole history so the envelope continues no earlier response; the turn
+// runs in the Aptix conversation of the object's id, moves no head, and
+// joins the object (input now, output once settled) before it is submitted.
 func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, detached bool, known *prior, turnID, respID string) (prepared, *responses.Error) {
 	var p prepared
 	// Compaction items turn back into their summaries before anything else
@@ -213,6 +219,8 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 	target := responses.Target{TurnID: turnID, Backend: backend, Model: model, ConversationID: newConversationID()}
 	var prev *responses.Meta
 	var headRev uint64
+	var history []json.RawMessage // a conversation object's items
+	object := ""                  // the conversation object's id
 	if req.PreviousID != "" && known != nil && known.meta.ID == req.PreviousID {
 		prev, headRev = known.meta, known.headRev
 		target.ContinueFrom = known.continueFrom
@@ -235,6 +243,20 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 			return p, responses.PreviousInProgress(req.PreviousID)
 		}
 		target.ContinueFrom = continuation(prev, pt)
+	} else if req.Conversation != "" && !detached && strings.HasPrefix(req.Conversation, responses.ConversationPrefix) {
+		// A conversation object: its items are the model's prior context,
+		// sent whole with the turn, which runs in the Aptix conversation of
+		// the same id (no scoping: the object's owner is checked instead).
+		c, e := s.lookupConversation(ctx, req.Conversation)
+		if e != nil {
+			return p, e
+		}
+		c, err := s.settle(ctx, c)
+		if err != nil {
+			return p, s.convError(req.Conversation, err)
+		}
+		history = responses.ContextItems(c.Items())
+		target.ConversationID, object = c.ID, c.ID
 	} else if req.Conversation != "" && !detached {
 		if !contracts.IsToken(req.Conversation) {
 			return p, responses.BadRequest("conversation", responses.CodeInvalidValue,
@@ -248,14 +270,23 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		target.ConversationID = conv // the envelope continues its newest response
 	}
 	// Everything the client can get wrong is checked before a head moves.
-	if p.exec, e = responses.ToExecute(req, target); e != nil {
+	sent := req
+	if object != "" {
+		withHistory := *req
+		withHistory.Input = append(append([]json.RawMessage{}, history...), req.Input...)
+		sent = &withHistory
+	}
+	if p.exec, e = responses.ToExecute(sent, target); e != nil {
 		return p, e
+	}
+	if object != "" {
+		p.exec.OpenAI.WholeHistory = true
 	}
 	m, e := responses.MetaFor(req)
 	if e != nil {
 		return p, e
 	}
-	if !detached {
+	if !detached && object == "" {
 		same := false
 		if prev != nil {
 			var err error
@@ -281,20 +312,30 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 	p.exec.Principal = owner
 	meta := &m
 	meta.ID, meta.ConversationID, meta.TurnID, meta.Owner = respID, target.ConversationID, turnID, owner
-	meta.CreatedAt, meta.ContinuedFrom = s.cfg.Now().Unix(), target.ContinueFrom
+	meta.CreatedAt, meta.ContinuedFrom, meta.HistoryItems = s.cfg.Now().Unix(), target.ContinueFrom, len(history)
 	if meta.Model == "" {
 		if pr, err := s.cfg.Profiles.Get(backend); err == nil {
 			meta.Model = pr.Model("")
 		}
 	}
 	p.meta = meta
-	if detached || !req.Store {
-		// store: false (OpenAI's): the response is answered, not kept, so
-		// GET and previous_response_id do not find it.
-		return p, nil
+	// With store: false (OpenAI's) the response is answered, not kept, so
+	// GET and previous_response_id do not find it.
+	if !detached && req.Store {
+		if err := s.store.Put(ctx, *meta); err != nil {
+			return prepared{}, s.submitError(err)
+		}
 	}
-	if err := s.store.Put(ctx, *meta); err != nil {
-		return prepared{}, s.submitError(err)
+	if object != "" {
+		// Before the submit, so the conversation never misses a turn that
+		// ran; a submit that fails withdraws it.
+		input := responses.InputItems(respID, req.Input)
+		if err := s.add(ctx, object, func(c *responses.Conversation) { c.AppendPending(*meta, input) }); err != nil {
+			if req.Store {
+				_ = s.store.Delete(ctx, meta.ID)
+			}
+			return prepared{}, s.convError(object, err)
+		}
 	}
 	return p, nil
 }
@@ -308,7 +349,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, meta *respo
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
-	final, _ := s.relay(r.Context(), meta, deltas, g, nil, func(evs []responses.Event) bool {
+	// A conversation object gets the output before the terminal event goes out.
+	settle := func(*responses.Response, *contracts.Turn) { s.settleAfter(context.WithoutCancel(r.Context()), meta) }
+	final, _ := s.relay(r.Context(), meta, deltas, g, settle, func(evs []responses.Event) bool {
 		for _, ev := range evs {
 			b, err := json.Marshal(ev)
 			if err == nil {

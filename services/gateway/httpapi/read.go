@@ -91,6 +91,9 @@ func (s *Server) inputItems(w http.ResponseWriter, r *http.Request) {
 	if t != nil && t.Request.OpenAI != nil {
 		_ = json.Unmarshal(t.Request.OpenAI.Input, &items)
 	}
+	// A response in a conversation object was sent the conversation's items
+	// first; its input items are its own.
+	items = items[min(meta.HistoryItems, len(items)):]
 	q := r.URL.Query()
 	// A compaction item the turn opened is listed sealed again.
 	items = responses.SealCompactions(meta.ID, items, s.cfg.CompactionKeys)

@@ -389,9 +389,7 @@ func (ws *socket) create(gen uint64, data []byte) {
 	deltas := make(chan *nats.Msg, 4096)
 	sub, err := s.cfg.NC.ChanSubscribe(contracts.DeltaSubject(meta.ConversationID, meta.TurnID), deltas)
 	if err != nil {
-		if req.Store {
-			_ = s.store.Delete(ctx, meta.ID)
-		}
+		s.withdraw(ctx, meta, req.Store)
 		fail(s.submitError(err))
 		return
 	}
@@ -402,9 +400,7 @@ func (ws *socket) create(gen uint64, data []byte) {
 	cancel()
 	if err != nil {
 		s.comps.release(g)
-		if req.Store {
-			_ = s.store.Delete(ctx, meta.ID)
-		}
+		s.withdraw(ctx, meta, req.Store)
 		fail(s.submitError(err))
 		return
 	}
@@ -417,7 +413,12 @@ func (ws *socket) create(gen uint64, data []byte) {
 			ws.evict(req.PreviousID)
 		}
 	}
-	s.relay(ws.ctx, meta, deltas, g, onFinal, func(evs []responses.Event) bool {
+	s.relay(ws.ctx, meta, deltas, g, func(final *responses.Response, t *contracts.Turn) {
+		// Settled before the terminal frame, so the client's next
+		// response.create in the conversation sees this one's output.
+		s.settleAfter(ctx, meta)
+		onFinal(final, t)
+	}, func(evs []responses.Event) bool {
 		if n := len(evs); n > 0 && responses.Terminal(strings.TrimPrefix(evs[n-1].Type, "response.")) {
 			return ws.end(gen, evs)
 		}

@@ -82,7 +82,7 @@ func Page(items []json.RawMessage, limit, order, after string) (List, *Error) {
 			}
 		}
 		if !found {
-			return List{}, invalid("after", CodeInvalidValue, "Invalid 'after': no input item with id '%s'.", after)
+			return List{}, invalid("after", CodeInvalidValue, "Invalid 'after': no item with id '%s'.", after)
 		}
 	}
 	l := List{Object: "list", Data: ordered, HasMore: len(ordered) > n}

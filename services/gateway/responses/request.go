@@ -165,7 +165,7 @@ func Parse(data []byte) (*CreateRequest, *Error) {
 		return nil, e
 	}
 	if r.PreviousID != "" && r.Conversation != "" {
-		return nil, invalid("previous_response_id", "mutually_exclusive", "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'.")
+		return nil, invalid("conversation", "mutually_exclusive", "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'.")
 	}
 	if e := r.parseInput(raw["input"]); e != nil {
 		return nil, e

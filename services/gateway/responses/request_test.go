@@ -20,7 +20,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad role", `{"input":[{"role":"robot","content":"x"}]}`, "input[0].role", CodeInvalidValue, "robot"},
 		{"bad tool_choice", `{"input":"x","tool_choice":"sometimes"}`, "tool_choice", CodeInvalidValue, "sometimes"},
 		{"function tool without name", `{"input":"x","tools":[{"type":"function","parameters":{}}]}`, "tools[0].name", CodeMissingParameter, ""},
-		{"both previous and conversation", `{"input":"x","previous_response_id":"resp_1","conversation":"c"}`, "previous_response_id", "mutually_exclusive", ""},
+		{"both previous and conversation", `{"input":"x","previous_response_id":"resp_1","conversation":"c"}`, "conversation", "mutually_exclusive", ""},
 		{"unknown aptix field", `{"input":"x","aptix":{"mood":"x"}}`, "aptix", CodeInvalidValue, "mood"},
 	}
 	for _, tc := range cases {

@@ -131,6 +131,9 @@ type Meta struct {
 	FileSearchResults bool `json:"fileSearchResults,omitempty"`
 	// NamedConversation is the conversation parameter, echoed as conversation.id.
 	NamedConversation string `json:"namedConversation,omitempty"`
+	// HistoryItems is how many items of the turn's input came from its
+	// conversation object, before the client's own (input_items skips them).
+	HistoryItems int `json:"historyItems,omitempty"`
 	// Background: created with background true (status starts queued).
 	Background bool `json:"background,omitempty"`
 	// Owner is the principal that created the response ("" without
