@@ -67,8 +67,10 @@ func (s *Server) streamStored(w http.ResponseWriter, r *http.Request, meta *resp
 	}
 	defer cc.Stop()
 	done := make(chan error, 1)
+	streamed := false // the LLM caller streamed: its last delta is a done delta
 	go func() {
-		_, err := pipeline.Await(ctx, s.js, meta.ConversationID, meta.TurnID)
+		t, err := pipeline.Await(ctx, s.js, meta.ConversationID, meta.TurnID)
+		streamed = err == nil && t.LLM != nil && t.LLM.Streamed
 		done <- err
 	}()
 
@@ -112,9 +114,12 @@ func (s *Server) streamStored(w http.ResponseWriter, r *http.Request, meta *resp
 				sse.done()
 				return
 			}
-			// Every delta is stored before the completion: read up to the
-			// last one, so the sequence does not depend on timing.
-			if last, err := s.deltas.GetLastMsgForSubject(ctx, contracts.DeltaSubject(meta.ConversationID, meta.TurnID)); err == nil {
+			// Read up to the last delta, so the sequence does not depend on
+			// timing. Deltas are core publishes the delta stream stores as
+			// they pass, on its own queue: under load the completion can
+			// arrive before the last of them is stored, so a streamed turn
+			// waits (boundedly) for its done delta.
+			if last, err := s.lastDelta(ctx, meta, streamed); err == nil {
 				for lastSeq < last.Sequence {
 					select {
 					case m := <-deltas:
@@ -155,6 +160,40 @@ func (s *Server) streamStored(w http.ResponseWriter, r *http.Request, meta *resp
 		}
 	}
 }
+
+// lastDelta is the turn's last stored delta; with streamed, it waits up to
+// deltaSettle for the done delta the LLM caller sends last.
+func (s *Server) lastDelta(ctx context.Context, meta *responses.Meta, streamed bool) (*jetstream.RawStreamMsg, error) {
+	subject := contracts.DeltaSubject(meta.ConversationID, meta.TurnID)
+	deadline := time.Now().Add(deltaSettle)
+	for {
+		last, err := s.deltas.GetLastMsgForSubject(ctx, subject)
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, err
+		}
+		if err == nil {
+			var d responses.Delta
+			if !streamed || json.Unmarshal(last.Data, &d) == nil && d.Type == "done" {
+				return last, nil
+			}
+		}
+		if !streamed || time.Now().After(deadline) {
+			if err == nil {
+				return last, nil
+			}
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// deltaSettle bounds the wait for a streamed turn's last delta to be
+// stored after its completion arrived.
+const deltaSettle = 2 * time.Second
 
 // cancelGrace is how long a stream waits, after a cancel, for the turn's
 // own completion before it ends with the cancelled response.
