@@ -39,6 +39,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
+	if v := req.IgnoredValue(); v != "" {
+		w.Header().Set(responses.IgnoredHeader, v)
+	}
+	if req.WarmupOnly() {
+		s.fail(w, responses.BadRequest("generate", responses.CodeInvalidValue,
+			"'generate': false (a warm-up that calls no model) is served in WebSocket mode only: over HTTP nothing could continue from it."))
+		return
+	}
 	// A client that goes away does not cancel its turn: everything from here
 	// runs on a context detached from the request.
 	ctx := context.WithoutCancel(r.Context())

@@ -183,7 +183,7 @@ func Echo(r *CreateRequest) (json.RawMessage, *Error) {
 		"user", "prompt_cache_key", "service_tier", "top_logprobs", "safety_identifier", "max_tool_calls",
 		"presence_penalty", "frequency_penalty"} {
 		if v, ok := r.Fields[k]; ok {
-			m[k] = v
+			m[k] = echoShape(k, v)
 		}
 	}
 	b, err := json.Marshal(m)
