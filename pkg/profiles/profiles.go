@@ -101,6 +101,9 @@ type Capabilities struct {
 	// forwards a compaction of explicit input to it (its compaction items
 	// are the backend's own, which only it can read).
 	Compact bool `json:"compact,omitempty"`
+	// InputTokens: the backend serves POST /responses/input_tokens, so the
+	// gateway forwards a token count to it instead of counting itself.
+	InputTokens bool `json:"inputTokens,omitempty"`
 }
 
 // Profile is one backend.
@@ -223,7 +226,7 @@ func withDefaults(p Profile) Profile {
 	if p.API == APIChatCompletions {
 		// Chat Completions keeps nothing server-side: these can never hold.
 		p.Capabilities.SupportsPreviousResponseID, p.Capabilities.RetainsTools = false, false
-		p.Capabilities.Reattach, p.Capabilities.Compact = false, false
+		p.Capabilities.Reattach, p.Capabilities.Compact, p.Capabilities.InputTokens = false, false, false
 		if p.Chat.TokenLimitField == "" {
 			p.Chat.TokenLimitField = TokenLimitMaxCompletionTokens
 		}
@@ -259,7 +262,7 @@ func Builtin() *Set {
 	s.Put(Profile{
 		Name: "openai", BaseURL: base, APIKeyEnv: "OPENAI_API_KEY", DefaultModel: DefaultModel,
 		MaxRetries:   DefaultMaxRetries,
-		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Compact: true},
+		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Compact: true, InputTokens: true},
 	})
 	sb := os.Getenv("APTIX_SANDBOX_URL")
 	if sb == "" {
@@ -268,7 +271,7 @@ func Builtin() *Set {
 	s.Put(Profile{
 		Name: "sandbox", BaseURL: sb, DefaultModel: "sandbox-1", Sandbox: true,
 		AttemptTimeout: 30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: DefaultMaxRetries, MaxConcurrent: 256,
-		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Reattach: true, Compact: true},
+		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Reattach: true, Compact: true, InputTokens: true},
 	})
 	s.Default = "sandbox"
 	if os.Getenv("OPENAI_API_KEY") != "" {
@@ -298,6 +301,7 @@ type fileProfile struct {
 		ToolMode                   ToolMode `json:"toolMode"`
 		Reattach                   bool     `json:"reattach"`
 		Compact                    bool     `json:"compact"`
+		InputTokens                bool     `json:"inputTokens"`
 	} `json:"capabilities"`
 	// Sandbox marks the built-in sandbox model's endpoints (e.g. its chat
 	// endpoint), so logs never pass them off as a model.
@@ -339,7 +343,7 @@ func Parse(data []byte) (*Set, error) {
 			return nil, fmt.Errorf("profile %q: turnTimeout: %w", name, err)
 		}
 		p.Capabilities = Capabilities{RetainsTools: fp.Capabilities.RetainsTools, SupportsPreviousResponseID: true, ToolMode: fp.Capabilities.ToolMode,
-			Reattach: fp.Capabilities.Reattach, Compact: fp.Capabilities.Compact}
+			Reattach: fp.Capabilities.Reattach, Compact: fp.Capabilities.Compact, InputTokens: fp.Capabilities.InputTokens}
 		if fp.Capabilities.SupportsPreviousResponseID != nil {
 			p.Capabilities.SupportsPreviousResponseID = *fp.Capabilities.SupportsPreviousResponseID
 		}
@@ -384,6 +388,8 @@ func (p *Profile) parseAPI(fp fileProfile) error {
 		return errors.New("a chat-completions backend has no background mode to re-attach to: drop reattach")
 	case c.Compact:
 		return errors.New("a chat-completions backend serves no /responses/compact: drop compact")
+	case c.InputTokens:
+		return errors.New("a chat-completions backend serves no /responses/input_tokens (the gateway counts): drop inputTokens")
 	case c.RetainsTools:
 		return errors.New("a chat-completions backend keeps no tools between requests: drop retainsTools")
 	}
