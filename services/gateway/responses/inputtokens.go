@@ -12,7 +12,9 @@ type InputTokens struct {
 }
 
 // NewInputTokens is OpenAI's response.input_tokens object.
-func NewInputTokens(n int) InputTokens { return InputTokens{Object: "response.input_tokens", InputTokens: n} }
+func NewInputTokens(n int) InputTokens {
+	return InputTokens{Object: "response.input_tokens", InputTokens: n}
+}
 
 // countOnly are the input_tokens parameters a create does not take: read
 // and ignored (personality shapes a model's tone, not the count).
