@@ -365,7 +365,7 @@ func (s *Server) relay(client context.Context, meta *responses.Meta, deltas chan
 	}()
 
 	st := responses.NewStreamer()
-	if !emit(st.Start(responses.Pending(*meta, responses.StatusInProgress))) {
+	if !emit(append(st.Start(responses.Pending(*meta, responses.StatusInProgress)), st.FileSearch(*meta)...)) {
 		return nil, nil
 	}
 	onDelta := func(m *nats.Msg) bool {

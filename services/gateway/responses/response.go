@@ -424,19 +424,35 @@ func (r Response) OutputText() string {
 // the query and, when the request included file_search_call.results, the
 // chunks the model was shown (path, lines, chunk id, score).
 func fileSearchCall(meta Meta, t *contracts.Turn) json.RawMessage {
-	query := t.Request.Instruction
-	if t.Retrieval != nil && t.Retrieval.Query != "" {
-		query = t.Retrieval.Query
+	var sources []contracts.SourceRef
+	if t.Envelope != nil {
+		sources = t.Envelope.Sources
 	}
-	item := map[string]any{"id": "fs_" + strings.TrimPrefix(meta.ID, "resp_"), "type": "file_search_call",
-		"status": "completed", "queries": []string{query}, "results": nil}
+	return fileSearchItem(meta, RetrievalQuery(t), sources, "completed")
+}
+
+// RetrievalQuery is the query a file_search_call item shows for the turn:
+// the retriever's, else the turn's instruction.
+func RetrievalQuery(t *contracts.Turn) string {
+	if t.Retrieval != nil && t.Retrieval.Query != "" {
+		return t.Retrieval.Query
+	}
+	return t.Request.Instruction
+}
+
+// FileSearchID is the id of the file_search_call item of response id.
+func FileSearchID(responseID string) string { return "fs_" + strings.TrimPrefix(responseID, "resp_") }
+
+// fileSearchItem is a file_search_call item with status; results are
+// listed when the request included file_search_call.results.
+func fileSearchItem(meta Meta, query string, sources []contracts.SourceRef, status string) json.RawMessage {
+	item := map[string]any{"id": FileSearchID(meta.ID), "type": "file_search_call",
+		"status": status, "queries": []string{query}, "results": nil}
 	if meta.FileSearchResults {
 		results := []map[string]any{}
-		if t.Envelope != nil {
-			for _, s := range t.Envelope.Sources {
-				results = append(results, map[string]any{"file_id": s.Id, "filename": s.Path, "score": s.Score,
-					"attributes": map[string]any{"path": s.Path, "start_line": s.StartLine, "end_line": s.EndLine, "language": s.Language, "chunk_id": s.Id}})
-			}
+		for _, s := range sources {
+			results = append(results, map[string]any{"file_id": s.Id, "filename": s.Path, "score": s.Score,
+				"attributes": map[string]any{"path": s.Path, "start_line": s.StartLine, "end_line": s.EndLine, "language": s.Language, "chunk_id": s.Id}})
 		}
 		item["results"] = results
 	}
