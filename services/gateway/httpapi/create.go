@@ -39,9 +39,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
-	if v := req.IgnoredValue(); v != "" {
-		w.Header().Set(responses.IgnoredHeader, v)
-	}
+	s.setIgnored(w, req) // ignored.go
 	if req.WarmupOnly() {
 		s.fail(w, responses.BadRequest("generate", responses.CodeInvalidValue,
 			"'generate': false (a warm-up that calls no model) is served in WebSocket mode only: over HTTP nothing could continue from it."))

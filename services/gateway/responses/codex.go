@@ -31,6 +31,13 @@ func (r *CreateRequest) parseClientOnly(raw map[string]json.RawMessage) *Error {
 		r.Generate = &g
 	}
 	delete(raw, "generate")
+	// Aptix writes its own events: they never carry obfuscation padding.
+	var so struct {
+		IncludeObfuscation *bool `json:"include_obfuscation"`
+	}
+	if json.Unmarshal(raw["stream_options"], &so) == nil && so.IncludeObfuscation != nil && *so.IncludeObfuscation {
+		r.Ignored = append(r.Ignored, "stream_options.include_obfuscation")
+	}
 	for k := range raw {
 		if dropped[k] {
 			r.Ignored = append(r.Ignored, k)
@@ -143,4 +150,39 @@ func echoShape(name string, v json.RawMessage) json.RawMessage {
 		return v
 	}
 	return out
+}
+
+// ChatDropped names the parameters of r that a chat-completions backend has
+// no equivalent for, which the translation there leaves out
+// (services/llmcaller/chatcompletions, its handled list): include,
+// truncation "auto", max_tool_calls, context_management and
+// reasoning.summary. What has an equivalent is mapped there (reasoning.effort
+// to reasoning_effort, text.verbosity to verbosity, top_logprobs to
+// logprobs) or passed as it is (service_tier, prompt_cache_key,
+// prompt_cache_retention, safety_identifier, user).
+func (r *CreateRequest) ChatDropped() []string {
+	var out []string
+	for _, k := range []string{"context_management", "include", "max_tool_calls"} {
+		if _, ok := r.Fields[k]; ok {
+			out = append(out, k)
+		}
+	}
+	var reasoning struct {
+		Summary json.RawMessage `json:"summary"`
+	}
+	if v, ok := r.Fields["reasoning"]; ok && json.Unmarshal(v, &reasoning) == nil && !isNull(reasoning.Summary) {
+		out = append(out, "reasoning.summary")
+	}
+	var truncation string
+	if v, ok := r.Fields["truncation"]; ok && json.Unmarshal(v, &truncation) == nil && truncation == "auto" {
+		out = append(out, "truncation")
+	}
+	return out
+}
+
+// Ignore adds names to the parameters IgnoredHeader reports.
+func (r *CreateRequest) Ignore(names ...string) {
+	r.Ignored = append(r.Ignored, names...)
+	slices.Sort(r.Ignored)
+	r.Ignored = slices.Compact(r.Ignored)
 }

@@ -77,3 +77,26 @@ func TestEchoShape(t *testing.T) {
 		}
 	}
 }
+
+// TestChatDropped: what a chat-completions backend has no equivalent for is
+// named; what it maps or passes is not.
+func TestChatDropped(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"m","input":"x","include":["reasoning.encrypted_content"],"reasoning":{"effort":"low","summary":"auto"},"truncation":"auto","max_tool_calls":2,"context_management":[{"type":"compaction"}]}`,
+			"context_management include max_tool_calls reasoning.summary truncation"},
+		{`{"model":"m","input":"x","reasoning":{"effort":"low"},"truncation":"disabled","service_tier":"flex","prompt_cache_key":"k","top_logprobs":2}`, ""},
+	} {
+		r, e := Parse([]byte(tc.body))
+		if e != nil {
+			t.Fatal(e)
+		}
+		if got := strings.Join(r.ChatDropped(), " "); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.body, got, tc.want)
+		}
+	}
+	r, _ := Parse([]byte(`{"model":"m","input":"x","stream":true,"stream_options":{"include_obfuscation":true},"client_metadata":{}}`))
+	r.Ignore("include", "client_metadata")
+	if got := r.IgnoredValue(); got != "client_metadata, include, stream_options.include_obfuscation" {
+		t.Fatalf("%q", got)
+	}
+}

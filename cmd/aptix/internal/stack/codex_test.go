@@ -202,3 +202,26 @@ func TestCodexWebSocket(t *testing.T) {
 		t.Fatalf("previous_response_id %v, want %s", next.PreviousResponseID, turn.ID)
 	}
 }
+
+// TestCodexChatBackend: a Codex request served by a chat-completions
+// backend: what has an equivalent there is mapped (reasoning.effort to
+// reasoning_effort) or passed as it is (prompt_cache_key), and what has
+// none is named in X-Aptix-Ignored-Params instead of being refused.
+func TestCodexChatBackend(t *testing.T) {
+	e := newEnv(t, sandbox.Options{}, chatProfile("", nil, "sandbox-1"))
+	url, _ := e.gateway()
+	final, hdr := codexSSE(t, url, codexFixture(t, "http_replayed_history.json", nil))
+	var r wsResponse
+	_ = json.Unmarshal(final, &r)
+	if r.Status != "completed" || !strings.Contains(r.text(), "codex-history-ok") {
+		t.Fatalf("status %s text %q", r.Status, r.text())
+	}
+	if got := hdr.Get("X-Aptix-Ignored-Params"); got != "client_metadata, include, reasoning.summary" {
+		t.Fatalf("X-Aptix-Ignored-Params %q", got)
+	}
+	sent := sentBody(t, e.sb.LastRequest())
+	if sent["messages"] == nil || sent["reasoning_effort"] != "high" || sent["prompt_cache_key"] == nil ||
+		sent["include"] != nil || sent["reasoning"] != nil || sent["client_metadata"] != nil {
+		t.Fatalf("chat body: %s", e.sb.LastRequest())
+	}
+}
