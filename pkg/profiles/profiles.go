@@ -112,9 +112,14 @@ type Profile struct {
 	// BaseURL ends in /v1, as openai-go expects.
 	BaseURL string `json:"baseUrl"`
 	// APIKeyEnv names the environment variable holding the API key; empty for none.
-	APIKeyEnv    string            `json:"apiKeyEnv,omitempty"`
-	DefaultModel string            `json:"defaultModel,omitempty"`
-	Aliases      map[string]string `json:"aliases,omitempty"`
+	APIKeyEnv    string `json:"apiKeyEnv,omitempty"`
+	DefaultModel string `json:"defaultModel,omitempty"`
+	// ContextWindow is the model's context window in tokens (0: unknown).
+	// With it, a request with truncation "auto" has its oldest input items
+	// dropped by the LLM caller until it fits (an estimate of ~4 bytes a
+	// token), instead of failing upstream.
+	ContextWindow int               `json:"contextWindow,omitempty"`
+	Aliases       map[string]string `json:"aliases,omitempty"`
 	// Models are further model names this profile serves: a request naming
 	// one is routed here (Set.Route) and /v1/models lists it.
 	Models []string `json:"models,omitempty"`
@@ -286,6 +291,7 @@ type fileProfile struct {
 	BaseURL        string            `json:"baseUrl"`
 	APIKeyEnv      string            `json:"apiKeyEnv"`
 	DefaultModel   string            `json:"defaultModel"`
+	ContextWindow  int               `json:"contextWindow"`
 	Aliases        map[string]string `json:"aliases"`
 	Models         []string          `json:"models"`
 	API            API               `json:"api"`
@@ -327,10 +333,13 @@ func Parse(data []byte) (*Set, error) {
 			return nil, fmt.Errorf("profile %q: name must match [a-z0-9_-]+", name)
 		}
 		p := Profile{Name: name, BaseURL: strings.TrimRight(fp.BaseURL, "/"), APIKeyEnv: fp.APIKeyEnv,
-			DefaultModel: fp.DefaultModel, Aliases: fp.Aliases, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
+			DefaultModel: fp.DefaultModel, ContextWindow: fp.ContextWindow, Aliases: fp.Aliases, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
 			Models: fp.Models, API: fp.API, Headers: fp.Headers, Sandbox: fp.Sandbox}
 		if p.BaseURL == "" {
 			return nil, fmt.Errorf("profile %q: baseUrl is required", name)
+		}
+		if p.ContextWindow < 0 {
+			return nil, fmt.Errorf("profile %q: contextWindow must not be negative", name)
 		}
 		if fp.MaxRetries != nil {
 			p.MaxRetries = *fp.MaxRetries

@@ -17,7 +17,7 @@ func (s *Server) setIgnored(w http.ResponseWriter, req *responses.CreateRequest)
 			backend = req.Aptix.Backend
 		}
 		if p, err := s.cfg.Profiles.Get(backend); err == nil && p.API == profiles.APIChatCompletions {
-			req.Ignore(req.ChatDropped()...)
+			req.Ignore(req.ChatDropped(p.ContextWindow)...)
 		}
 	}
 	if v := req.IgnoredValue(); v != "" {

@@ -155,12 +155,13 @@ func echoShape(name string, v json.RawMessage) json.RawMessage {
 // ChatDropped names the parameters of r that a chat-completions backend has
 // no equivalent for, which the translation there leaves out
 // (services/llmcaller/chatcompletions, its handled list): include,
-// truncation "auto", max_tool_calls, context_management and
+// truncation "auto" (unless the profile has a context window, with which
+// the LLM caller applies it), max_tool_calls, context_management and
 // reasoning.summary. What has an equivalent is mapped there (reasoning.effort
 // to reasoning_effort, text.verbosity to verbosity, top_logprobs to
 // logprobs) or passed as it is (service_tier, prompt_cache_key,
 // prompt_cache_retention, safety_identifier, user).
-func (r *CreateRequest) ChatDropped() []string {
+func (r *CreateRequest) ChatDropped(contextWindow int) []string {
 	var out []string
 	for _, k := range []string{"context_management", "include", "max_tool_calls"} {
 		if _, ok := r.Fields[k]; ok {
@@ -174,7 +175,7 @@ func (r *CreateRequest) ChatDropped() []string {
 		out = append(out, "reasoning.summary")
 	}
 	var truncation string
-	if v, ok := r.Fields["truncation"]; ok && json.Unmarshal(v, &truncation) == nil && truncation == "auto" {
+	if v, ok := r.Fields["truncation"]; ok && json.Unmarshal(v, &truncation) == nil && truncation == "auto" && contextWindow <= 0 {
 		out = append(out, "truncation")
 	}
 	return out

@@ -90,8 +90,11 @@ func TestChatDropped(t *testing.T) {
 		if e != nil {
 			t.Fatal(e)
 		}
-		if got := strings.Join(r.ChatDropped(), " "); got != tc.want {
+		if got := strings.Join(r.ChatDropped(0), " "); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.body, got, tc.want)
+		}
+		if got := strings.Join(r.ChatDropped(8192), " "); strings.Contains(got, "truncation") {
+			t.Errorf("with a context window the caller truncates: %q", got)
 		}
 	}
 	r, _ := Parse([]byte(`{"model":"m","input":"x","stream":true,"stream_options":{"include_obfuscation":true},"client_metadata":{}}`))

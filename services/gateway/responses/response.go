@@ -67,6 +67,9 @@ type Response struct {
 	// The seed's record of a server-side tool loop (toolloop.go).
 	ToolExecutions    []ToolExecution    `json:"tool_executions,omitempty"`
 	ExecutionMetadata *ExecutionMetadata `json:"execution_metadata,omitempty"`
+	// TruncatedInputItems is how many of the oldest input items truncation
+	// "auto" dropped to fit the backend profile's context window.
+	TruncatedInputItems int `json:"truncated_input_items,omitempty"`
 }
 
 // WebhookStatus is how a response's webhook delivery went: delivered, or
@@ -292,6 +295,9 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 	}
 	if r.Model == "" && t.LLM != nil {
 		r.Model = t.LLM.Model
+	}
+	if t.LLM != nil {
+		r.TruncatedInputItems = t.LLM.TruncatedItems
 	}
 	// The upstream body's usage is its last call's; the mapper's already
 	// sums a tool loop's rounds.
