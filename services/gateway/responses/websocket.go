@@ -74,9 +74,12 @@ func ParseSocketCreate(data []byte) (req *CreateRequest, previousID string, e *E
 
 // ErrorEvent is the `error` event of a socket: OpenAI's error object plus
 // the HTTP status the same failure has over HTTP, sequence_number 0 (it is
-// the whole answer to the message that caused it).
+// the whole answer to the message that caused it). The status is given
+// twice: status, and status_code, which is what Codex reads to take the
+// event as the failed request's answer (without it Codex waits for a
+// response.completed that never comes).
 func ErrorEvent(e *Error) Event {
-	return Event{Type: "error", Seq: 0, Data: map[string]any{"status": e.Status, "error": e}}
+	return Event{Type: "error", Seq: 0, Data: map[string]any{"status": e.Status, "status_code": e.Status, "error": e}}
 }
 
 // ConnectionLimit is the error that closes a socket at its age limit.

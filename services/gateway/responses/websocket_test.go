@@ -46,7 +46,7 @@ func TestParseSocketCreate(t *testing.T) {
 // TestErrorEvent: OpenAI's error object with status and sequence_number.
 func TestErrorEvent(t *testing.T) {
 	b, _ := json.Marshal(ErrorEvent(PreviousNotFound("resp_x")))
-	want := `{"type":"error","sequence_number":0,"error":{"message":"Previous response with id 'resp_x' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"},"status":400}`
+	want := `{"type":"error","sequence_number":0,"error":{"message":"Previous response with id 'resp_x' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"},"status":400,"status_code":400}`
 	if string(b) != want {
 		t.Fatalf("got  %s\nwant %s", b, want)
 	}

@@ -201,6 +201,16 @@ func TestCodexWebSocket(t *testing.T) {
 	if next.PreviousResponseID == nil || *next.PreviousResponseID != turn.ID {
 		t.Fatalf("previous_response_id %v, want %s", next.PreviousResponseID, turn.ID)
 	}
+
+	// A refused create is an error event Codex reads as the request's
+	// answer: it needs status_code.
+	bad := send(codexFixture(t, "ws_next_turn.json", map[string]string{"previous": "resp_0000000000000000000000000000beef"}))
+	var ev struct {
+		StatusCode int `json:"status_code"`
+	}
+	if bad.err == nil || json.Unmarshal(bad.err, &ev) != nil || ev.StatusCode != 400 || bad.errCode() != "previous_response_not_found" {
+		t.Fatalf("refused create: %s", bad.err)
+	}
 }
 
 // TestCodexChatBackend: a Codex request served by a chat-completions
