@@ -39,22 +39,24 @@ type Response struct {
 	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
 	PreviousResponseID *string           `json:"previous_response_id"`
 	PromptCacheKey     json.RawMessage   `json:"prompt_cache_key"`
-	Reasoning          json.RawMessage   `json:"reasoning"`
-	SafetyIdentifier   json.RawMessage   `json:"safety_identifier"`
-	ServiceTier        json.RawMessage   `json:"service_tier"`
-	Store              bool              `json:"store"`
-	Temperature        json.RawMessage   `json:"temperature"`
-	Text               json.RawMessage   `json:"text"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	Tools              json.RawMessage   `json:"tools"`
-	TopLogprobs        json.RawMessage   `json:"top_logprobs"`
-	TopP               json.RawMessage   `json:"top_p"`
-	PresencePenalty    json.RawMessage   `json:"presence_penalty"`
-	FrequencyPenalty   json.RawMessage   `json:"frequency_penalty"`
-	Truncation         json.RawMessage   `json:"truncation"`
-	Usage              *Usage            `json:"usage"`
-	User               json.RawMessage   `json:"user"`
-	Metadata           map[string]string `json:"metadata"`
+	// PromptCacheRetention is echoed when the request set it.
+	PromptCacheRetention json.RawMessage   `json:"prompt_cache_retention,omitempty"`
+	Reasoning            json.RawMessage   `json:"reasoning"`
+	SafetyIdentifier     json.RawMessage   `json:"safety_identifier"`
+	ServiceTier          json.RawMessage   `json:"service_tier"`
+	Store                bool              `json:"store"`
+	Temperature          json.RawMessage   `json:"temperature"`
+	Text                 json.RawMessage   `json:"text"`
+	ToolChoice           json.RawMessage   `json:"tool_choice"`
+	Tools                json.RawMessage   `json:"tools"`
+	TopLogprobs          json.RawMessage   `json:"top_logprobs"`
+	TopP                 json.RawMessage   `json:"top_p"`
+	PresencePenalty      json.RawMessage   `json:"presence_penalty"`
+	FrequencyPenalty     json.RawMessage   `json:"frequency_penalty"`
+	Truncation           json.RawMessage   `json:"truncation"`
+	Usage                *Usage            `json:"usage"`
+	User                 json.RawMessage   `json:"user"`
+	Metadata             map[string]string `json:"metadata"`
 	// Conversation is set when the request named one (OpenAI's shape).
 	Conversation *ConversationRef `json:"conversation,omitempty"`
 	// The seed's lifecycle times of a background response (background.go).
@@ -183,7 +185,7 @@ func Echo(r *CreateRequest) (json.RawMessage, *Error) {
 		m["metadata"] = r.Metadata
 	}
 	for _, k := range []string{"temperature", "top_p", "text", "reasoning", "parallel_tool_calls", "truncation",
-		"user", "prompt_cache_key", "service_tier", "top_logprobs", "safety_identifier", "max_tool_calls",
+		"user", "prompt_cache_key", "prompt_cache_retention", "service_tier", "top_logprobs", "safety_identifier", "max_tool_calls",
 		"presence_penalty", "frequency_penalty"} {
 		if v, ok := r.Fields[k]; ok {
 			m[k] = echoShape(k, v)
