@@ -28,11 +28,12 @@ const (
 	fileMarker = 10
 )
 
+// The encoders are built on first use (parsing the o200k ranks takes a few
+// hundred milliseconds) and kept.
 var (
 	once sync.Once
-	err  error
-	encs = map[string]*tiktoken.Tiktoken{}
 	mu   sync.Mutex
+	encs = map[string]*tiktoken.Tiktoken{}
 )
 
 // Encoding is the BPE name a model is counted with.
