@@ -92,6 +92,9 @@ type LLMResult struct {
 	// Warnings are the caller's notes for the client, e.g. a <tool_call>
 	// block left as text and why.
 	Warnings []string `json:"warnings,omitempty"`
+	// TruncatedItems is how many of the oldest input items the caller
+	// dropped to fit the profile's context window (truncation "auto").
+	TruncatedItems int `json:"truncatedItems,omitempty"`
 }
 
 // UpstreamError describes a call that produced no usable response body:

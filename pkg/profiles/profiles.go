@@ -101,6 +101,9 @@ type Capabilities struct {
 	// forwards a compaction of explicit input to it (its compaction items
 	// are the backend's own, which only it can read).
 	Compact bool `json:"compact,omitempty"`
+	// InputTokens: the backend serves POST /responses/input_tokens, so the
+	// gateway forwards a token count to it instead of counting itself.
+	InputTokens bool `json:"inputTokens,omitempty"`
 }
 
 // Profile is one backend.
@@ -109,9 +112,14 @@ type Profile struct {
 	// BaseURL ends in /v1, as openai-go expects.
 	BaseURL string `json:"baseUrl"`
 	// APIKeyEnv names the environment variable holding the API key; empty for none.
-	APIKeyEnv    string            `json:"apiKeyEnv,omitempty"`
-	DefaultModel string            `json:"defaultModel,omitempty"`
-	Aliases      map[string]string `json:"aliases,omitempty"`
+	APIKeyEnv    string `json:"apiKeyEnv,omitempty"`
+	DefaultModel string `json:"defaultModel,omitempty"`
+	// ContextWindow is the model's context window in tokens (0: unknown).
+	// With it, a request with truncation "auto" has its oldest input items
+	// dropped by the LLM caller until it fits (an estimate of ~4 bytes a
+	// token), instead of failing upstream.
+	ContextWindow int               `json:"contextWindow,omitempty"`
+	Aliases       map[string]string `json:"aliases,omitempty"`
 	// Models are further model names this profile serves: a request naming
 	// one is routed here (Set.Route) and /v1/models lists it.
 	Models []string `json:"models,omitempty"`
@@ -223,7 +231,7 @@ func withDefaults(p Profile) Profile {
 	if p.API == APIChatCompletions {
 		// Chat Completions keeps nothing server-side: these can never hold.
 		p.Capabilities.SupportsPreviousResponseID, p.Capabilities.RetainsTools = false, false
-		p.Capabilities.Reattach, p.Capabilities.Compact = false, false
+		p.Capabilities.Reattach, p.Capabilities.Compact, p.Capabilities.InputTokens = false, false, false
 		if p.Chat.TokenLimitField == "" {
 			p.Chat.TokenLimitField = TokenLimitMaxCompletionTokens
 		}
@@ -259,7 +267,7 @@ func Builtin() *Set {
 	s.Put(Profile{
 		Name: "openai", BaseURL: base, APIKeyEnv: "OPENAI_API_KEY", DefaultModel: DefaultModel,
 		MaxRetries:   DefaultMaxRetries,
-		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Compact: true},
+		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Compact: true, InputTokens: true},
 	})
 	sb := os.Getenv("APTIX_SANDBOX_URL")
 	if sb == "" {
@@ -268,7 +276,7 @@ func Builtin() *Set {
 	s.Put(Profile{
 		Name: "sandbox", BaseURL: sb, DefaultModel: "sandbox-1", Sandbox: true,
 		AttemptTimeout: 30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: DefaultMaxRetries, MaxConcurrent: 256,
-		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Reattach: true, Compact: true},
+		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Reattach: true, Compact: true, InputTokens: true},
 	})
 	s.Default = "sandbox"
 	if os.Getenv("OPENAI_API_KEY") != "" {
@@ -283,6 +291,7 @@ type fileProfile struct {
 	BaseURL        string            `json:"baseUrl"`
 	APIKeyEnv      string            `json:"apiKeyEnv"`
 	DefaultModel   string            `json:"defaultModel"`
+	ContextWindow  int               `json:"contextWindow"`
 	Aliases        map[string]string `json:"aliases"`
 	Models         []string          `json:"models"`
 	API            API               `json:"api"`
@@ -298,6 +307,7 @@ type fileProfile struct {
 		ToolMode                   ToolMode `json:"toolMode"`
 		Reattach                   bool     `json:"reattach"`
 		Compact                    bool     `json:"compact"`
+		InputTokens                bool     `json:"inputTokens"`
 	} `json:"capabilities"`
 	// Sandbox marks the built-in sandbox model's endpoints (e.g. its chat
 	// endpoint), so logs never pass them off as a model.
@@ -323,10 +333,13 @@ func Parse(data []byte) (*Set, error) {
 			return nil, fmt.Errorf("profile %q: name must match [a-z0-9_-]+", name)
 		}
 		p := Profile{Name: name, BaseURL: strings.TrimRight(fp.BaseURL, "/"), APIKeyEnv: fp.APIKeyEnv,
-			DefaultModel: fp.DefaultModel, Aliases: fp.Aliases, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
+			DefaultModel: fp.DefaultModel, ContextWindow: fp.ContextWindow, Aliases: fp.Aliases, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
 			Models: fp.Models, API: fp.API, Headers: fp.Headers, Sandbox: fp.Sandbox}
 		if p.BaseURL == "" {
 			return nil, fmt.Errorf("profile %q: baseUrl is required", name)
+		}
+		if p.ContextWindow < 0 {
+			return nil, fmt.Errorf("profile %q: contextWindow must not be negative", name)
 		}
 		if fp.MaxRetries != nil {
 			p.MaxRetries = *fp.MaxRetries
@@ -339,7 +352,7 @@ func Parse(data []byte) (*Set, error) {
 			return nil, fmt.Errorf("profile %q: turnTimeout: %w", name, err)
 		}
 		p.Capabilities = Capabilities{RetainsTools: fp.Capabilities.RetainsTools, SupportsPreviousResponseID: true, ToolMode: fp.Capabilities.ToolMode,
-			Reattach: fp.Capabilities.Reattach, Compact: fp.Capabilities.Compact}
+			Reattach: fp.Capabilities.Reattach, Compact: fp.Capabilities.Compact, InputTokens: fp.Capabilities.InputTokens}
 		if fp.Capabilities.SupportsPreviousResponseID != nil {
 			p.Capabilities.SupportsPreviousResponseID = *fp.Capabilities.SupportsPreviousResponseID
 		}
@@ -384,6 +397,8 @@ func (p *Profile) parseAPI(fp fileProfile) error {
 		return errors.New("a chat-completions backend has no background mode to re-attach to: drop reattach")
 	case c.Compact:
 		return errors.New("a chat-completions backend serves no /responses/compact: drop compact")
+	case c.InputTokens:
+		return errors.New("a chat-completions backend serves no /responses/input_tokens (the gateway counts): drop inputTokens")
 	case c.RetainsTools:
 		return errors.New("a chat-completions backend keeps no tools between requests: drop retainsTools")
 	}

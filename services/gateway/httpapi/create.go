@@ -40,6 +40,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
+	s.setIgnored(w, req) // ignored.go
+	if req.WarmupOnly() {
+		s.fail(w, responses.BadRequest("generate", responses.CodeInvalidValue,
+			"'generate': false (a warm-up that calls no model) is served in WebSocket mode only: over HTTP nothing could continue from it."))
+		return
+	}
 	// A client that goes away does not cancel its turn: everything from here
 	// runs on a context detached from the request.
 	ctx := context.WithoutCancel(r.Context())
@@ -407,7 +413,7 @@ func (s *Server) relay(client context.Context, meta *responses.Meta, deltas chan
 	}()
 
 	st := responses.NewStreamer()
-	if !emit(st.Start(responses.Pending(*meta, responses.StatusInProgress))) {
+	if !emit(append(st.Start(responses.Pending(*meta, responses.StatusInProgress)), st.FileSearch(*meta)...)) {
 		return nil, nil
 	}
 	onDelta := func(m *nats.Msg) bool {

@@ -249,6 +249,7 @@ func (s *Server) routes() {
 	// is a turn with its own trace.
 	m.HandleFunc("GET /v1/responses", s.websocket)
 	handle("POST /v1/responses/compact", s.compact)
+	handle("POST /v1/responses/input_tokens", s.inputTokens) // inputtokens.go
 	handle("GET /v1/responses/{id}", s.get)
 	handle("DELETE /v1/responses/{id}", s.delete)
 	handle("POST /v1/responses/{id}/cancel", s.cancel)

@@ -120,6 +120,9 @@ type socket struct {
 
 	mu   sync.Mutex
 	last *prior // the socket's previous response (connection-local cache)
+	// warm is the socket's last generate:false response, which the next
+	// response.create may continue (responses.ContinueWarmup).
+	warm *responses.Warmup
 
 	// cred is the upgrade request, whose credential authorized checks
 	// again; owner is the principal it was; checked when it last passed.
@@ -346,7 +349,15 @@ func (ws *socket) remember(p *prior) {
 // /v1/responses, with the socket's cache as the prior.
 func (ws *socket) create(gen uint64, data []byte) {
 	s := ws.s
-	req, prevID, e := responses.ParseSocketCreate(data)
+	ws.mu.Lock()
+	warm := ws.warm
+	ws.mu.Unlock()
+	data, e := responses.ContinueWarmup(data, warm)
+	var req *responses.CreateRequest
+	var prevID string
+	if e == nil {
+		req, prevID, e = responses.ParseSocketCreate(data)
+	}
 	fail := func(e *responses.Error) {
 		ws.evict(prevID)
 		if e.Status >= 500 {
@@ -367,6 +378,10 @@ func (ws *socket) create(gen uint64, data []byte) {
 		ws.evict(prevID)
 		ws.end(gen, []responses.Event{responses.ErrorEvent(e)})
 		ws.close(websocket.StatusPolicyViolation, "credential revoked or expired")
+		return
+	}
+	if req.WarmupOnly() {
+		ws.warmup(gen, req)
 		return
 	}
 	known := ws.cached(req.PreviousID)
@@ -424,6 +439,38 @@ func (ws *socket) create(gen uint64, data []byte) {
 		}
 		return ws.emit(evs)
 	})
+}
+
+// warmup answers a generate:false response.create: a completed response
+// with no output and zero usage, no model call, nothing stored. The socket
+// keeps its input, so the response.create that continues it runs the turn
+// it prepared.
+func (ws *socket) warmup(gen uint64, req *responses.CreateRequest) {
+	s := ws.s
+	_, model, e := responses.Resolve(s.cfg.Profiles, req.Model)
+	if e == nil && req.PreviousID != "" && ws.cached(req.PreviousID) == nil {
+		// A warm-up continuing a response must name one the turn can continue.
+		if m, err := s.store.Get(ws.ctx, req.PreviousID); err != nil || m == nil || m.Owner != ws.owner {
+			e = responses.PreviousNotFound(req.PreviousID)
+		}
+	}
+	var meta responses.Meta
+	if e == nil {
+		meta, e = responses.MetaFor(req)
+	}
+	if e != nil {
+		ws.end(gen, []responses.Event{responses.ErrorEvent(e)})
+		return
+	}
+	_, meta.ID = newIDs()
+	meta.CreatedAt, meta.Owner = s.cfg.Now().Unix(), ws.owner
+	if meta.Model == "" {
+		meta.Model = model
+	}
+	ws.mu.Lock()
+	ws.warm = &responses.Warmup{ID: meta.ID, Input: req.Input, PreviousID: req.PreviousID}
+	ws.mu.Unlock()
+	ws.end(gen, responses.WarmupEvents(meta, s.cfg.Now().Unix()))
 }
 
 // WebSocketConfigFromEnv sets cfg's connection settings from

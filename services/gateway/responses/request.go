@@ -66,6 +66,10 @@ type CreateRequest struct {
 	// CompactedInput is, for a compaction, the client's input items (the
 	// summary instruction excluded).
 	CompactedInput []json.RawMessage
+	// Generate is the generate parameter (false: a warm-up, codex.go).
+	Generate *bool
+	// Ignored are the parameters accepted and dropped (codex.go).
+	Ignored []string
 }
 
 // Extension is the `aptix` object: full AgentExecuteRequest control for a
@@ -100,7 +104,7 @@ func Parse(data []byte) (*CreateRequest, *Error) {
 	}
 	slices.Sort(names) // the first unknown parameter reported is stable
 	for _, k := range names {
-		if !known[k] {
+		if !known[k] && !dropped[k] && k != "generate" {
 			return nil, invalid(k, CodeUnknownParameter, "Unknown parameter: '%s'.", k)
 		}
 	}
@@ -183,6 +187,9 @@ func Parse(data []byte) (*CreateRequest, *Error) {
 		if err := dec.Decode(r.Aptix); err != nil {
 			return nil, invalid("aptix", CodeInvalidValue, "Invalid 'aptix': %s.", strings.TrimPrefix(err.Error(), "json: "))
 		}
+	}
+	if e := r.parseClientOnly(raw); e != nil {
+		return nil, e
 	}
 	for k, v := range raw {
 		if !modelled[k] && !isNull(v) {

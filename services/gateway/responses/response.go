@@ -39,22 +39,24 @@ type Response struct {
 	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
 	PreviousResponseID *string           `json:"previous_response_id"`
 	PromptCacheKey     json.RawMessage   `json:"prompt_cache_key"`
-	Reasoning          json.RawMessage   `json:"reasoning"`
-	SafetyIdentifier   json.RawMessage   `json:"safety_identifier"`
-	ServiceTier        json.RawMessage   `json:"service_tier"`
-	Store              bool              `json:"store"`
-	Temperature        json.RawMessage   `json:"temperature"`
-	Text               json.RawMessage   `json:"text"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	Tools              json.RawMessage   `json:"tools"`
-	TopLogprobs        json.RawMessage   `json:"top_logprobs"`
-	TopP               json.RawMessage   `json:"top_p"`
-	PresencePenalty    json.RawMessage   `json:"presence_penalty"`
-	FrequencyPenalty   json.RawMessage   `json:"frequency_penalty"`
-	Truncation         json.RawMessage   `json:"truncation"`
-	Usage              *Usage            `json:"usage"`
-	User               json.RawMessage   `json:"user"`
-	Metadata           map[string]string `json:"metadata"`
+	// PromptCacheRetention is echoed when the request set it.
+	PromptCacheRetention json.RawMessage   `json:"prompt_cache_retention,omitempty"`
+	Reasoning            json.RawMessage   `json:"reasoning"`
+	SafetyIdentifier     json.RawMessage   `json:"safety_identifier"`
+	ServiceTier          json.RawMessage   `json:"service_tier"`
+	Store                bool              `json:"store"`
+	Temperature          json.RawMessage   `json:"temperature"`
+	Text                 json.RawMessage   `json:"text"`
+	ToolChoice           json.RawMessage   `json:"tool_choice"`
+	Tools                json.RawMessage   `json:"tools"`
+	TopLogprobs          json.RawMessage   `json:"top_logprobs"`
+	TopP                 json.RawMessage   `json:"top_p"`
+	PresencePenalty      json.RawMessage   `json:"presence_penalty"`
+	FrequencyPenalty     json.RawMessage   `json:"frequency_penalty"`
+	Truncation           json.RawMessage   `json:"truncation"`
+	Usage                *Usage            `json:"usage"`
+	User                 json.RawMessage   `json:"user"`
+	Metadata             map[string]string `json:"metadata"`
 	// Conversation is set when the request named one (OpenAI's shape).
 	Conversation *ConversationRef `json:"conversation,omitempty"`
 	// The seed's lifecycle times of a background response (background.go).
@@ -67,6 +69,9 @@ type Response struct {
 	// The seed's record of a server-side tool loop (toolloop.go).
 	ToolExecutions    []ToolExecution    `json:"tool_executions,omitempty"`
 	ExecutionMetadata *ExecutionMetadata `json:"execution_metadata,omitempty"`
+	// TruncatedInputItems is how many of the oldest input items truncation
+	// "auto" dropped to fit the backend profile's context window.
+	TruncatedInputItems int `json:"truncated_input_items,omitempty"`
 }
 
 // WebhookStatus is how a response's webhook delivery went: delivered, or
@@ -183,10 +188,10 @@ func Echo(r *CreateRequest) (json.RawMessage, *Error) {
 		m["metadata"] = r.Metadata
 	}
 	for _, k := range []string{"temperature", "top_p", "text", "reasoning", "parallel_tool_calls", "truncation",
-		"user", "prompt_cache_key", "service_tier", "top_logprobs", "safety_identifier", "max_tool_calls",
+		"user", "prompt_cache_key", "prompt_cache_retention", "service_tier", "top_logprobs", "safety_identifier", "max_tool_calls",
 		"presence_penalty", "frequency_penalty"} {
 		if v, ok := r.Fields[k]; ok {
-			m[k] = v
+			m[k] = echoShape(k, v)
 		}
 	}
 	b, err := json.Marshal(m)
@@ -295,6 +300,9 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 	}
 	if r.Model == "" && t.LLM != nil {
 		r.Model = t.LLM.Model
+	}
+	if t.LLM != nil {
+		r.TruncatedInputItems = t.LLM.TruncatedItems
 	}
 	// The upstream body's usage is its last call's; the mapper's already
 	// sums a tool loop's rounds.
@@ -427,19 +435,35 @@ func (r Response) OutputText() string {
 // the query and, when the request included file_search_call.results, the
 // chunks the model was shown (path, lines, chunk id, score).
 func fileSearchCall(meta Meta, t *contracts.Turn) json.RawMessage {
-	query := t.Request.Instruction
-	if t.Retrieval != nil && t.Retrieval.Query != "" {
-		query = t.Retrieval.Query
+	var sources []contracts.SourceRef
+	if t.Envelope != nil {
+		sources = t.Envelope.Sources
 	}
-	item := map[string]any{"id": "fs_" + strings.TrimPrefix(meta.ID, "resp_"), "type": "file_search_call",
-		"status": "completed", "queries": []string{query}, "results": nil}
+	return fileSearchItem(meta, RetrievalQuery(t), sources, "completed")
+}
+
+// RetrievalQuery is the query a file_search_call item shows for the turn:
+// the retriever's, else the turn's instruction.
+func RetrievalQuery(t *contracts.Turn) string {
+	if t.Retrieval != nil && t.Retrieval.Query != "" {
+		return t.Retrieval.Query
+	}
+	return t.Request.Instruction
+}
+
+// FileSearchID is the id of the file_search_call item of response id.
+func FileSearchID(responseID string) string { return "fs_" + strings.TrimPrefix(responseID, "resp_") }
+
+// fileSearchItem is a file_search_call item with status; results are
+// listed when the request included file_search_call.results.
+func fileSearchItem(meta Meta, query string, sources []contracts.SourceRef, status string) json.RawMessage {
+	item := map[string]any{"id": FileSearchID(meta.ID), "type": "file_search_call",
+		"status": status, "queries": []string{query}, "results": nil}
 	if meta.FileSearchResults {
 		results := []map[string]any{}
-		if t.Envelope != nil {
-			for _, s := range t.Envelope.Sources {
-				results = append(results, map[string]any{"file_id": s.Id, "filename": s.Path, "score": s.Score,
-					"attributes": map[string]any{"path": s.Path, "start_line": s.StartLine, "end_line": s.EndLine, "language": s.Language, "chunk_id": s.Id}})
-			}
+		for _, s := range sources {
+			results = append(results, map[string]any{"file_id": s.Id, "filename": s.Path, "score": s.Score,
+				"attributes": map[string]any{"path": s.Path, "start_line": s.StartLine, "end_line": s.EndLine, "language": s.Language, "chunk_id": s.Id}})
 		}
 		item["results"] = results
 	}

@@ -2,6 +2,8 @@ package responses
 
 import (
 	"encoding/json"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
 // Delta is one live piece of a streamed turn, as the LLM caller publishes it
@@ -25,6 +27,10 @@ type Delta struct {
 	// mcp_list_tools, mcp_call when a call starts, mcp_call_done when it
 	// ends), published by the toolrunner.
 	Item json.RawMessage `json:"item,omitempty"`
+	// Sources are, on a retrieval delta (the turn's retrieval done, before
+	// the model is called), the chunks the context block holds; Text is
+	// the query.
+	Sources []contracts.SourceRef `json:"sources,omitempty"`
 }
 
 // Event is one Server-Sent Event of a streamed response: Type is both the
@@ -65,6 +71,8 @@ type Streamer struct {
 	byID  map[string]*liveItem
 	// lastUp is the highest UpstreamSeq shown in round.
 	lastUp, round int
+	// meta is the response's, once FileSearch opened its item.
+	meta Meta
 }
 
 type liveItem struct {
@@ -117,6 +125,9 @@ func (s *Streamer) InProgress(r Response) []Event {
 // Delta returns the events for one live delta: the item (and content part)
 // added on its first delta, then the text or arguments delta.
 func (s *Streamer) Delta(d Delta) []Event {
+	if d.Type == DeltaRetrieval {
+		return s.retrieved(d) // filesearchstream.go
+	}
 	if d.Round > s.round {
 		s.round, s.lastUp = d.Round, 0
 	} else if d.Round < s.round {
@@ -204,6 +215,10 @@ func (s *Streamer) Finish(r Response) []Event {
 		it := s.byID[head.ID]
 		if isToolItem(head.Type) {
 			out = append(out, s.finishToolItem(it, head.ID, raw)...)
+			continue
+		}
+		if head.Type == "file_search_call" {
+			out = append(out, s.finishFileSearch(it, head.ID, raw)...)
 			continue
 		}
 		if it == nil || it.done || it.kind != head.Type {

@@ -24,15 +24,20 @@ const (
 	CodeUnknownEvent = "unknown_event_type"
 )
 
-// wsRefused are the create parameters that make no sense over a socket: the
-// socket is the stream, and it is not a background job.
-var wsRefused = []string{"stream", "stream_options", "background"}
+// wsRefused are the create parameters that make no sense over a socket: a
+// response on a socket is not a background job.
+var wsRefused = []string{"background"}
+
+// wsMoot are parameters a socket accepts and ignores: the socket is the
+// stream. Codex sends "stream": true in every response.create.
+var wsMoot = []string{"stream", "stream_options"}
 
 // ParseSocketCreate reads one WebSocket message: a response.create event
-// whose other fields are a create request. stream, stream_options and
-// background are refused (an error naming the field). previousID is the
+// whose other fields are a create request. background is refused (an
+// error naming the field). previousID is the
 // message's previous_response_id as far as it could be read, also when the
-// message is refused, so the adapter can evict it from its cache.
+// message is refused, so the adapter can evict it from its cache. stream
+// and stream_options are ignored (the socket streams every response).
 func ParseSocketCreate(data []byte) (req *CreateRequest, previousID string, e *Error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
@@ -52,10 +57,13 @@ func ParseSocketCreate(data []byte) (req *CreateRequest, previousID string, e *E
 	for _, k := range wsRefused {
 		if _, ok := raw[k]; ok {
 			return nil, previousID, invalid(k, CodeUnknownParameter,
-				"Parameter '%s' is not supported in WebSocket mode: the socket streams every response, and a response runs while the socket waits for it.", k)
+				"Parameter '%s' is not supported in WebSocket mode: a response runs while the socket waits for it.", k)
 		}
 	}
 	delete(raw, "type")
+	for _, k := range wsMoot {
+		delete(raw, k)
+	}
 	body, err := json.Marshal(raw)
 	if err != nil {
 		return nil, previousID, invalid("", CodeInvalidJSON, "The message could not be read: %v", err)
@@ -66,9 +74,12 @@ func ParseSocketCreate(data []byte) (req *CreateRequest, previousID string, e *E
 
 // ErrorEvent is the `error` event of a socket: OpenAI's error object plus
 // the HTTP status the same failure has over HTTP, sequence_number 0 (it is
-// the whole answer to the message that caused it).
+// the whole answer to the message that caused it). The status is given
+// twice: status, and status_code, which is what Codex reads to take the
+// event as the failed request's answer (without it Codex waits for a
+// response.completed that never comes).
 func ErrorEvent(e *Error) Event {
-	return Event{Type: "error", Seq: 0, Data: map[string]any{"status": e.Status, "error": e}}
+	return Event{Type: "error", Seq: 0, Data: map[string]any{"status": e.Status, "status_code": e.Status, "error": e}}
 }
 
 // ConnectionLimit is the error that closes a socket at its age limit.

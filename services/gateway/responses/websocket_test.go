@@ -7,17 +7,23 @@ import (
 )
 
 // TestParseSocketCreate: a response.create message is a create body with a
-// type; stream, stream_options and background are refused by name; the
-// previous_response_id is read even from a refused message (to evict it).
+// type; background is refused by name, stream and stream_options ignored
+// (Codex sends "stream": true); the previous_response_id is read even from
+// a refused message (to evict it).
 func TestParseSocketCreate(t *testing.T) {
 	req, prev, e := ParseSocketCreate([]byte(`{"type":"response.create","model":"m","store":false,"previous_response_id":"resp_1","input":"hi"}`))
 	if e != nil || req.Model != "m" || req.Store || req.PreviousID != "resp_1" || prev != "resp_1" || len(req.Input) != 1 {
 		t.Fatalf("req %+v prev %q err %v", req, prev, e)
 	}
+	for _, msg := range []string{`{"type":"response.create","model":"m","input":"x","stream":true}`,
+		`{"type":"response.create","model":"m","input":"x","stream":false,"stream_options":{"include_obfuscation":false}}`} {
+		req, _, e := ParseSocketCreate([]byte(msg))
+		if e != nil || req.Stream || req.Fields["stream_options"] != nil {
+			t.Errorf("%s: %+v %v", msg, req, e)
+		}
+	}
 	for _, tc := range []struct{ msg, param, code string }{
-		{`{"type":"response.create","model":"m","input":"x","stream":true,"previous_response_id":"resp_2"}`, "stream", CodeUnknownParameter},
-		{`{"type":"response.create","model":"m","input":"x","stream_options":{}}`, "stream_options", CodeUnknownParameter},
-		{`{"type":"response.create","model":"m","input":"x","background":false}`, "background", CodeUnknownParameter},
+		{`{"type":"response.create","model":"m","input":"x","background":false,"previous_response_id":"resp_2"}`, "background", CodeUnknownParameter},
 		{`{"model":"m","input":"x"}`, "type", CodeMissingParameter},
 		{`{"type":"response.cancel"}`, "type", CodeUnknownEvent},
 		{`{"type":"response.create","model":"m","input":"x","bogus":1}`, "bogus", CodeUnknownParameter},
@@ -40,7 +46,7 @@ func TestParseSocketCreate(t *testing.T) {
 // TestErrorEvent: OpenAI's error object with status and sequence_number.
 func TestErrorEvent(t *testing.T) {
 	b, _ := json.Marshal(ErrorEvent(PreviousNotFound("resp_x")))
-	want := `{"type":"error","sequence_number":0,"error":{"message":"Previous response with id 'resp_x' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"},"status":400}`
+	want := `{"type":"error","sequence_number":0,"error":{"message":"Previous response with id 'resp_x' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"},"status":400,"status_code":400}`
 	if string(b) != want {
 		t.Fatalf("got  %s\nwant %s", b, want)
 	}

@@ -16,6 +16,9 @@ const (
 	DeltaText      = "text"
 	DeltaArguments = "arguments"
 	DeltaDone      = "done"
+	// DeltaRetrieval says the turn's retrieval is done, before the model
+	// is called: Text is the query, Sources the chunks the context holds.
+	DeltaRetrieval = "retrieval"
 )
 
 // DeltaSink receives a streaming call's deltas as they arrive. Delta must not
@@ -49,6 +52,8 @@ type Delta struct {
 	Status string `json:"status,omitempty"`
 	// Error (done only) is the failure message, if the call failed.
 	Error string `json:"error,omitempty"`
+	// Sources (retrieval only) are the chunks the context block holds.
+	Sources []contracts.SourceRef `json:"sources,omitempty"`
 }
 
 // NATSDeltas publishes deltas as JSON on aptix.delta.<conversation>.<turn>

@@ -86,6 +86,16 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 			return true
 		}
 	}
+	tr, err := truncateAuto(b, t.prof.ContextWindow) // truncate.go
+	if err != nil {
+		res.Error = &contracts.UpstreamError{Type: "aptix_invalid_request", Message: err.Error()}
+		return true
+	}
+	if tr.dropped > 0 {
+		changed = true
+		res.TruncatedItems = tr.dropped
+		res.Warnings = append(res.Warnings, tr.note())
+	}
 	// An unchanged body goes as the envelope wrote it: encoding the map
 	// again scanned the whole context block once more per call.
 	raw := []byte(t.in.Body)

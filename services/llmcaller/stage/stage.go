@@ -69,6 +69,15 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	}
 	if in.Stream && l.NC != nil {
 		in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
+		if r := t.Retrieval; r != nil && r.Scope != contracts.RagScopeNone {
+			// The retrieval is done: a streamed file_search_call item
+			// completes before the model's first delta.
+			q := r.Query
+			if q == "" {
+				q = t.Request.Instruction
+			}
+			in.Deltas.Delta(ctx, caller.Delta{Type: caller.DeltaRetrieval, Text: q, Sources: t.Envelope.Sources})
+		}
 		if t.Tools != nil {
 			in.Deltas = caller.LoopDeltas(in.Deltas, t.Tools)
 		}

@@ -333,13 +333,14 @@ func TestWebSocketCompactNewChain(t *testing.T) {
 	}
 }
 
-// The fields a socket refuses, each named; a message of another type; the
-// socket stays open after each.
+// The field a socket refuses, named; a message of another type; the
+// socket stays open after each. stream and stream_options are ignored
+// (Codex sends "stream": true).
 func TestWebSocketRefusedFields(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	url, _ := e.gateway()
 	c := wsDial(t, url)
-	for _, f := range []string{"stream", "stream_options", "background"} {
+	for _, f := range []string{"background"} {
 		w := wsCreate(t, c, map[string]any{"input": "x", f: true})
 		wsRefused(t, w, "unknown_parameter")
 		if !strings.Contains(string(w.err), `"param":"`+f+`"`) {
@@ -349,6 +350,7 @@ func TestWebSocketRefusedFields(t *testing.T) {
 	wsRefused(t, wsCreate(t, c, map[string]any{"type": "response.cancel"}), "unknown_event_type")
 	wsRefused(t, wsCreate(t, c, map[string]any{"input": "x", "bogus": 1}), "unknown_parameter")
 	wsCompleted(t, wsCreate(t, c, map[string]any{"input": "fine"}))
+	wsCompleted(t, wsCreate(t, c, map[string]any{"input": "fine", "stream": true, "stream_options": map[string]any{"include_obfuscation": false}}))
 }
 
 // One response in flight per socket: a second response.create while the

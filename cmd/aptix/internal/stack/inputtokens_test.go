@@ -1,0 +1,107 @@
+package stack
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
+	"github.com/aptix-dev/aptix/services/gateway/httpapi"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
+)
+
+// TestInputTokens: POST /v1/responses/input_tokens with openai-go's
+// Responses.InputTokens.Count, through a gateway whose backend serves the
+// endpoint (the sandbox: forwarded, with the upstream response the
+// previous one continued) and one whose backend does not (counted by the
+// gateway with OpenAI's BPE over the replayed history); another caller's
+// previous_response_id is 404 on both.
+func TestInputTokens(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	ctx := ctxT(t)
+	keys, err := auth.OpenKeys(ctx, e.js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, _, _ := keys.Create(ctx, "alice", "", 0)
+	bob, _, _ := keys.Create(ctx, "bob", "", 0)
+	served := func(c *httpapi.Config) {
+		p, _ := e.cfg.Profiles.Get("sandbox")
+		p.Capabilities.InputTokens = true
+		set := &profiles.Set{Default: "sandbox"}
+		set.Put(p)
+		c.Profiles = set
+	}
+	local := e.authGateway(&auth.Chain{Keys: keys}, &logBuf{})
+	fwd := e.authGateway(&auth.Chain{Keys: keys}, &logBuf{}, served)
+	a := as(local, alice)
+
+	first, err := a.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", Instructions: openai.String("You are terse."),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Remember the word: teal.")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	question := responses.InputTokenCountParamsInputUnion{OfString: openai.String("What was the word? Answer with the word alone.")}
+	count := func(url, key string, p responses.InputTokenCountParams) (int64, error) {
+		c := as(url, key)
+		res, err := c.Responses.InputTokens.Count(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		if res.Object != "response.input_tokens" {
+			t.Fatalf("object %q", res.Object)
+		}
+		return res.InputTokens, nil
+	}
+	chained := responses.InputTokenCountParams{Model: openai.String("sandbox-1"), Input: question, PreviousResponseID: openai.String(first.ID)}
+	alone := responses.InputTokenCountParams{Model: openai.String("sandbox-1"), Input: question}
+	before := e.sb.Requests()
+	results := map[string][2]int64{}
+	for name, url := range map[string]string{"local": local, "forwarded": fwd} {
+		c, err := count(url, alice, chained)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		n, err := count(url, alice, alone)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n <= 0 || c <= n {
+			t.Fatalf("%s: alone %d, with the history %d", name, n, c)
+		}
+		results[name] = [2]int64{n, c}
+		// Another caller's response does not exist for bob.
+		_, err = count(url, bob, chained)
+		apiError(t, err, 404, "previous_response_not_found")
+		_, err = count(url, alice, responses.InputTokenCountParams{Input: question, PreviousResponseID: openai.String("resp_0000000000000000000000000000dead")})
+		apiError(t, err, 404, "previous_response_not_found")
+	}
+	if e.sb.Requests() != before {
+		t.Fatal("counting ran a model call")
+	}
+	// The forwarded count is what the turn is billed, but for the envelope's
+	// own framing of the instruction (a few bytes).
+	second, err := a.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", PreviousResponseID: openai.String(first.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("What was the word? Answer with the word alone.")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("counts %v, billed %d", results, second.Usage.InputTokens)
+	if d := second.Usage.InputTokens - results["forwarded"][1]; d < 0 || d > 12 {
+		t.Fatalf("forwarded count %d, the turn was billed %d", results["forwarded"][1], second.Usage.InputTokens)
+	}
+	// Tools and instructions count; personality is accepted and named as ignored.
+	st, h, body := call(t, "POST", local+"/v1/responses/input_tokens",
+		`{"model":"sandbox-1","instructions":"You are terse.","personality":"friendly","tools":[{"type":"function","name":"lookup","description":"Looks a word up in the dictionary.","parameters":{"type":"object","properties":{"word":{"type":"string"}}}}]}`,
+		bearer(alice))
+	if st != 200 || h.Get("X-Aptix-Ignored-Params") != "personality" || !strings.Contains(body, `"object":"response.input_tokens"`) {
+		t.Fatalf("%d %v %s", st, h, body)
+	}
+	st, _, _ = call(t, "POST", local+"/v1/responses/input_tokens", `{"model":"sandbox-1","input":"x"}`, nil)
+	if st != 401 {
+		t.Fatalf("no credentials: %d", st)
+	}
+}
