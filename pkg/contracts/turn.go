@@ -58,6 +58,9 @@ type Envelope struct {
 	// instructions instead, and the LLM caller needs them back to parse the
 	// model's <tool_call> blocks.
 	ToolEmulation *ToolEmulation `json:"toolEmulation,omitempty"`
+	// Price is the backend profile's price for Model when it has one; the
+	// mapper charges the turn's usage at it (nil: the turn is unpriced).
+	Price *Price `json:"price,omitempty"`
 }
 
 // ToolEmulation is what the LLM caller needs to turn <tool_call> blocks in
