@@ -5,12 +5,14 @@ package stage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 )
 
@@ -25,6 +27,36 @@ type LLMCaller struct {
 	// turn ends with a cancelled rejection, so its completion (and webhook)
 	// still comes, and a redelivery never pays for it.
 	Cancels *pipeline.Cancels
+	// Budgets, when set, refuses a turn whose principal has already spent
+	// one of its budgets (contracts.AgentExecuteRequest.Budgets) before the
+	// model is called (docs/usage-and-budgets.md).
+	Budgets BudgetChecker
+}
+
+// BudgetChecker reads a principal's spend from the shared totals.
+type BudgetChecker interface {
+	Check(ctx context.Context, principal string, budgets []contracts.Budget) (*spend.Refusal, error)
+}
+
+// CodeBudgetExceeded is the error code of a turn refused by a budget.
+const CodeBudgetExceeded = "budget_exceeded"
+
+// checkBudget refuses the turn when its principal's budget is already
+// spent. Only a turn's first model call on its first delivery is checked: a
+// tool loop's later rounds and a redelivered call (which may already be
+// paid for) go on, and what they cost is recorded as overrun.
+func (l *LLMCaller) checkBudget(ctx context.Context, t *contracts.Turn) error {
+	if l.Budgets == nil || len(t.Request.Budgets) == 0 || (t.Tools != nil && t.Tools.Round > 0) || pipeline.Delivered(ctx) > 1 {
+		return nil
+	}
+	refusal, err := l.Budgets.Check(ctx, t.Request.Principal, t.Request.Budgets)
+	if err != nil {
+		return fmt.Errorf("read budget of %q: %w", t.Request.Principal, err) // redelivered: never paid unchecked
+	}
+	if refusal != nil {
+		return pipeline.Reject(CodeBudgetExceeded, "%s", refusal.Message())
+	}
+	return nil
 }
 
 // Stage returns the pipeline stage.
@@ -57,6 +89,9 @@ func (l *LLMCaller) counters() map[string]int64 {
 func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	if t.Envelope == nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "enveloped event has no envelope section")
+	}
+	if err := l.checkBudget(ctx, t); err != nil {
+		return err
 	}
 	// Each LLM call of a tool loop is paid once on its own: its key names
 	// the conversation and the turn (contracts.TurnKey), then the round.
