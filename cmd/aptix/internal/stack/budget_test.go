@@ -94,7 +94,7 @@ func keyWithBudget(t *testing.T, e *env, name string, budgets ...contracts.Budge
 // before any model call; its usage (GET /v1/aptix/usage, and the totals
 // aptix usage prints) equals the sum of its turns' costs.
 func TestBudgetAcrossGateways(t *testing.T) {
-	e := newEnv(t, sandbox.Options{}, priced(100)) // $0.0001 per token
+	e := newEnv(t, sandbox.Options{}, priced(20)) // $0.00002 per token
 	keys, key := keyWithBudget(t, e, "capped", contracts.Budget{USD: 0.01, Period: contracts.PeriodDay})
 	chain := &auth.Chain{Keys: keys}
 	var logs logBuf
@@ -117,7 +117,7 @@ func TestBudgetAcrossGateways(t *testing.T) {
 		refusedAt = i
 	}
 	if refusedAt < 2 || ok != refusedAt {
-		t.Fatalf("refused at turn %d after %d turns: a $0.01 budget should allow a few sandbox turns at $100/M", refusedAt, ok)
+		t.Fatalf("refused at turn %d after %d turns: a $0.01 budget should allow several sandbox turns at $20/M", refusedAt, ok)
 	}
 	calls := e.sb.Requests()
 	for i, url := range urls {
