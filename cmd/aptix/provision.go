@@ -72,6 +72,9 @@ func init() {
 			if _, err := caller.NewKVResultStore(ctx, js); err != nil {
 				return err
 			}
+			if _, err := pipeline.OpenUsage(ctx, js, replicas); err != nil {
+				return err
+			}
 			if _, err := caller.NewKVHistoryStore(ctx, js); err != nil {
 				return err
 			}
