@@ -89,6 +89,10 @@ type LLMResult struct {
 	Streamed   bool           `json:"streamed,omitempty"`
 	// Cached is true when the result came from the pay-once store, not a new call.
 	Cached bool `json:"cached,omitempty"`
+	// TurnId is the turn the call was made for. A replay from the mapper
+	// re-maps a result made for another turn: no model was paid for it, so
+	// the usage accounting does not count it.
+	TurnId string `json:"turnId,omitempty"`
 	// UpstreamBody is the upstream body verbatim when tool emulation rewrote
 	// Body; empty when Body is verbatim.
 	UpstreamBody string `json:"upstreamBody,omitempty"`

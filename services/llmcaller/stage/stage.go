@@ -137,6 +137,7 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		}
 		return pipeline.Reject(reason, "the response was cancelled (%s) while the model was called; the call was aborted", reason)
 	}
+	res.TurnId = t.TurnId
 	t.LLM = &res
 	t.Warnings = append(t.Warnings, res.Warnings...)
 	// The body has been sent; later events need only the result. The

@@ -72,7 +72,9 @@ func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 	cost := t.Envelope.Price.Cost(resp.Usage)
 	resp.Cost = &cost
 	t.Response = &resp
-	if m.Usage != nil {
+	if m.Usage != nil && (t.LLM.TurnId == "" || t.LLM.TurnId == t.TurnId) {
+		// A replay from this stage re-maps a result made for another turn
+		// (t.LLM.TurnId): no model call was paid for it, so it is not counted.
 		// Before the completion is published: a crash in between redelivers
 		// the turn, and the accounting counts a turn key once.
 		if err := m.Usage.Record(ctx, usageRecord(ctx, t)); err != nil {
