@@ -48,28 +48,46 @@ type Usage struct {
 	Now func() time.Time
 }
 
-// OpenUsage creates (idempotently) the accounting stream, its folding
-// consumer and the totals bucket.
+// OpenUsage opens the accounting stream, its folding consumer and the
+// totals bucket, creating what is missing. What exists is left as it is, so
+// a process started with another replica count (the console, a gateway)
+// never rescales what provision or the mapper made.
 func OpenUsage(ctx context.Context, js jetstream.JetStream, replicas int) (*Usage, error) {
-	cfg := jetstream.StreamConfig{
-		Name: UsageStream, Description: "Aptix: one usage record per completed turn, counted once",
-		Subjects: []string{UsageSubject + ".>"}, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
-		MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
-		MaxAge: usageMaxAge, Duplicates: 2 * time.Minute,
-	}
-	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+	if _, err := js.Stream(ctx, UsageStream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: UsageStream, Description: "Aptix: one usage record per completed turn, counted once",
+			Subjects: []string{UsageSubject + ".>"}, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+			MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
+			MaxAge: usageMaxAge, Duplicates: 2 * time.Minute,
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, fmt.Errorf("stream %s: %w", UsageStream, err)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", UsageStream, err)
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, UsageStream, jetstream.ConsumerConfig{
-		Durable: usageFolder, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1,
-		AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy,
-	}); err != nil {
+	if _, err := js.Consumer(ctx, UsageStream, usageFolder); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// One record in flight: the fold relies on stream order.
+		_, err = js.CreateConsumer(ctx, UsageStream, jetstream.ConsumerConfig{
+			Durable: usageFolder, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1,
+			AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+			return nil, fmt.Errorf("consumer %s: %w", usageFolder, err)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", usageFolder, err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: UsageBucket, Description: "Aptix: usage totals per principal and UTC day or month",
-		History: 1, Replicas: max(replicas, 1),
-	})
+	kv, err := js.KeyValue(ctx, UsageBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: UsageBucket, Description: "Aptix: usage totals per principal and UTC day or month",
+			History: 1, Replicas: max(replicas, 1),
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, UsageBucket)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kv %s: %w", UsageBucket, err)
 	}
