@@ -42,12 +42,21 @@ type BudgetChecker interface {
 const CodeBudgetExceeded = "budget_exceeded"
 
 // checkBudget refuses the turn when its principal's budget is already
-// spent. Only a turn's first model call on its first delivery is checked: a
-// tool loop's later rounds and a redelivered call (which may already be
-// paid for) go on, and what they cost is recorded as overrun.
-func (l *LLMCaller) checkBudget(ctx context.Context, t *contracts.Turn) error {
-	if l.Budgets == nil || len(t.Request.Budgets) == 0 || (t.Tools != nil && t.Tools.Round > 0) || pipeline.Delivered(ctx) > 1 {
+// spent. Only a turn's first model call is checked: a tool loop's later
+// rounds go on, as does a redelivered call an earlier delivery may already
+// have paid for (its record says so); what they cost is recorded as overrun.
+func (l *LLMCaller) checkBudget(ctx context.Context, t *contracts.Turn, callKey string) error {
+	if l.Budgets == nil || len(t.Request.Budgets) == 0 || (t.Tools != nil && t.Tools.Round > 0) {
 		return nil
+	}
+	if pipeline.Delivered(ctx) > 1 {
+		paid, err := l.Caller.MayBePaid(ctx, callKey)
+		if err != nil {
+			return fmt.Errorf("read the call record of %s: %w", callKey, err)
+		}
+		if paid {
+			return nil
+		}
 	}
 	refusal, err := l.Budgets.Check(ctx, t.Request.Principal, t.Request.Budgets)
 	if err != nil {
@@ -90,7 +99,7 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	if t.Envelope == nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "enveloped event has no envelope section")
 	}
-	if err := l.checkBudget(ctx, t); err != nil {
+	if err := l.checkBudget(ctx, t, contracts.CallKey(t)); err != nil {
 		return err
 	}
 	// Each LLM call of a tool loop is paid once on its own: its key names

@@ -276,3 +276,49 @@ func TestUnpricedTurn(t *testing.T) {
 		t.Fatalf("totals %+v", rep.Counts)
 	}
 }
+
+// TestBudgetSpentWhileCallPaid: an LLM caller that paid for a call and died
+// before publishing it gets the turn again after the budget was spent
+// meanwhile (by the same principal on another replica). The redelivery
+// does not refuse what was already paid:
+// the turn completes, its cost is recorded as overrun, and the model is not
+// called again; the next turn is refused.
+func TestBudgetSpentWhileCallPaid(t *testing.T) {
+	var e *env
+	var crashed atomic.Bool
+	e = newEnv(t, sandbox.Options{}, priced(100), func(c *Config) {
+		c.BeforePublish = map[string]func(*contracts.Turn) error{"llmcaller": func(turn *contracts.Turn) error {
+			if turn.TurnId != "t2" || crashed.Swap(true) {
+				return nil
+			}
+			// Another replica spends the rest of the budget while this call runs.
+			u, err := pipeline.OpenUsage(context.Background(), e.js, 1)
+			if err != nil {
+				return err
+			}
+			if err := u.Record(context.Background(), spend.Record{Principal: "bus:p", TurnKey: "elsewhere.x1", Model: "sandbox-1",
+				At: time.Now().UTC(), Cost: contracts.Cost{Total: 1, Currency: "USD"}}); err != nil {
+				return err
+			}
+			e.usageOf()
+			return errors.New("crashed after the call was paid")
+		}}
+	})
+	budget := []contracts.Budget{{USD: 0.5, Period: contracts.PeriodDay}}
+	calls := e.sb.Requests()
+	got := e.turn(contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t2", Instruction: "paid once", Principal: "bus:p", Budgets: budget})
+	if !crashed.Load() || got.Response.Kind == contracts.KindError {
+		t.Fatalf("crashed %v, response %+v", crashed.Load(), got.Response)
+	}
+	if n := e.sb.Requests() - calls; n != 1 {
+		t.Fatalf("%d model calls for one turn redelivered after its call", n)
+	}
+	rep, err := e.usageOf().Report(context.Background(), spend.Filter{Principal: "bus:p"})
+	if err != nil || rep.Turns != 2 || rep.CostNanos != 1e9+got.Response.Cost.Nanos() {
+		t.Fatalf("totals %+v (%v): want the other spend and this turn's overrun", rep.Counts, err)
+	}
+	next := e.turn(contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t3", Instruction: "refused", Principal: "bus:p", Budgets: budget})
+	if next.Response.ErrorCode != "budget_exceeded" || e.sb.Requests()-calls != 1 {
+		t.Fatalf("next turn %+v, %d calls", next.Response, e.sb.Requests()-calls)
+	}
+}
