@@ -117,7 +117,7 @@ func printUsage(w io.Writer, r spend.Report, f spend.Filter) {
 	for _, sec := range []struct {
 		title string
 		m     map[string]spend.Counts
-	}{{"PRINCIPAL", r.ByPrincipal}, {"MODEL", r.ByModel}, {"DAY", r.ByDay}} {
+	}{{"PRINCIPAL", r.ByPrincipal}, {"KEY", r.ByKey}, {"MODEL", r.ByModel}, {"DAY", r.ByDay}} {
 		if len(sec.m) == 0 || (sec.title == "PRINCIPAL" && !f.All) {
 			continue
 		}

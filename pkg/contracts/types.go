@@ -94,6 +94,9 @@ type AgentExecuteRequest struct {
 	// from its key or JWT mapping; the LLM caller refuses the turn with
 	// budget_exceeded when one is already spent (docs/usage-and-budgets.md).
 	Budgets []Budget `json:"budgets,omitempty"`
+	// KeyId is the public id of the API key the gateway authenticated the
+	// turn with (never the key), so usage is also counted per key.
+	KeyId string `json:"keyId,omitempty" jsonschema:"maxLength=64"`
 }
 
 // OpenAIPassthrough carries the parts of a client's OpenAI Responses request

@@ -28,6 +28,8 @@ type Record struct {
 	// so it is a turn of its own, and its totals say how many there were.
 	ReplayOf string `json:"replayOf,omitempty"`
 	Kind     string `json:"kind,omitempty"`
+	// KeyID is the API key the turn came in with, if any.
+	KeyID string `json:"keyId,omitempty"`
 }
 
 // Counts are the summed tokens, turns and cost of some turns.
@@ -85,6 +87,9 @@ type Totals struct {
 	Window string `json:"window"`
 	Counts
 	Models map[string]*Counts `json:"models,omitempty"`
+	// Keys breaks the totals down by API key id (turns without a key are
+	// not in it).
+	Keys map[string]*Counts `json:"keys,omitempty"`
 	// Seq is the accounting stream sequence of the last turn folded in.
 	// Turns are folded in stream order, so a turn at or below Seq is
 	// already counted: a fold redelivered after a crash adds nothing.
@@ -108,6 +113,17 @@ func (t *Totals) Fold(seq uint64, r Record) bool {
 		t.Models[r.Model] = m
 	}
 	m.Add(r)
+	if r.KeyID != "" {
+		if t.Keys == nil {
+			t.Keys = map[string]*Counts{}
+		}
+		k := t.Keys[r.KeyID]
+		if k == nil {
+			k = &Counts{}
+			t.Keys[r.KeyID] = k
+		}
+		k.Add(r)
+	}
 	return true
 }
 
@@ -168,6 +184,9 @@ type Report struct {
 	ByModel     map[string]Counts `json:"by_model"`
 	ByDay       map[string]Counts `json:"by_day"`
 	ByPrincipal map[string]Counts `json:"by_principal"`
+	// ByKey is by API key id; with a model filter it is left empty (keys
+	// are not broken down by model).
+	ByKey map[string]Counts `json:"by_key"`
 }
 
 // Filter selects day totals for a report: a principal (all when All), a
@@ -181,7 +200,7 @@ type Filter struct {
 
 // Sum reports the day totals that pass f.
 func Sum(days []Totals, f Filter) Report {
-	r := Report{ByModel: map[string]Counts{}, ByDay: map[string]Counts{}, ByPrincipal: map[string]Counts{}, From: f.From, To: f.To}
+	r := Report{ByModel: map[string]Counts{}, ByDay: map[string]Counts{}, ByPrincipal: map[string]Counts{}, ByKey: map[string]Counts{}, From: f.From, To: f.To}
 	sort.Slice(days, func(i, j int) bool { return days[i].Window < days[j].Window })
 	for _, d := range days {
 		if len(d.Window) != 8 || (!f.All && d.Principal != f.Principal) ||
@@ -195,6 +214,11 @@ func Sum(days []Totals, f Filter) Report {
 				x := r.ByModel[m]
 				x.Merge(*mc)
 				r.ByModel[m] = x
+			}
+			for k, kc := range d.Keys {
+				x := r.ByKey[k]
+				x.Merge(*kc)
+				r.ByKey[k] = x
 			}
 		} else if mc := d.Models[f.Model]; mc != nil {
 			c = *mc

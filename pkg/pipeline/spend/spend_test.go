@@ -86,6 +86,8 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+func keyed(r Record, id string) Record { r.KeyID = id; return r }
+
 func TestSum(t *testing.T) {
 	mk := func(p, w string, rs ...Record) Totals {
 		tot := Totals{Principal: p, Window: w}
@@ -96,24 +98,24 @@ func TestSum(t *testing.T) {
 	}
 	days := []Totals{
 		mk("key:a", "20261126", rec("m1", 10, 1, 0.5)),
-		mk("key:a", "20261127", rec("m1", 20, 2, 0.25), rec("m2", 30, 3, 0.125)),
+		mk("key:a", "20261127", keyed(rec("m1", 20, 2, 0.25), "k1"), keyed(rec("m2", 30, 3, 0.125), "k2")),
 		mk("key:b", "20261127", rec("m1", 1000, 1000, 100)),
 		mk("key:a", "202611", rec("m1", 1, 1, 1)), // a month record is never summed
 	}
 	for name, c := range map[string]struct {
-		f         Filter
-		turns     int64
-		usd       float64
-		days, prs int
+		f               Filter
+		turns           int64
+		usd             float64
+		days, prs, keys int
 	}{
-		"own":          {Filter{Principal: "key:a"}, 3, 0.875, 2, 1},
-		"own from day": {Filter{Principal: "key:a", From: "20261127"}, 2, 0.375, 1, 1},
-		"own to day":   {Filter{Principal: "key:a", To: "20261126"}, 1, 0.5, 1, 1},
-		"own model":    {Filter{Principal: "key:a", Model: "m2"}, 1, 0.125, 1, 1},
-		"all":          {Filter{All: true}, 4, 100.875, 2, 2},
+		"own":          {Filter{Principal: "key:a"}, 3, 0.875, 2, 1, 2},
+		"own from day": {Filter{Principal: "key:a", From: "20261127"}, 2, 0.375, 1, 1, 2},
+		"own to day":   {Filter{Principal: "key:a", To: "20261126"}, 1, 0.5, 1, 1, 0},
+		"own model":    {Filter{Principal: "key:a", Model: "m2"}, 1, 0.125, 1, 1, 0},
+		"all":          {Filter{All: true}, 4, 100.875, 2, 2, 2},
 	} {
 		r := Sum(append([]Totals(nil), days...), c.f)
-		if r.Turns != c.turns || r.Cost.Total != c.usd || len(r.ByDay) != c.days || len(r.ByPrincipal) != c.prs || r.Cost.Currency != "USD" {
+		if r.Turns != c.turns || r.Cost.Total != c.usd || len(r.ByDay) != c.days || len(r.ByPrincipal) != c.prs || len(r.ByKey) != c.keys || r.Cost.Currency != "USD" {
 			t.Errorf("%s: %+v", name, r)
 		}
 	}

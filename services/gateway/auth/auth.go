@@ -29,6 +29,8 @@ type Principal struct {
 	// Budgets cap what the principal may spend (its key's, or the JWT
 	// mapping's); the gateway copies them into every turn it submits.
 	Budgets []contracts.Budget
+	// KeyID is the public id of the API key used (empty for a JWT).
+	KeyID string
 }
 
 // RoleAdmin is the role the web console requires when authentication is on.

@@ -234,7 +234,7 @@ func (k *Keys) Verify(ctx context.Context, key string) (Principal, error) {
 	if !r.Active(k.Now()) {
 		return Principal{}, fmt.Errorf("API key %s (%s) expired", id, r.Name)
 	}
-	return Principal{ID: r.Principal, Via: "key", Roles: r.Roles, Budgets: r.Budgets}, nil
+	return Principal{ID: r.Principal, Via: "key", Roles: r.Roles, Budgets: r.Budgets, KeyID: r.ID}, nil
 }
 
 // ParseTTL reads a key lifetime: a Go duration or a number of days ("90d").

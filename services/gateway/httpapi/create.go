@@ -275,7 +275,7 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 			}
 		}
 	}
-	p.exec.Principal, p.exec.Budgets = owner, budgets
+	p.exec.Principal, p.exec.Budgets, p.exec.KeyId = owner, budgets, keyID(ctx)
 	meta := &m
 	meta.ID, meta.ConversationID, meta.TurnID, meta.Owner = respID, target.ConversationID, turnID, owner
 	meta.CreatedAt, meta.ContinuedFrom = s.cfg.Now().Unix(), target.ContinueFrom

@@ -53,7 +53,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
-	req.Budgets = budgets
+	req.Budgets, req.KeyId = budgets, keyID(r.Context())
 	stream := r.URL.Query().Get("stream") == "true"
 	req.Stream = req.Stream || stream
 	if err := req.Validate(); err != nil {

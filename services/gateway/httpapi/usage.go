@@ -46,6 +46,9 @@ func (s *Server) checkBudgets(ctx context.Context) ([]contracts.Budget, *respons
 	return p.Budgets, nil
 }
 
+// keyID is the id of the API key the caller used, for per-key usage.
+func keyID(ctx context.Context) string { return auth.From(ctx).KeyID }
+
 // budgetRefusal is the 429 of a spent budget, with Retry-After until it resets.
 func budgetRefusal(r *spend.Refusal, now time.Time) *responses.Error {
 	return &responses.Error{Status: http.StatusTooManyRequests, Type: TypeInsufficientQuota,

@@ -39,7 +39,7 @@ func usageRecord(ctx context.Context, t *contracts.Turn) spend.Record {
 	return spend.Record{
 		Principal: t.Request.Principal, TurnKey: contracts.TurnKey(t.ConversationId, t.TurnId),
 		Backend: t.Envelope.Backend, Model: model, At: time.Now().UTC(), Usage: r.Usage, Cost: *r.Cost,
-		ReplayOf: pipeline.ReplayOf(ctx), Kind: r.Kind,
+		ReplayOf: pipeline.ReplayOf(ctx), Kind: r.Kind, KeyID: t.Request.KeyId,
 	}
 }
 

@@ -152,12 +152,14 @@ func TestBudgetAcrossGateways(t *testing.T) {
 		Turns       int64                   `json:"turns"`
 		InputTokens int64                   `json:"input_tokens"`
 		ByModel     map[string]spend.Counts `json:"by_model"`
+		ByKey       map[string]spend.Counts `json:"by_key"`
 	}
 	if err := json.Unmarshal([]byte(body), &got); status != 200 || err != nil {
 		t.Fatalf("GET /v1/aptix/usage: %d %s", status, body)
 	}
 	if got.Turns != int64(turns) || got.Cost.Total != contracts.CostFromNanos(nanos).Total || got.Cost.Currency != "USD" ||
-		got.InputTokens != rep.InputTokens || got.ByModel["sandbox-1"].Turns != int64(turns) {
+		got.InputTokens != rep.InputTokens || got.ByModel["sandbox-1"].Turns != int64(turns) ||
+		len(got.ByKey) != 1 || got.ByKey[key[len("sk-aptix-"):len("sk-aptix-")+16]].Turns != int64(turns) {
 		t.Fatalf("GET /v1/aptix/usage %s disagrees with the turns (%d, %d n$)", body, turns, nanos)
 	}
 	t.Logf("refused after %d turns at $%.6f spent; %d model calls, none after the refusal", ok, contracts.CostFromNanos(nanos).Total, calls)
