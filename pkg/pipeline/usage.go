@@ -34,7 +34,8 @@ const (
 	UsageStream  = "APTIX_USAGE"
 	UsageBucket  = "aptix_usage"
 	UsageSubject = "aptix.usage"
-	usageFolder  = "aptix_usage_fold"
+	// UsageFolder is the durable consumer that folds records into totals.
+	UsageFolder = "aptix_usage_fold"
 )
 
 // usageMaxAge is how long a turn's usage record (the marker) is kept: far
@@ -54,29 +55,21 @@ type Usage struct {
 // never rescales what provision or the mapper made.
 func OpenUsage(ctx context.Context, js jetstream.JetStream, replicas int) (*Usage, error) {
 	if _, err := js.Stream(ctx, UsageStream); errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = js.CreateStream(ctx, jetstream.StreamConfig{
-			Name: UsageStream, Description: "Aptix: one usage record per completed turn, counted once",
-			Subjects: []string{UsageSubject + ".>"}, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
-			MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
-			MaxAge: usageMaxAge, Duplicates: 2 * time.Minute,
-		})
+		_, err = js.CreateStream(ctx, UsageStreamConfig(replicas))
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil, fmt.Errorf("stream %s: %w", UsageStream, err)
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", UsageStream, err)
 	}
-	if _, err := js.Consumer(ctx, UsageStream, usageFolder); errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if _, err := js.Consumer(ctx, UsageStream, UsageFolder); errors.Is(err, jetstream.ErrConsumerNotFound) {
 		// One record in flight: the fold relies on stream order.
-		_, err = js.CreateConsumer(ctx, UsageStream, jetstream.ConsumerConfig{
-			Durable: usageFolder, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1,
-			AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy,
-		})
+		_, err = js.CreateConsumer(ctx, UsageStream, UsageConsumerConfig())
 		if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-			return nil, fmt.Errorf("consumer %s: %w", usageFolder, err)
+			return nil, fmt.Errorf("consumer %s: %w", UsageFolder, err)
 		}
 	} else if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", usageFolder, err)
+		return nil, fmt.Errorf("consumer %s: %w", UsageFolder, err)
 	}
 	kv, err := js.KeyValue(ctx, UsageBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -92,6 +85,26 @@ func OpenUsage(ctx context.Context, js jetstream.JetStream, replicas int) (*Usag
 		return nil, fmt.Errorf("kv %s: %w", UsageBucket, err)
 	}
 	return &Usage{js: js, kv: kv, Now: time.Now}, nil
+}
+
+// UsageStreamConfig is the accounting stream: one message per subject
+// (one per turn), a second refused.
+func UsageStreamConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: UsageStream, Description: "Aptix: one usage record per completed turn, counted once",
+		Subjects: []string{UsageSubject + ".>"}, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+		MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
+		MaxAge: usageMaxAge, Duplicates: 2 * time.Minute,
+	}
+}
+
+// UsageConsumerConfig is the folding consumer: one record in flight, since
+// the fold relies on stream order.
+func UsageConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable: UsageFolder, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1,
+		AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
 }
 
 // principalToken names a principal in subjects and keys: principals hold
@@ -147,9 +160,9 @@ func isSubjectFull(err error) bool {
 // to its principal's day and month totals, then acknowledged. Any replica
 // of the mapper may run it; the consumer hands out one record at a time.
 func (u *Usage) Fold(ctx context.Context, log *slog.Logger) error {
-	c, err := u.js.Consumer(ctx, UsageStream, usageFolder)
+	c, err := u.js.Consumer(ctx, UsageStream, UsageFolder)
 	if err != nil {
-		return fmt.Errorf("consumer %s: %w", usageFolder, err)
+		return fmt.Errorf("consumer %s: %w", UsageFolder, err)
 	}
 	for ctx.Err() == nil {
 		batch, err := c.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
@@ -309,7 +322,7 @@ func (u *Usage) Report(ctx context.Context, f spend.Filter) (spend.Report, error
 // Pending is how many turn records the folder has not yet added to the
 // totals (a report is exact once it is 0).
 func (u *Usage) Pending(ctx context.Context) (uint64, error) {
-	c, err := u.js.Consumer(ctx, UsageStream, usageFolder)
+	c, err := u.js.Consumer(ctx, UsageStream, UsageFolder)
 	if err != nil {
 		return 0, err
 	}
