@@ -39,8 +39,9 @@ const (
 )
 
 // usageMaxAge is how long a turn's usage record (the marker) is kept: far
-// beyond any redelivery, and long enough to rebuild a year of totals.
-const usageMaxAge = 400 * 24 * time.Hour
+// beyond any redelivery or dead-letter retry, and long enough to rebuild a
+// month's totals, while a record (about 400 bytes) per turn stays bounded.
+const usageMaxAge = 35 * 24 * time.Hour
 
 // Usage is the accounting store.
 type Usage struct {
