@@ -305,7 +305,7 @@ func summarize(w io.Writer, t contracts.Turn) {
 	if t.LLM != nil {
 		parts = append(parts, fmt.Sprintf("backend %s, model %s, %d attempt(s), %.0f ms", t.LLM.Backend, r.ModelId, t.LLM.Attempts, t.LLM.DurationMs))
 	}
-	parts = append(parts, fmt.Sprintf("tokens %d in / %d out", r.Usage.PromptTokens, r.Usage.CompletionTokens))
+	parts = append(parts, fmt.Sprintf("tokens %d in / %d out", r.Usage.PromptTokens, r.Usage.CompletionTokens), costText(r.Cost))
 	if len(r.Sources) > 0 {
 		ids := make([]string, len(r.Sources))
 		for i, s := range r.Sources {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -25,10 +26,10 @@ func init() {
 			"the key itself is printed once by create and kept nowhere. A revoked or expired key is refused\n" +
 			"by every gateway replica at its next request (each request reads the bucket).",
 	}
-	var name, expires, principal string
+	var name, expires, principal, budget, budgetTokens string
 	var admin bool
 	create := &cobra.Command{
-		Use:   "create --name NAME [--expires 90d]",
+		Use:   "create --name NAME [--expires 90d] [--budget 0.10/day] [--budget-tokens 100000/day]",
 		Short: "Create an API key and print it (once: only its hash is stored)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -39,12 +40,16 @@ func init() {
 			if err != nil {
 				return usagef("--expires: %w", err)
 			}
+			budgets, err := auth.BudgetsFromFlags(budget, budgetTokens)
+			if err != nil {
+				return usagef("--budget: %w", err)
+			}
 			return withKeys(cmd.Context(), "keys create", func(ctx context.Context, k *auth.Keys) error {
 				var roles []string
 				if admin {
 					roles = []string{auth.RoleAdmin} // opens the web console (/console/)
 				}
-				key, rec, err := k.CreateWithRoles(ctx, name, principal, ttl, roles)
+				key, rec, err := k.CreateKey(ctx, auth.KeyRecord{Name: name, Principal: principal, Roles: roles, Budgets: budgets}, ttl)
 				if err != nil {
 					return err
 				}
@@ -52,7 +57,11 @@ func init() {
 				if rec.ExpiresAt != nil {
 					exp = rec.ExpiresAt.Format(time.RFC3339)
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "key %s for %s (principal %s), expires %s; shown once, keep it now:\n", rec.ID, rec.Name, rec.Principal, exp)
+				caps := ""
+				for _, b := range rec.Budgets {
+					caps += ", budget " + b.String()
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "key %s for %s (principal %s), expires %s%s; shown once, keep it now:\n", rec.ID, rec.Name, rec.Principal, exp, caps)
 				fmt.Fprintln(cmd.OutOrStdout(), key)
 				return nil
 			})
@@ -61,6 +70,8 @@ func init() {
 	create.Flags().StringVar(&name, "name", "", "who or what the key is for (the principal is key:NAME)")
 	create.Flags().StringVar(&expires, "expires", "", "lifetime: days (90d) or a Go duration (12h); default never")
 	create.Flags().StringVar(&principal, "principal", "", "principal the key acts as (default key:NAME; keys of one principal share its responses)")
+	create.Flags().StringVar(&budget, "budget", "", "spending cap in USD per day or month, e.g. 0.10/day or 5/month: a turn is refused (429 budget_exceeded) once it is spent")
+	create.Flags().StringVar(&budgetTokens, "budget-tokens", "", "cap on input plus output tokens per day or month, e.g. 100000/day")
 	create.Flags().BoolVar(&admin, "admin", false, "give the key the admin role: it opens the web console at /console/ (which shows every principal's turns)")
 
 	list := &cobra.Command{
@@ -124,7 +135,7 @@ func withKeys(ctx context.Context, name string, f func(context.Context, *auth.Ke
 
 func printKeys(w io.Writer, recs []auth.KeyRecord, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tPRINCIPAL\tCREATED\tEXPIRES\tSTATUS")
+	fmt.Fprintln(tw, "ID\tNAME\tPRINCIPAL\tCREATED\tEXPIRES\tBUDGET\tSTATUS")
 	for _, r := range recs {
 		exp, status := "never", "active"
 		if r.ExpiresAt != nil {
@@ -136,7 +147,15 @@ func printKeys(w io.Writer, recs []auth.KeyRecord, now time.Time) {
 		case !r.Active(now):
 			status = "expired"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, r.Principal, r.CreatedAt.Format(time.RFC3339), exp, status)
+		caps := make([]string, 0, len(r.Budgets))
+		for _, b := range r.Budgets {
+			caps = append(caps, b.String())
+		}
+		budget := strings.Join(caps, ", ")
+		if budget == "" {
+			budget = "none"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, r.Principal, r.CreatedAt.Format(time.RFC3339), exp, budget, status)
 	}
 	_ = tw.Flush()
 }

@@ -45,7 +45,7 @@ func TestMetricsAfterKnownTurns(t *testing.T) {
 	)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		tokens, calls, turns, dead = collectMetrics(t, reader)
-		if (tokens["input"] == in && calls == 2 && turns["ok/"] == 3 && turns["error/stage_failed"] == 1 && dead == 1) || time.Now().After(deadline) {
+		if (tokens["input"] == in && calls == 2 && turns["ok/"] == 3 && turns["error/stage_failed"] == 1 && dead == 1 && turns["unpriced sandbox-1"] == 2) || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -57,6 +57,11 @@ func TestMetricsAfterKnownTurns(t *testing.T) {
 	}
 	if turns["ok/"] != 3 || turns["error/stage_failed"] != 1 {
 		t.Fatalf("turns %v", turns)
+	}
+	// Counted when folded into the usage totals: the two answered turns,
+	// not the mapper replay (no model call) nor the dead-lettered turn.
+	if turns["unpriced sandbox-1"] != 2 {
+		t.Fatalf("aptix.usage.unpriced_turns %v, want 2 for sandbox-1", turns)
 	}
 	if dead != 1 {
 		t.Fatalf("%d retriever dead letters in aptix.stage.events", dead)
@@ -91,6 +96,9 @@ func collectMetrics(t *testing.T, reader *sdkmetric.ManualReader) (tokens map[st
 			case metricdata.Sum[int64]:
 				for _, p := range data.DataPoints {
 					switch m.Name {
+					case "aptix.usage.unpriced_turns":
+						model, _ := p.Attributes.Value(attribute.Key("gen_ai.request.model"))
+						turns["unpriced "+model.AsString()] += p.Value
 					case "aptix.turns":
 						kind, _ := p.Attributes.Value(attribute.Key("aptix.turn.kind"))
 						code, _ := p.Attributes.Value(attribute.Key("error.type"))

@@ -72,6 +72,9 @@ func init() {
 			if _, err := caller.NewKVResultStore(ctx, js); err != nil {
 				return err
 			}
+			if _, err := pipeline.OpenUsage(ctx, js, replicas); err != nil {
+				return err
+			}
 			if _, err := caller.NewKVHistoryStore(ctx, js); err != nil {
 				return err
 			}
@@ -102,6 +105,8 @@ func writeDefinitions(dir string, stream pipeline.StreamConfig, sc pipeline.Subs
 	files := map[string]any{
 		contracts.StreamName + ".stream.json":      stream.JetStreamConfig(),
 		contracts.QueueStreamName + ".stream.json": stream.QueueJetStreamConfig(),
+		pipeline.UsageStream + ".stream.json":      pipeline.UsageStreamConfig(stream.Replicas),
+		pipeline.UsageFolder + ".consumer.json":    pipeline.UsageConsumerConfig(),
 	}
 	for _, st := range pipeline.Stages {
 		files[pipeline.Durable(st.Name)+".consumer.json"] = pipeline.ConsumerConfig(st.Name, st.In, sc)

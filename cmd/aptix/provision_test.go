@@ -25,8 +25,8 @@ func TestDeployDefinitionsInStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(entries) != 7 { // two streams, five stage consumers
-			t.Fatalf("%d definition files, want 7", len(entries))
+		if len(entries) != 9 { // three streams, five stage consumers and the usage folder
+			t.Fatalf("%d definition files, want 9", len(entries))
 		}
 		for _, e := range entries {
 			want, _ := os.ReadFile(filepath.Join(dir, e.Name()))

@@ -48,6 +48,31 @@ type UpstreamUsage struct {
 	TotalTokens      int `json:"total_tokens"`
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+
+	InputTokensDetails      *tokenDetails `json:"input_tokens_details"`
+	OutputTokensDetails     *tokenDetails `json:"output_tokens_details"`
+	PromptTokensDetails     *tokenDetails `json:"prompt_tokens_details"`
+	CompletionTokensDetails *tokenDetails `json:"completion_tokens_details"`
+}
+
+// tokenDetails is the breakdown of input (cached) or output (reasoning) tokens.
+type tokenDetails struct {
+	CachedTokens    int `json:"cached_tokens"`
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+func (d *tokenDetails) cached() int {
+	if d == nil {
+		return 0
+	}
+	return d.CachedTokens
+}
+
+func (d *tokenDetails) reasoning() int {
+	if d == nil {
+		return 0
+	}
+	return d.ReasoningTokens
 }
 
 // LlmUsage applies AGN-004 §2.3: the Responses name when it is set, else the
@@ -62,6 +87,8 @@ func (u *UpstreamUsage) LlmUsage() LlmUsage {
 		PromptTokens:     cmp.Or(u.InputTokens, u.PromptTokens),
 		CompletionTokens: cmp.Or(u.OutputTokens, u.CompletionTokens),
 		TotalTokens:      u.TotalTokens,
+		CachedTokens:     cmp.Or(u.InputTokensDetails.cached(), u.PromptTokensDetails.cached()),
+		ReasoningTokens:  cmp.Or(u.OutputTokensDetails.reasoning(), u.CompletionTokensDetails.reasoning()),
 	}
 	if out.TotalTokens == 0 {
 		out.TotalTokens = out.PromptTokens + out.CompletionTokens
@@ -72,5 +99,6 @@ func (u *UpstreamUsage) LlmUsage() LlmUsage {
 // Plus sums usage: a tool loop's usage is every round's call.
 func (u LlmUsage) Plus(o LlmUsage) LlmUsage {
 	return LlmUsage{PromptTokens: u.PromptTokens + o.PromptTokens,
-		CompletionTokens: u.CompletionTokens + o.CompletionTokens, TotalTokens: u.TotalTokens + o.TotalTokens}
+		CompletionTokens: u.CompletionTokens + o.CompletionTokens, TotalTokens: u.TotalTokens + o.TotalTokens,
+		CachedTokens: u.CachedTokens + o.CachedTokens, ReasoningTokens: u.ReasoningTokens + o.ReasoningTokens}
 }

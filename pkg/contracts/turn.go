@@ -58,6 +58,9 @@ type Envelope struct {
 	// instructions instead, and the LLM caller needs them back to parse the
 	// model's <tool_call> blocks.
 	ToolEmulation *ToolEmulation `json:"toolEmulation,omitempty"`
+	// Price is the backend profile's price for Model when it has one; the
+	// mapper charges the turn's usage at it (nil: the turn is unpriced).
+	Price *Price `json:"price,omitempty"`
 }
 
 // ToolEmulation is what the LLM caller needs to turn <tool_call> blocks in
@@ -86,6 +89,10 @@ type LLMResult struct {
 	Streamed   bool           `json:"streamed,omitempty"`
 	// Cached is true when the result came from the pay-once store, not a new call.
 	Cached bool `json:"cached,omitempty"`
+	// TurnId is the turn the call was made for. A replay from the mapper
+	// re-maps a result made for another turn: no model was paid for it, so
+	// the usage accounting does not count it.
+	TurnId string `json:"turnId,omitempty"`
 	// UpstreamBody is the upstream body verbatim when tool emulation rewrote
 	// Body; empty when Body is verbatim.
 	UpstreamBody string `json:"upstreamBody,omitempty"`

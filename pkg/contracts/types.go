@@ -90,6 +90,13 @@ type AgentExecuteRequest struct {
 	// turn for ("key:<name>" or "jwt:<sub>"; never a key or token). Empty
 	// for clients of the bus and for a gateway without authentication.
 	Principal string `json:"principal,omitempty" jsonschema:"maxLength=512"`
+	// Budgets are the principal's spending caps, copied in by the gateway
+	// from its key or JWT mapping; the LLM caller refuses the turn with
+	// budget_exceeded when one is already spent (docs/usage-and-budgets.md).
+	Budgets []Budget `json:"budgets,omitempty"`
+	// KeyId is the public id of the API key the gateway authenticated the
+	// turn with (never the key), so usage is also counted per key.
+	KeyId string `json:"keyId,omitempty" jsonschema:"maxLength=64"`
 }
 
 // OpenAIPassthrough carries the parts of a client's OpenAI Responses request
@@ -178,7 +185,10 @@ type AgentExecuteResponse struct {
 	Text         string `json:"text,omitempty"`
 	FinishReason string `json:"finishReason,omitempty"`
 
-	Usage      LlmUsage    `json:"usage"`
+	Usage LlmUsage `json:"usage"`
+	// Cost is what the turn's model calls cost at the profile's prices, or
+	// {"unpriced":true} when the model has no price.
+	Cost       *Cost       `json:"cost,omitempty"`
 	Sources    []SourceRef `json:"sources"`
 	FileBundle *FileBundle `json:"fileBundle,omitempty"`
 	Warnings   []string    `json:"warnings"`
@@ -203,6 +213,11 @@ type LlmUsage struct {
 	PromptTokens     int `json:"promptTokens"`
 	CompletionTokens int `json:"completionTokens"`
 	TotalTokens      int `json:"totalTokens"`
+	// CachedTokens are the prompt tokens served from the backend's cache
+	// (part of PromptTokens); ReasoningTokens the output tokens spent
+	// reasoning (part of CompletionTokens). Both priced on their own.
+	CachedTokens    int `json:"cachedTokens,omitempty"`
+	ReasoningTokens int `json:"reasoningTokens,omitempty"`
 }
 
 // FileBundle carries file edits produced by later phases (code patching tools).

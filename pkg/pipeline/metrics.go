@@ -46,7 +46,8 @@ func setupMetrics(ctx context.Context, res *resource.Resource) (func(context.Con
 // forwards to the SDK's once one is installed, even if that is later).
 type instruments struct {
 	tokens, opDuration, process metric.Float64Histogram
-	turns, payOnce              metric.Int64Counter
+	turns, payOnce, unpriced    metric.Int64Counter
+	cost                        metric.Float64Counter
 }
 
 var (
@@ -69,6 +70,10 @@ func meters() *instruments {
 			metric.WithDescription("Completed turns by kind and error code"))
 		inst.payOnce, _ = m.Int64Counter("aptix.llm.pay_once.hits", metric.WithUnit("{call}"),
 			metric.WithDescription("Model results served from the pay-once store instead of a new call"))
+		inst.cost, _ = m.Float64Counter("aptix.usage.cost", metric.WithUnit("{USD}"),
+			metric.WithDescription("Cost of completed turns at the profile's prices, counted once per turn"))
+		inst.unpriced, _ = m.Int64Counter("aptix.usage.unpriced_turns", metric.WithUnit("{turn}"),
+			metric.WithDescription("Completed turns whose model has no price"))
 	})
 	return &inst
 }

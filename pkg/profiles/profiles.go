@@ -138,6 +138,10 @@ type Profile struct {
 	Capabilities   Capabilities  `json:"capabilities"`
 	// Sandbox marks the built-in sandbox model, so logs never pass it off as a model.
 	Sandbox bool `json:"sandbox,omitempty"`
+	// Prices are USD per million tokens by model name, "*" for any model
+	// not named (docs/usage-and-budgets.md). A model with no price leaves
+	// its turns unpriced.
+	Prices Prices `json:"prices,omitempty"`
 }
 
 // Defaults applied to any field a profile leaves unset.
@@ -277,6 +281,9 @@ func Builtin() *Set {
 		Name: "sandbox", BaseURL: sb, DefaultModel: "sandbox-1", Sandbox: true,
 		AttemptTimeout: 30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: DefaultMaxRetries, MaxConcurrent: 256,
 		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Reattach: true, Compact: true, InputTokens: true},
+		// The sandbox is free, but priced (at zero) so its turns show a cost
+		// and tests can give it a price (APTIX_PROFILE_SANDBOX_PRICES) to spend.
+		Prices: Prices{"*": {}},
 	})
 	s.Default = "sandbox"
 	if os.Getenv("OPENAI_API_KEY") != "" {
@@ -311,7 +318,8 @@ type fileProfile struct {
 	} `json:"capabilities"`
 	// Sandbox marks the built-in sandbox model's endpoints (e.g. its chat
 	// endpoint), so logs never pass them off as a model.
-	Sandbox bool `json:"sandbox"`
+	Sandbox bool   `json:"sandbox"`
+	Prices  Prices `json:"prices"`
 }
 
 type file struct {
@@ -334,7 +342,10 @@ func Parse(data []byte) (*Set, error) {
 		}
 		p := Profile{Name: name, BaseURL: strings.TrimRight(fp.BaseURL, "/"), APIKeyEnv: fp.APIKeyEnv,
 			DefaultModel: fp.DefaultModel, ContextWindow: fp.ContextWindow, Aliases: fp.Aliases, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
-			Models: fp.Models, API: fp.API, Headers: fp.Headers, Sandbox: fp.Sandbox}
+			Models: fp.Models, API: fp.API, Headers: fp.Headers, Sandbox: fp.Sandbox, Prices: fp.Prices}
+		if err := fp.Prices.check(); err != nil {
+			return nil, fmt.Errorf("profile %q: %w", name, err)
+		}
 		if p.BaseURL == "" {
 			return nil, fmt.Errorf("profile %q: baseUrl is required", name)
 		}
@@ -437,7 +448,7 @@ func Load(path string) (*Set, error) {
 
 // FromEnv loads APTIX_PROFILES (a file path, optional), then applies
 // APTIX_BACKEND (the default profile) and per-profile overrides
-// APTIX_PROFILE_<NAME>_{BASE_URL,MODEL,MAX_CONCURRENT,MAX_RETRIES,ATTEMPT_TIMEOUT,TURN_TIMEOUT}
+// APTIX_PROFILE_<NAME>_{BASE_URL,MODEL,PRICES,MAX_CONCURRENT,MAX_RETRIES,ATTEMPT_TIMEOUT,TURN_TIMEOUT}
 // (NAME upper-cased, '-' as '_').
 func FromEnv() (*Set, error) {
 	s, err := Load(os.Getenv("APTIX_PROFILES"))
@@ -452,6 +463,13 @@ func FromEnv() (*Set, error) {
 		}
 		if v := os.Getenv(key + "MODEL"); v != "" {
 			p.DefaultModel = v
+		}
+		if v := os.Getenv(key + "PRICES"); v != "" {
+			prices, err := ParsePrices(v)
+			if err != nil {
+				return nil, fmt.Errorf("%sPRICES: %w", key, err)
+			}
+			p.Prices = prices
 		}
 		for suffix, dst := range map[string]*int{"MAX_CONCURRENT": &p.MaxConcurrent, "MAX_RETRIES": &p.MaxRetries} {
 			if v := os.Getenv(key + suffix); v != "" {

@@ -191,7 +191,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 	t.Warnings = append(t.Warnings, block.Warnings...)
 	t.Envelope = &contracts.Envelope{
 		Backend: profile.Name, Model: res.Model, Body: res.Body, Sources: sources,
-		Tools: tools, ContextChars: len(block.Text),
+		Tools: tools, ContextChars: len(block.Text), Price: profile.Price(res.Model),
 	}
 	if res.Emulation != nil {
 		emulated, err := json.Marshal(res.Emulation.Tools)

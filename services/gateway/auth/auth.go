@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
 // Principal is an authenticated caller. ID owns the responses it creates
@@ -24,6 +26,11 @@ type Principal struct {
 	// the web console (docs/security.md). A key gets them at creation
 	// (aptix keys create --admin); a JWT from its roles claim.
 	Roles []string
+	// Budgets cap what the principal may spend (its key's, or the JWT
+	// mapping's); the gateway copies them into every turn it submits.
+	Budgets []contracts.Budget
+	// KeyID is the public id of the API key used (empty for a JWT).
+	KeyID string
 }
 
 // RoleAdmin is the role the web console requires when authentication is on.

@@ -105,6 +105,9 @@ func FromEnv(ctx context.Context, listen string, js jetstream.JetStream, replica
 			Audience: os.Getenv("APTIX_JWT_AUDIENCE"), PrincipalClaim: os.Getenv("APTIX_JWT_PRINCIPAL_CLAIM"),
 			RolesClaim: os.Getenv("APTIX_JWT_ROLES_CLAIM"), Logger: log,
 		}
+		if cfg.Budgets, err = BudgetsFromFlags(os.Getenv("APTIX_JWT_BUDGET"), os.Getenv("APTIX_JWT_BUDGET_TOKENS")); err != nil {
+			return s, ConfigError{fmt.Errorf("APTIX_JWT_BUDGET: %w", err)}
+		}
 		if v := os.Getenv("APTIX_JWT_LEEWAY"); v != "" {
 			if cfg.Leeway, err = time.ParseDuration(v); err != nil {
 				return s, ConfigError{fmt.Errorf("APTIX_JWT_LEEWAY %q: %w", v, err)}

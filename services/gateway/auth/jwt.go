@@ -12,6 +12,8 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/time/rate"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
 // Algorithms are the only JWT signature algorithms accepted: never none,
@@ -39,15 +41,19 @@ type JWTConfig struct {
 	UnknownKIDEvery time.Duration
 	Client          *http.Client
 	Logger          *slog.Logger
+	// Budgets apply to every token's principal, each on its own
+	// (APTIX_JWT_BUDGET, APTIX_JWT_BUDGET_TOKENS).
+	Budgets []contracts.Budget
 }
 
 // JWT validates bearer tokens against a JWKS (MicahParks/keyfunc with
 // golang-jwt: no hand-written crypto).
 type JWT struct {
-	kf     keyfunc.Keyfunc
-	parser *jwt.Parser
-	claim  string
-	roles  string
+	kf      keyfunc.Keyfunc
+	parser  *jwt.Parser
+	claim   string
+	roles   string
+	budgets []contracts.Budget
 }
 
 // NewJWT fetches the JWKS (a failure is logged and retried on use, so a
@@ -98,7 +104,7 @@ func NewJWT(ctx context.Context, cfg JWTConfig) (*JWT, error) {
 			jwt.WithIssuedAt(),
 		),
 		claim: cfg.PrincipalClaim,
-		roles: cfg.RolesClaim,
+		roles: cfg.RolesClaim, budgets: cfg.Budgets,
 	}, nil
 }
 
@@ -114,7 +120,7 @@ func (j *JWT) Verify(ctx context.Context, token string) (Principal, error) {
 	if sub == "" {
 		return Principal{}, fmt.Errorf("token has no %q claim", j.claim)
 	}
-	return Principal{ID: "jwt:" + sub, Via: "jwt", Roles: claimRoles(claims[j.roles])}, nil
+	return Principal{ID: "jwt:" + sub, Via: "jwt", Roles: claimRoles(claims[j.roles]), Budgets: j.budgets}, nil
 }
 
 // claimRoles reads a roles claim: ["admin", …] or "admin other".

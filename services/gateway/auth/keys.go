@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
 // KeyBucket is the JetStream KV bucket of API keys: one record per key
@@ -46,6 +48,8 @@ type KeyRecord struct {
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 	// Roles the key's principal holds (RoleAdmin for the console).
 	Roles []string `json:"roles,omitempty"`
+	// Budgets cap the principal's spend per day or month (aptix keys create --budget).
+	Budgets []contracts.Budget `json:"budgets,omitempty"`
 }
 
 // Active reports whether the key is usable at now.
@@ -96,6 +100,12 @@ func (k *Keys) Create(ctx context.Context, name, principal string, ttl time.Dura
 // CreateWithRoles is Create for a key whose principal holds roles
 // (RoleAdmin opens the console).
 func (k *Keys) CreateWithRoles(ctx context.Context, name, principal string, ttl time.Duration, roles []string) (string, KeyRecord, error) {
+	return k.CreateKey(ctx, KeyRecord{Name: name, Principal: principal, Roles: roles}, ttl)
+}
+
+// CreateKey makes a key with spec's name, principal, roles and budgets.
+func (k *Keys) CreateKey(ctx context.Context, spec KeyRecord, ttl time.Duration) (string, KeyRecord, error) {
+	name, principal, roles := spec.Name, spec.Principal, spec.Roles
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return "", KeyRecord{}, errors.New("a key needs a name")
@@ -113,7 +123,7 @@ func (k *Keys) CreateWithRoles(ctx context.Context, name, principal string, ttl 
 	}
 	key := KeyPrefix + hex.EncodeToString(id[:]) + base64.RawURLEncoding.EncodeToString(secret[:])
 	now := k.Now().UTC()
-	rec := KeyRecord{ID: hex.EncodeToString(id[:]), Name: name, Principal: principal, Hash: hashKey(key), CreatedAt: now, Roles: roles}
+	rec := KeyRecord{ID: hex.EncodeToString(id[:]), Name: name, Principal: principal, Hash: hashKey(key), CreatedAt: now, Roles: roles, Budgets: spec.Budgets}
 	if ttl > 0 {
 		exp := now.Add(ttl)
 		rec.ExpiresAt = &exp
@@ -224,7 +234,7 @@ func (k *Keys) Verify(ctx context.Context, key string) (Principal, error) {
 	if !r.Active(k.Now()) {
 		return Principal{}, fmt.Errorf("API key %s (%s) expired", id, r.Name)
 	}
-	return Principal{ID: r.Principal, Via: "key", Roles: r.Roles}, nil
+	return Principal{ID: r.Principal, Via: "key", Roles: r.Roles, Budgets: r.Budgets, KeyID: r.ID}, nil
 }
 
 // ParseTTL reads a key lifetime: a Go duration or a number of days ("90d").
@@ -244,4 +254,24 @@ func ParseTTL(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("expiry %q: want e.g. 90d or 12h", s)
 	}
 	return d, nil
+}
+
+// BudgetsFromFlags reads a USD budget ("0.10/day", "5/month") and a token
+// budget ("100000/day"), either or both empty.
+func BudgetsFromFlags(usd, tokens string) ([]contracts.Budget, error) {
+	var out []contracts.Budget
+	for _, f := range []struct {
+		v      string
+		tokens bool
+	}{{usd, false}, {tokens, true}} {
+		if strings.TrimSpace(f.v) == "" {
+			continue
+		}
+		b, err := contracts.ParseBudget(f.v, f.tokens)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }

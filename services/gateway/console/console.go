@@ -77,6 +77,7 @@ type Config struct {
 type Console struct {
 	cfg    Config
 	js     jetstream.JetStream
+	spend  usageStore // cost.go
 	log    *slog.Logger
 	pages  map[string]*template.Template
 	mux    *http.ServeMux

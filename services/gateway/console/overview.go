@@ -14,6 +14,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
+	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 )
 
 // The overview reads a bounded window of the newest events, never the whole
@@ -74,6 +75,9 @@ type overviewData struct {
 	Conversations []convRow
 	DeadTotal     uint64
 	Query, Notice string
+	// Today is every principal's spend on the current UTC day (cost.go).
+	Today    spend.Report
+	TodayErr string
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
@@ -102,7 +106,14 @@ func (c *Console) overviewData(ctx context.Context) (*overviewData, error) {
 		cerr     = map[string]error{}
 		mu       sync.Mutex
 	)
-	wg.Add(3)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		var err error
+		if d.Today, err = c.spendToday(ctx, d.Now); err != nil {
+			d.TodayErr = err.Error()
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		replicas, _ = pipeline.MicroReplicas(c.cfg.NC, 150*time.Millisecond, 15*time.Millisecond)

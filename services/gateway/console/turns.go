@@ -44,6 +44,7 @@ type turnSummary struct {
 	Kind, Finish       string
 	Backend, Model     string
 	Usage              contracts.LlmUsage
+	Cost               *contracts.Cost
 	Span               time.Duration
 	Steps              []step
 	Rounds             int
@@ -116,7 +117,7 @@ func summarize(ts *turnSummary, stage string, t contracts.Turn) {
 		ts.Backend, ts.Model = e.Backend, e.Model
 	}
 	if r := t.Response; r != nil {
-		ts.Text, ts.ToolCalls, ts.Kind, ts.Finish, ts.Usage = r.Text, r.ToolCalls, r.Kind, r.FinishReason, r.Usage
+		ts.Text, ts.ToolCalls, ts.Kind, ts.Finish, ts.Usage, ts.Cost = r.Text, r.ToolCalls, r.Kind, r.FinishReason, r.Usage, r.Cost
 		if r.ModelId != "" {
 			ts.Model = r.ModelId
 		}

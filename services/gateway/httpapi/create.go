@@ -222,6 +222,10 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		return p, e
 	}
 	owner := principal(ctx)
+	budgets, e := s.checkBudgets(ctx) // before anything of the turn is written
+	if e != nil {
+		return p, e
+	}
 	target := responses.Target{TurnID: turnID, Backend: backend, Model: model, ConversationID: newConversationID()}
 	var prev *responses.Meta
 	var headRev uint64
@@ -315,7 +319,7 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 			}
 		}
 	}
-	p.exec.Principal = owner
+	p.exec.Principal, p.exec.Budgets, p.exec.KeyId = owner, budgets, keyID(ctx)
 	meta := &m
 	meta.ID, meta.ConversationID, meta.TurnID, meta.Owner = respID, target.ConversationID, turnID, owner
 	meta.CreatedAt, meta.ContinuedFrom, meta.HistoryItems = s.cfg.Now().Unix(), target.ContinueFrom, len(history)

@@ -48,6 +48,12 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	// The turn carries who asked for it; a client cannot name someone else.
 	req.Principal = principal(r.Context())
+	budgets, e := s.checkBudgets(r.Context())
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	req.Budgets, req.KeyId = budgets, keyID(r.Context())
 	stream := r.URL.Query().Get("stream") == "true"
 	req.Stream = req.Stream || stream
 	if err := req.Validate(); err != nil {

@@ -6,6 +6,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -107,6 +108,8 @@ type Server struct {
 	hop    string
 	log    *slog.Logger
 	limits *rateLimits
+	// usage is the shared accounting: budgets and GET /v1/aptix/usage (usage.go).
+	usage *pipeline.Usage
 	// console is the web console at /console/ (docs/console.md).
 	console *console.Console
 
@@ -181,6 +184,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if s.cancels, err = pipeline.OpenCancels(ctx, js, cfg.Replicas); err != nil {
+		return nil, err
+	}
+	if s.usage, err = pipeline.OpenUsage(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
 	// One ordered consumer for the whole process, not one per request.
@@ -264,6 +270,7 @@ func (s *Server) routes() {
 	handle("DELETE /v1/conversations/{id}/items/{item_id}", s.convItemDelete)
 	handle("GET /v1/models", s.models)
 	handle("POST /v1/aptix/execute", s.execute)
+	handle("GET /v1/aptix/usage", s.usageReport)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -314,7 +321,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // fail writes an API error in OpenAI's shape; a 503 carries Retry-After.
 func (s *Server) fail(w http.ResponseWriter, e *responses.Error) {
 	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", fmt.Sprint(s.cfg.RetryAfter))
+		w.Header().Set("Retry-After", fmt.Sprint(cmp.Or(e.RetryAfter, s.cfg.RetryAfter)))
 	}
 	if e.Status >= 500 {
 		s.log.Warn("request failed", "status", e.Status, "err", e.Error())

@@ -38,6 +38,9 @@ type Error struct {
 	Type    string  `json:"type"`
 	Param   *string `json:"param"`
 	Code    *string `json:"code"`
+	// RetryAfter, when set, is the Retry-After of a 429 or 503 in seconds
+	// (a spent budget says when it resets).
+	RetryAfter int `json:"-"`
 }
 
 func (e *Error) Error() string {

@@ -336,6 +336,9 @@ var clientCodes = map[string]bool{
 	"unknown_mcp_server": true,
 }
 
+// codeBudgetExceeded is the LLM caller's refusal of a turn whose budget is spent.
+const codeBudgetExceeded = "budget_exceeded"
+
 // Failure is the HTTP error a sync create answers for a failed turn, or nil
 // when the turn succeeded. A model error keeps the upstream's status and its
 // error body (a 429 stays a 429, with the upstream's own message); an Aptix
@@ -355,6 +358,11 @@ func Failure(t *contracts.Turn) *Error {
 		}
 		if f.Code == codeAtCapacity {
 			status = 503 // queued, then refused for room: retry later (Retry-After)
+		}
+		if f.Code == codeBudgetExceeded {
+			// The LLM caller found the budget spent (another replica spent it
+			// after this gateway checked): the 429 the gateway gives itself.
+			status, typ = 429, "insufficient_quota"
 		}
 		return &Error{Status: status, Type: typ, Code: ptr(f.Code), Message: f.Message}
 	}

@@ -5,12 +5,14 @@ package stage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 )
 
@@ -25,6 +27,45 @@ type LLMCaller struct {
 	// turn ends with a cancelled rejection, so its completion (and webhook)
 	// still comes, and a redelivery never pays for it.
 	Cancels *pipeline.Cancels
+	// Budgets, when set, refuses a turn whose principal has already spent
+	// one of its budgets (contracts.AgentExecuteRequest.Budgets) before the
+	// model is called (docs/usage-and-budgets.md).
+	Budgets BudgetChecker
+}
+
+// BudgetChecker reads a principal's spend from the shared totals.
+type BudgetChecker interface {
+	Check(ctx context.Context, principal string, budgets []contracts.Budget) (*spend.Refusal, error)
+}
+
+// CodeBudgetExceeded is the error code of a turn refused by a budget.
+const CodeBudgetExceeded = "budget_exceeded"
+
+// checkBudget refuses the turn when its principal's budget is already
+// spent. Only a turn's first model call is checked: a tool loop's later
+// rounds go on, as does a redelivered call an earlier delivery may already
+// have paid for (its record says so); what they cost is recorded as overrun.
+func (l *LLMCaller) checkBudget(ctx context.Context, t *contracts.Turn, callKey string) error {
+	if l.Budgets == nil || len(t.Request.Budgets) == 0 || (t.Tools != nil && t.Tools.Round > 0) {
+		return nil
+	}
+	if pipeline.Delivered(ctx) > 1 {
+		paid, err := l.Caller.MayBePaid(ctx, callKey)
+		if err != nil {
+			return fmt.Errorf("read the call record of %s: %w", callKey, err)
+		}
+		if paid {
+			return nil
+		}
+	}
+	refusal, err := l.Budgets.Check(ctx, t.Request.Principal, t.Request.Budgets)
+	if err != nil {
+		return fmt.Errorf("read budget of %q: %w", t.Request.Principal, err) // redelivered: never paid unchecked
+	}
+	if refusal != nil {
+		return pipeline.Reject(CodeBudgetExceeded, "%s", refusal.Message())
+	}
+	return nil
 }
 
 // Stage returns the pipeline stage.
@@ -57,6 +98,9 @@ func (l *LLMCaller) counters() map[string]int64 {
 func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	if t.Envelope == nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "enveloped event has no envelope section")
+	}
+	if err := l.checkBudget(ctx, t, contracts.CallKey(t)); err != nil {
+		return err
 	}
 	// Each LLM call of a tool loop is paid once on its own: its key names
 	// the conversation and the turn (contracts.TurnKey), then the round.
@@ -111,6 +155,7 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		}
 		return pipeline.Reject(reason, "the response was cancelled (%s) while the model was called; the call was aborted", reason)
 	}
+	res.TurnId = t.TurnId
 	t.LLM = &res
 	t.Warnings = append(t.Warnings, res.Warnings...)
 	// The body has been sent; later events need only the result. The

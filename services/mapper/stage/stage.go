@@ -4,11 +4,13 @@
 package stage
 
 import (
+	"cmp"
 	"context"
 	"time"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/services/mapper/mapping"
 )
 
@@ -20,6 +22,25 @@ type ConversationStore interface {
 // Mapper maps results.
 type Mapper struct {
 	Conversations ConversationStore
+	// Usage, when set, adds each turn's tokens and cost to its principal's
+	// totals (docs/usage-and-budgets.md).
+	Usage UsageRecorder
+}
+
+// UsageRecorder accounts a turn's spend exactly once per turn key.
+type UsageRecorder interface {
+	Record(ctx context.Context, rec spend.Record) error
+}
+
+// usageRecord is what the accounting keeps of a completed turn.
+func usageRecord(ctx context.Context, t *contracts.Turn) spend.Record {
+	r := t.Response
+	model := cmp.Or(t.Envelope.Model, r.ModelId)
+	return spend.Record{
+		Principal: t.Request.Principal, TurnKey: contracts.TurnKey(t.ConversationId, t.TurnId),
+		Backend: t.Envelope.Backend, Model: model, At: time.Now().UTC(), Usage: r.Usage, Cost: *r.Cost,
+		ReplayOf: pipeline.ReplayOf(ctx), Kind: r.Kind, KeyID: t.Request.KeyId,
+	}
 }
 
 // Stage returns the pipeline stage.
@@ -46,7 +67,20 @@ func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 			l.DurationMs = time.Now().UnixMilli() - l.StartedAtMs
 		}
 	}
+	// Charged once, at the price the envelope recorded, on the whole
+	// turn's usage: every call of a tool loop ran on the same model.
+	cost := t.Envelope.Price.Cost(resp.Usage)
+	resp.Cost = &cost
 	t.Response = &resp
+	if m.Usage != nil && (t.LLM.TurnId == "" || t.LLM.TurnId == t.TurnId) {
+		// A replay from this stage re-maps a result made for another turn
+		// (t.LLM.TurnId): no model call was paid for it, so it is not counted.
+		// Before the completion is published: a crash in between redelivers
+		// the turn, and the accounting counts a turn key once.
+		if err := m.Usage.Record(ctx, usageRecord(ctx, t)); err != nil {
+			return err
+		}
+	}
 	// A replay leaves the conversation's record alone unless asked
 	// (aptix replay --continue): the conversation goes on from its own last turn.
 	if resp.Kind == contracts.KindError || resp.ResponseContinuationId == "" || m.Conversations == nil || !pipeline.UpdatesConversation(ctx) {

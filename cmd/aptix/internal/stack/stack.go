@@ -111,6 +111,18 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	}
 	defer cancels.Close()
 
+	usage, err := pipeline.OpenUsage(ctx, js, cfg.Stream.Replicas)
+	if err != nil {
+		return err
+	}
+	if selected(cfg.Only, "mapper") {
+		// The mapper's process folds turns into the usage totals.
+		foldCtx, stopFold := context.WithCancel(context.WithoutCancel(ctx))
+		folded := make(chan struct{})
+		go func() { defer close(folded); _ = usage.Fold(foldCtx, cfg.Logger) }()
+		defer func() { stopFold(); <-folded }()
+	}
+
 	runner, mcpOpts, closeTools, err := toolLoop(ctx, js, nc, cfg, cancels)
 	if err != nil {
 		return err
@@ -120,8 +132,8 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	stages := []pipeline.Stage{
 		(&retrieverstage.Retriever{Searcher: cfg.Searcher}).Stage(),
 		(&envelopestage.Envelope{Profiles: cfg.Profiles, Contexts: cfg.Contexts, Conversations: convs, Budget: cfg.Budget, MCP: mcpOpts}).Stage(),
-		(&llmstage.LLMCaller{Caller: c, NC: nc, Cancels: cancels}).Stage(),
-		(&mapperstage.Mapper{Conversations: convs}).Stage(),
+		(&llmstage.LLMCaller{Caller: c, NC: nc, Cancels: cancels, Budgets: usage}).Stage(),
+		(&mapperstage.Mapper{Conversations: convs, Usage: usage}).Stage(),
 		runner.Stage(),
 	}
 	// Each stage runs on its own context, so a stop can go in pipeline

@@ -45,6 +45,10 @@ func main() {
 		if err != nil {
 			return pipeline.Stage{}, err
 		}
-		return (&stage.LLMCaller{Caller: c, NC: nc, Cancels: cancels}).Stage(), nil
+		usage, err := pipeline.OpenUsage(ctx, js, sc.Replicas)
+		if err != nil {
+			return pipeline.Stage{}, err
+		}
+		return (&stage.LLMCaller{Caller: c, NC: nc, Cancels: cancels, Budgets: usage}).Stage(), nil
 	})
 }

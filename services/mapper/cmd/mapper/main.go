@@ -14,11 +14,18 @@ import (
 )
 
 func main() {
-	pipeline.Main("mapper", func(ctx context.Context, _ *nats.Conn, js jetstream.JetStream, _ *slog.Logger) (pipeline.Stage, error) {
+	pipeline.Main("mapper", func(ctx context.Context, _ *nats.Conn, js jetstream.JetStream, log *slog.Logger) (pipeline.Stage, error) {
 		convs, err := pipeline.OpenConversations(ctx, js, 0)
 		if err != nil {
 			return pipeline.Stage{}, err
 		}
-		return (&stage.Mapper{Conversations: convs}).Stage(), nil
+		usage, err := pipeline.OpenUsage(ctx, js, 0)
+		if err != nil {
+			return pipeline.Stage{}, err
+		}
+		// Folds completed turns into the usage totals while the stage runs
+		// (docs/usage-and-budgets.md); replicas share its one consumer.
+		go func() { _ = usage.Fold(ctx, log) }()
+		return (&stage.Mapper{Conversations: convs, Usage: usage}).Stage(), nil
 	})
 }

@@ -1,0 +1,347 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+)
+
+// Usage accounting (docs/usage-and-budgets.md). A completed turn's spend is
+// published once on aptix.usage.<principal hash>.<conversation>.<turn> into
+// the stream APTIX_USAGE, which keeps one message per subject and refuses a
+// second (discard new per subject): the stream itself is the per-turn
+// marker, so a redelivered completion is never counted twice, however late.
+// One durable consumer with one message in flight folds the turns, in stream
+// order, into KV totals per principal and UTC day and month; each totals
+// record keeps the sequence of the last turn it holds, so a fold repeated
+// after a crash adds nothing. Budgets are checked against those totals by
+// every gateway and LLM caller replica: nothing is counted in a process.
+const (
+	UsageStream  = "APTIX_USAGE"
+	UsageBucket  = "aptix_usage"
+	UsageSubject = "aptix.usage"
+	// UsageFolder is the durable consumer that folds records into totals.
+	UsageFolder = "aptix_usage_fold"
+)
+
+// usageMaxAge is how long a turn's usage record (the marker) is kept: far
+// beyond any redelivery or dead-letter retry, and long enough to rebuild a
+// month's totals, while a record (about 400 bytes) per turn stays bounded.
+const usageMaxAge = 35 * 24 * time.Hour
+
+// Usage is the accounting store.
+type Usage struct {
+	js  jetstream.JetStream
+	kv  jetstream.KeyValue
+	Now func() time.Time
+}
+
+// OpenUsage opens the accounting stream, its folding consumer and the
+// totals bucket, creating what is missing. What exists is left as it is, so
+// a process started with another replica count (the console, a gateway)
+// never rescales what provision or the mapper made.
+func OpenUsage(ctx context.Context, js jetstream.JetStream, replicas int) (*Usage, error) {
+	if _, err := js.Stream(ctx, UsageStream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, UsageStreamConfig(replicas))
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, fmt.Errorf("stream %s: %w", UsageStream, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", UsageStream, err)
+	}
+	if _, err := js.Consumer(ctx, UsageStream, UsageFolder); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// One record in flight: the fold relies on stream order.
+		_, err = js.CreateConsumer(ctx, UsageStream, UsageConsumerConfig())
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+			return nil, fmt.Errorf("consumer %s: %w", UsageFolder, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", UsageFolder, err)
+	}
+	kv, err := js.KeyValue(ctx, UsageBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: UsageBucket, Description: "Aptix: usage totals per principal and UTC day or month",
+			History: 1, Replicas: max(replicas, 1),
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, UsageBucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kv %s: %w", UsageBucket, err)
+	}
+	return &Usage{js: js, kv: kv, Now: time.Now}, nil
+}
+
+// UsageStreamConfig is the accounting stream: one message per subject
+// (one per turn), a second refused.
+func UsageStreamConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: UsageStream, Description: "Aptix: one usage record per completed turn, counted once",
+		Subjects: []string{UsageSubject + ".>"}, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+		MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
+		MaxAge: usageMaxAge, Duplicates: 2 * time.Minute,
+	}
+}
+
+// UsageConsumerConfig is the folding consumer: one record in flight, since
+// the fold relies on stream order.
+func UsageConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable: UsageFolder, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1,
+		AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// principalToken names a principal in subjects and keys: principals hold
+// characters a subject cannot (":" is fine, "." and spaces are not).
+func principalToken(p string) string {
+	h := sha256.Sum256([]byte(p))
+	return hex.EncodeToString(h[:8])
+}
+
+// usageKey is the KV key of a principal's totals in a window.
+func usageKey(p, window string) string {
+	kind := "d"
+	if len(window) == 6 {
+		kind = "m"
+	}
+	return kind + "." + principalToken(p) + "." + window
+}
+
+// Record accounts one completed turn. A turn key already accounted for the
+// principal is accepted and ignored, so a redelivered completion, or a
+// mapper replica that crashed after recording, is counted once.
+func (u *Usage) Record(ctx context.Context, r spend.Record) error {
+	conv, turn, ok := strings.Cut(r.TurnKey, ".")
+	if !ok || !contracts.IsToken(conv) || !contracts.IsToken(turn) {
+		return fmt.Errorf("usage record: bad turn key %q", r.TurnKey)
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("usage record: %w", err)
+	}
+	subject := UsageSubject + "." + principalToken(r.Principal) + "." + r.TurnKey
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, "usage."+principalToken(r.Principal)+"."+r.TurnKey)
+	_, err = u.js.PublishMsg(ctx, msg)
+	if isSubjectFull(err) {
+		return nil // already accounted
+	}
+	if err != nil {
+		return fmt.Errorf("usage record %s: %w", r.TurnKey, err)
+	}
+	return nil
+}
+
+// isSubjectFull reports the refusal of a second record for one turn.
+// 10077 is the server's stream store failure, which a full subject is.
+func isSubjectFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == 10077 ||
+		strings.Contains(apiErr.Description, "maximum messages per subject exceeded"))
+}
+
+// Fold runs the folding consumer until ctx ends: each turn record is added
+// to its principal's day and month totals, then acknowledged. Any replica
+// of the mapper may run it; the consumer hands out one record at a time.
+func (u *Usage) Fold(ctx context.Context, log *slog.Logger) error {
+	c, err := u.js.Consumer(ctx, UsageStream, UsageFolder)
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", UsageFolder, err)
+	}
+	for ctx.Err() == nil {
+		batch, err := c.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Warn("usage fold: fetch failed", "error", err)
+			time.Sleep(time.Second)
+			continue
+		}
+		for m := range batch.Messages() {
+			if err := u.foldOne(ctx, m); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				log.Warn("usage fold failed; retried", "subject", m.Subject(), "error", err)
+				_ = m.NakWithDelay(time.Second)
+				continue
+			}
+			_ = m.DoubleAck(ctx)
+		}
+	}
+	return nil
+}
+
+func (u *Usage) foldOne(ctx context.Context, m jetstream.Msg) error {
+	md, err := m.Metadata()
+	if err != nil {
+		return err
+	}
+	var r spend.Record
+	if err := json.Unmarshal(m.Data(), &r); err != nil {
+		_ = m.Term() // never foldable; dropping it is all there is to do
+		return nil
+	}
+	seq := md.Sequence.Stream
+	added := false
+	for _, window := range []string{spend.DayWindow(r.At), spend.MonthWindow(r.At)} {
+		ok, err := u.fold(ctx, window, seq, r)
+		if err != nil {
+			return err
+		}
+		added = added || ok
+	}
+	if added {
+		observeSpend(ctx, r)
+	}
+	return nil
+}
+
+// fold adds r to one totals record with compare-and-set.
+func (u *Usage) fold(ctx context.Context, window string, seq uint64, r spend.Record) (bool, error) {
+	key := usageKey(r.Principal, window)
+	for attempt := 0; attempt < 20; attempt++ {
+		t := spend.Totals{Principal: r.Principal, Window: window}
+		var rev uint64
+		e, err := u.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return false, err
+		default:
+			rev = e.Revision()
+			if err := json.Unmarshal(e.Value(), &t); err != nil {
+				return false, fmt.Errorf("usage totals %s: %w", key, err)
+			}
+		}
+		if !t.Fold(seq, r) {
+			return false, nil
+		}
+		b, err := json.Marshal(t)
+		if err != nil {
+			return false, err
+		}
+		if rev == 0 {
+			_, err = u.kv.Create(ctx, key, b)
+		} else {
+			_, err = u.kv.Update(ctx, key, b, rev)
+		}
+		if err == nil {
+			return true, nil
+		}
+		if !casConflict(err) {
+			return false, err
+		}
+	}
+	return false, fmt.Errorf("usage totals %s: too much contention", key)
+}
+
+func casConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant))
+}
+
+// Totals reads a principal's totals in a window (zero when none).
+func (u *Usage) Totals(ctx context.Context, principal, window string) (spend.Totals, error) {
+	t := spend.Totals{Principal: principal, Window: window}
+	e, err := u.kv.Get(ctx, usageKey(principal, window))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return t, nil
+	}
+	if err != nil {
+		return t, fmt.Errorf("usage totals: %w", err)
+	}
+	if err := json.Unmarshal(e.Value(), &t); err != nil {
+		return t, fmt.Errorf("usage totals: %w", err)
+	}
+	return t, nil
+}
+
+// Check returns the budget of principal already spent at now, or nil.
+func (u *Usage) Check(ctx context.Context, principal string, budgets []contracts.Budget) (*spend.Refusal, error) {
+	if len(budgets) == 0 {
+		return nil, nil
+	}
+	return spend.Check(budgets, u.Now(), func(window string) (spend.Counts, error) {
+		t, err := u.Totals(ctx, principal, window)
+		return t.Counts, err
+	})
+}
+
+// Report sums the day totals f selects.
+func (u *Usage) Report(ctx context.Context, f spend.Filter) (spend.Report, error) {
+	prefix := "d."
+	if !f.All {
+		prefix += principalToken(f.Principal) + "."
+	}
+	var days []spend.Totals
+	lister, err := u.kv.ListKeysFiltered(ctx, prefix+">")
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		return spend.Report{}, fmt.Errorf("usage: %w", err)
+	}
+	if lister != nil {
+		for key := range lister.Keys() {
+			window := key[strings.LastIndexByte(key, '.')+1:]
+			if (f.From != "" && window < f.From) || (f.To != "" && window > f.To) {
+				continue
+			}
+			e, err := u.kv.Get(ctx, key)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				return spend.Report{}, fmt.Errorf("usage %s: %w", key, err)
+			}
+			var t spend.Totals
+			if json.Unmarshal(e.Value(), &t) == nil {
+				days = append(days, t)
+			}
+		}
+	}
+	return spend.Sum(days, f), nil
+}
+
+// Pending is how many turn records the folder has not yet added to the
+// totals (a report is exact once it is 0).
+func (u *Usage) Pending(ctx context.Context) (uint64, error) {
+	c, err := u.js.Consumer(ctx, UsageStream, UsageFolder)
+	if err != nil {
+		return 0, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// observeSpend counts a folded turn's cost and tokens once, with the GenAI
+// attributes of its model.
+func observeSpend(ctx context.Context, r spend.Record) {
+	m := meters()
+	attrs := metric.WithAttributes(attribute.String("gen_ai.provider.name", r.Backend), attribute.String("gen_ai.request.model", r.Model))
+	if r.Cost.Unpriced {
+		m.unpriced.Add(ctx, 1, attrs)
+		return
+	}
+	m.cost.Add(ctx, r.Cost.Total, attrs)
+}

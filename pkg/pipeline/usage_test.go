@@ -1,0 +1,98 @@
+package pipeline_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+)
+
+func usageRec(p, turn string, usd float64) spend.Record {
+	return spend.Record{Principal: p, TurnKey: "c1." + turn, Model: "m", At: time.Now().UTC(),
+		Usage: contracts.LlmUsage{PromptTokens: 100, CompletionTokens: 10}, Cost: contracts.Cost{Total: usd, Currency: "USD"}}
+}
+
+// waitFolded waits until the folder has added every record.
+func waitFolded(t *testing.T, u *pipeline.Usage) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := u.Pending(context.Background())
+		if err == nil && n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage not folded: %d pending (%v)", n, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUsageCountedOnce: the same completion recorded twice (a redelivery,
+// or two mapper replicas) is counted once; two folders running at once
+// (two mapper processes) count every turn once.
+func TestUsageCountedOnce(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u, err := pipeline.OpenUsage(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u2, err := pipeline.OpenUsage(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, x := range []*pipeline.Usage{u, u2} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = x.Fold(ctx, slog.Default()) }()
+	}
+	for i, turn := range []string{"t1", "t1", "t2", "t1", "t3", "t2"} {
+		r := usageRec("key:a", turn, 0.001)
+		if i%2 == 1 {
+			r.Cost.Total = 99 // a redelivery never replaces what was counted
+		}
+		if err := u.Record(ctx, r); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	// Another principal's turn with the same key is its own turn.
+	if err := u2.Record(ctx, usageRec("key:b", "t1", 0.5)); err != nil {
+		t.Fatal(err)
+	}
+	waitFolded(t, u)
+	rep, err := u.Report(ctx, spend.Filter{Principal: "key:a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Turns != 3 || rep.InputTokens != 300 || rep.Cost.Total != 0.003 {
+		t.Fatalf("key:a report %+v, want 3 turns, 300 input tokens, $0.003", rep.Counts)
+	}
+	all, err := u.Report(ctx, spend.Filter{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Turns != 4 || all.Cost.Total != 0.503 || len(all.ByPrincipal) != 2 {
+		t.Fatalf("all report %+v", all)
+	}
+	month, err := u.Totals(ctx, "key:a", spend.MonthWindow(time.Now()))
+	if err != nil || month.Turns != 3 {
+		t.Fatalf("month totals %+v %v", month, err)
+	}
+	refusal, err := u.Check(ctx, "key:a", []contracts.Budget{{USD: 0.003, Period: "day"}})
+	if err != nil || refusal == nil {
+		t.Fatalf("a spent budget was not refused: %+v %v", refusal, err)
+	}
+	if refusal, _ := u.Check(ctx, "key:a", []contracts.Budget{{USD: 0.0031, Period: "day"}}); refusal != nil {
+		t.Fatalf("refused under budget: %+v", refusal)
+	}
+	cancel()
+	wg.Wait()
+}

@@ -1,0 +1,66 @@
+package profiles
+
+import (
+	"testing"
+)
+
+func TestPrice(t *testing.T) {
+	set, err := Parse([]byte(`{"profiles":{"p":{"baseUrl":"http://x/v1","prices":{
+		"gpt-5.1":{"input":1.25,"cachedInput":0.125,"output":10,"version":"2026-11"},
+		"*":{"input":1,"output":2}}},
+		"free":{"baseUrl":"http://y/v1"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := set.Get("p")
+	for model, want := range map[string]struct {
+		input   float64
+		version string
+	}{
+		"gpt-5.1": {1.25, "2026-11"},
+		"other":   {1, ""},
+	} {
+		pr := p.Price(model)
+		if pr == nil || pr.Input != want.input || (want.version != "" && pr.Version != want.version) || pr.Version == "" {
+			t.Errorf("%s: %+v, want input %v version %q", model, pr, want.input, want.version)
+		}
+	}
+	if free, _ := set.Get("free"); free.Price("any") != nil {
+		t.Error("a profile without prices priced a model")
+	}
+	if sb, _ := set.Get("sandbox"); sb.Price("sandbox-1") == nil || sb.Price("sandbox-1").Input != 0 {
+		t.Error("the sandbox should be priced at zero")
+	}
+	a, b := (Profile{Name: "x", Prices: Prices{"*": {Input: 1}}}).Price("m"), (Profile{Name: "x", Prices: Prices{"*": {Input: 2}}}).Price("m")
+	if a.Version == b.Version {
+		t.Errorf("different prices share a version %q", a.Version)
+	}
+}
+
+func TestPricesRejected(t *testing.T) {
+	for _, body := range []string{
+		`{"profiles":{"p":{"baseUrl":"http://x/v1","prices":{"*":{"input":-1}}}}}`,
+		`{"profiles":{"p":{"baseUrl":"http://x/v1","prices":{"*":{"inptu":1}}}}}`,
+	} {
+		if _, err := Parse([]byte(body)); err == nil {
+			t.Errorf("accepted %s", body)
+		}
+	}
+}
+
+func TestPricesFromEnv(t *testing.T) {
+	t.Setenv("APTIX_PROFILES", "")
+	t.Setenv("APTIX_PROFILE_SANDBOX_PRICES", `{"*":{"input":1000,"output":1000}}`)
+	set, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, _ := set.Get("sandbox")
+	if pr := sb.Price("sandbox-1"); pr == nil || pr.Input != 1000 {
+		t.Fatalf("%+v", pr)
+	}
+	t.Setenv("APTIX_PROFILE_SANDBOX_PRICES", `{"*":{"input":"x"}}`)
+	if _, err := FromEnv(); err == nil {
+		t.Fatal("a bad price was accepted")
+	}
+}
