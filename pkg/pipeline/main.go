@@ -184,6 +184,11 @@ func LimitsFromEnv() (StreamConfig, SubscriberConfig, error) {
 	return streams, subs, err
 }
 
+// ReplicasFromEnv is APTIX_STREAM_REPLICAS (0 when unset): what a stage
+// binary creates or updates its buckets with, as the streams are, so a
+// bucket provisioned with three replicas is never scaled down to one.
+func ReplicasFromEnv() int { return envInt(EnvReplicas) }
+
 func envInt(key string) int {
 	n, _ := strconv.Atoi(os.Getenv(key))
 	return n

@@ -41,7 +41,7 @@ func main() {
 				return pipeline.Stage{}, fmt.Errorf("%s: %w", f, err)
 			}
 		}
-		convs, err := pipeline.OpenConversations(ctx, js, 0)
+		convs, err := pipeline.OpenConversations(ctx, js, pipeline.ReplicasFromEnv())
 		if err != nil {
 			return pipeline.Stage{}, err
 		}

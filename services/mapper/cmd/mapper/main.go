@@ -15,11 +15,11 @@ import (
 
 func main() {
 	pipeline.Main("mapper", func(ctx context.Context, _ *nats.Conn, js jetstream.JetStream, log *slog.Logger) (pipeline.Stage, error) {
-		convs, err := pipeline.OpenConversations(ctx, js, 0)
+		convs, err := pipeline.OpenConversations(ctx, js, pipeline.ReplicasFromEnv())
 		if err != nil {
 			return pipeline.Stage{}, err
 		}
-		usage, err := pipeline.OpenUsage(ctx, js, 0)
+		usage, err := pipeline.OpenUsage(ctx, js, pipeline.ReplicasFromEnv())
 		if err != nil {
 			return pipeline.Stage{}, err
 		}
