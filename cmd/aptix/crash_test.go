@@ -20,6 +20,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
@@ -60,10 +61,12 @@ func kill9Run(t *testing.T, bin string, reattach bool, turns int) {
 	sb := startProc(t, bin, nil, "sandbox", "--addr", sbAddr, "--latency", "2s")
 	sb.waitFor(t, "listening on")
 
-	env := []string{"OPENAI_API_KEY=", "APTIX_SANDBOX_URL=http://" + sbAddr + "/v1", "APTIX_PROFILES="}
+	// Priced, so the usage totals can be checked against the turns' costs.
+	const prices = `{"*":{"input":20,"output":20}}`
+	env := []string{"OPENAI_API_KEY=", "APTIX_SANDBOX_URL=http://" + sbAddr + "/v1", "APTIX_PROFILES=", "APTIX_PROFILE_SANDBOX_PRICES=" + prices}
 	if !reattach {
 		file := filepath.Join(t.TempDir(), "profiles.json")
-		prof := fmt.Sprintf(`{"default":"sandbox","profiles":{"sandbox":{"baseUrl":"http://%s/v1","defaultModel":"sandbox-1","maxConcurrent":256,"capabilities":{"reattach":false}}}}`, sbAddr)
+		prof := fmt.Sprintf(`{"default":"sandbox","profiles":{"sandbox":{"baseUrl":"http://%s/v1","defaultModel":"sandbox-1","maxConcurrent":256,"prices":%s,"capabilities":{"reattach":false}}}}`, sbAddr, prices)
 		if err := os.WriteFile(file, []byte(prof), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -133,6 +136,7 @@ func kill9Run(t *testing.T, bin string, reattach bool, turns int) {
 	if got.turns != turns || got.dups != 0 {
 		t.Fatalf("%d/%d turns completed, %d duplicates", got.turns, turns, got.dups)
 	}
+	checkUsage(ctx, t, js, got)
 	if reattach && delay < killDelay {
 		// Killed before every call had recorded its upstream id: repeats
 		// are allowed, but only with a warning.
@@ -152,7 +156,42 @@ func kill9Run(t *testing.T, bin string, reattach bool, turns int) {
 	}
 }
 
-type completions struct{ turns, dups, warned int }
+type completions struct {
+	turns, dups, warned int
+	costNanos           int64 // the completed turns' costs, each turn once
+	unpriced            int
+}
+
+// checkUsage: the usage totals, folded across the kill, count every
+// completed turn once and equal the sum of their costs, no more.
+func checkUsage(ctx context.Context, t *testing.T, js jetstream.JetStream, got completions) {
+	t.Helper()
+	u, err := pipeline.OpenUsage(ctx, js, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := u.Pending(ctx)
+		if err == nil && n == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("usage never folded: %d pending, %v", n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r, err := u.Report(ctx, spend.Filter{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("FIGURES usage: %d turns, %d cost nanos (the completions' costs sum to %d), %d unpriced", r.Turns, r.CostNanos, got.costNanos, r.Unpriced)
+	if got.unpriced != 0 || got.costNanos == 0 {
+		t.Fatalf("%d completed turns unpriced, their costs sum to %d nanos: the sandbox is priced", got.unpriced, got.costNanos)
+	}
+	if r.Turns != int64(got.turns) || r.CostNanos != got.costNanos {
+		t.Fatalf("usage totals %d turns, %d nanos; the completed turns: %d, %d nanos", r.Turns, r.CostNanos, got.turns, got.costNanos)
+	}
+}
 
 // completed reads every completion in the stream so far.
 func completed(t *testing.T, js jetstream.JetStream, want int) completions {
@@ -185,6 +224,11 @@ func completed(t *testing.T, js jetstream.JetStream, want int) completions {
 		}
 		seen[turn.TurnId] = true
 		c.turns++
+		if r := turn.Response; r != nil && r.Cost != nil && !r.Cost.Unpriced {
+			c.costNanos += r.Cost.Nanos()
+		} else {
+			c.unpriced++
+		}
 		for _, w := range turn.Warnings {
 			if strings.Contains(w, "paid for twice") {
 				c.warned++
