@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/conversations"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
@@ -103,5 +104,98 @@ func TestInputTokens(t *testing.T) {
 	st, _, _ = call(t, "POST", local+"/v1/responses/input_tokens", `{"model":"sandbox-1","input":"x"}`, nil)
 	if st != 401 {
 		t.Fatalf("no credentials: %d", st)
+	}
+}
+
+// TestInputTokensConversation: a count in a conversation object (its id,
+// or {"id":...}) counts the object's items ahead of the input, as a create
+// in it sends them, through both a backend that serves the endpoint and
+// the gateway's own tokenizer; the forwarded count is what the create in
+// the conversation is then billed. Another caller's conversation is 404,
+// conversation with previous_response_id 400, as on create.
+func TestInputTokensConversation(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	ctx := ctxT(t)
+	keys, err := auth.OpenKeys(ctx, e.js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, _, _ := keys.Create(ctx, "alice", "", 0)
+	bob, _, _ := keys.Create(ctx, "bob", "", 0)
+	served := func(c *httpapi.Config) {
+		p, _ := e.cfg.Profiles.Get("sandbox")
+		p.Capabilities.InputTokens = true
+		set := &profiles.Set{Default: "sandbox"}
+		set.Put(p)
+		c.Profiles = set
+	}
+	local := e.authGateway(&auth.Chain{Keys: keys}, &logBuf{})
+	fwd := e.authGateway(&auth.Chain{Keys: keys}, &logBuf{}, served)
+	a := as(fwd, alice)
+	conv, err := a.Conversations.New(ctx, conversations.ConversationNewParams{Items: []responses.ResponseInputItemUnionParam{
+		say("user", "The code word is plum. Keep it in mind for the rest of this conversation, whatever comes next.")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	question := responses.InputTokenCountParamsInputUnion{OfString: openai.String("What is the code word?")}
+	byID := responses.InputTokenCountParamsConversationUnion{OfString: openai.String(conv.ID)}
+	byObject := responses.InputTokenCountParamsConversationUnion{OfConversationObject: &responses.ResponseConversationParam{ID: conv.ID}}
+	count := func(url, key string, p responses.InputTokenCountParams) (int64, error) {
+		c := as(url, key)
+		res, err := c.Responses.InputTokens.Count(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		return res.InputTokens, nil
+	}
+	before := e.sb.Requests()
+	results := map[string][2]int64{}
+	for name, url := range map[string]string{"local": local, "forwarded": fwd} {
+		alone, err := count(url, alice, responses.InputTokenCountParams{Model: openai.String("sandbox-1"), Input: question})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		in, err := count(url, alice, responses.InputTokenCountParams{Model: openai.String("sandbox-1"), Input: question, Conversation: byID})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		obj, err := count(url, alice, responses.InputTokenCountParams{Model: openai.String("sandbox-1"), Input: question, Conversation: byObject})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		// The conversation's one message is some 20 tokens.
+		if alone <= 0 || in < alone+10 || obj != in {
+			t.Fatalf("%s: alone %d, in the conversation %d (as an object %d)", name, alone, in, obj)
+		}
+		results[name] = [2]int64{alone, in}
+		_, err = count(url, bob, responses.InputTokenCountParams{Input: question, Conversation: byID})
+		apiError(t, err, 404, "not_found")
+		_, err = count(url, alice, responses.InputTokenCountParams{Input: question,
+			Conversation: responses.InputTokenCountParamsConversationUnion{OfString: openai.String("conv_0000000000000000dead")}})
+		apiError(t, err, 404, "not_found")
+		_, err = count(url, alice, responses.InputTokenCountParams{Input: question, Conversation: byID, PreviousResponseID: openai.String("resp_x")})
+		apiError(t, err, 400, "mutually_exclusive")
+	}
+	if e.sb.Requests() != before {
+		t.Fatal("counting ran a model call")
+	}
+	res, err := a.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Conversation: responses.ResponseNewParamsConversationUnion{OfString: openai.String(conv.ID)},
+		Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("What is the code word?")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("counts (alone, in the conversation) %v, billed %d", results, res.Usage.InputTokens)
+	// As in TestInputTokens: the same but for the envelope's own framing.
+	if d := res.Usage.InputTokens - results["forwarded"][1]; d < 0 || d > 12 {
+		t.Fatalf("forwarded count %d, the create in the conversation was billed %d", results["forwarded"][1], res.Usage.InputTokens)
+	}
+	// The response joined the conversation: a count now includes its answer.
+	after, err := count(fwd, alice, responses.InputTokenCountParams{Model: openai.String("sandbox-1"), Input: question, Conversation: byID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= results["forwarded"][1] {
+		t.Fatalf("after a response in the conversation: %d, before %d", after, results["forwarded"][1])
 	}
 }
