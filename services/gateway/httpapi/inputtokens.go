@@ -42,6 +42,12 @@ func (s *Server) inputTokens(w http.ResponseWriter, r *http.Request) {
 	if v := req.IgnoredValue(); v != "" {
 		w.Header().Set(responses.IgnoredHeader, v)
 	}
+	// As on create: the gateway's compaction items are counted as the
+	// summaries they stand for, and one that does not open is the client's 400.
+	if req.Input, e = responses.OpenCompactions(req.Input, s.cfg.CompactionKeys); e != nil {
+		s.fail(w, e)
+		return
+	}
 	if req.Conversation != "" && !strings.HasPrefix(req.Conversation, responses.ConversationPrefix) {
 		s.fail(w, responses.BadRequest("conversation", responses.CodeInvalidValue,
 			"Counting the history of an Aptix conversation is not supported; name its newest response with previous_response_id, or count in a conversation object (conv_...)."))

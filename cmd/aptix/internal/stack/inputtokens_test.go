@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -197,5 +199,98 @@ func TestInputTokensConversation(t *testing.T) {
 	}
 	if after <= results["forwarded"][1] {
 		t.Fatalf("after a response in the conversation: %d, before %d", after, results["forwarded"][1])
+	}
+}
+
+// TestInputTokensCompaction: a count whose input holds the gateway's
+// compaction item counts what a create with it sends, the summary it
+// stands for (opened by the gateway, as on create), not the sealed blob;
+// an item that does not open is 400 invalid_encrypted_content, as on
+// create.
+func TestInputTokensCompaction(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	ctx := ctxT(t)
+	served := func(c *httpapi.Config) {
+		p, _ := e.cfg.Profiles.Get("sandbox")
+		p.Capabilities.InputTokens = true
+		set := &profiles.Set{Default: "sandbox"}
+		set.Put(p)
+		c.Profiles = set
+	}
+	keys, err := sealbox.Parse(sealbox.Generate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameKeys := func(c *httpapi.Config) { c.CompactionKeys = keys } // two replicas of one deployment
+	local, client := e.gateway(sameKeys)
+	fwd, _ := e.gateway(served, sameKeys)
+	r1, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("The deploy key is K-77")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Responses.Compact(ctx, responses.ResponseCompactParams{Model: "sandbox-1", PreviousResponseID: openai.String(r1.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := c.Output[len(c.Output)-1].RawJSON()
+	blob := c.Output[len(c.Output)-1].AsCompaction().EncryptedContent
+	altered := func(s string) string { // another base64 character in place of each
+		return strings.Map(func(r rune) rune {
+			if r == 'A' {
+				return 'B'
+			}
+			return 'A'
+		}, s)
+	}
+	body := `{"model":"sandbox-1","input":[` + item + `,{"type":"message","role":"user","content":"What is the key?"}]}`
+	counts := map[string]int{}
+	for name, url := range map[string]string{"local": local, "forwarded": fwd} {
+		st, _, out := call(t, "POST", url+"/v1/responses/input_tokens", body, nil)
+		var res struct {
+			InputTokens int `json:"input_tokens"`
+		}
+		if st != 200 || json.Unmarshal([]byte(out), &res) != nil || res.InputTokens <= 0 {
+			t.Fatalf("%s: %d %s", name, st, out)
+		}
+		counts[name] = res.InputTokens
+		bad := strings.Replace(body, blob, blob[:len(blob)-8]+altered(blob[len(blob)-8:]), 1)
+		if st, _, out := call(t, "POST", url+"/v1/responses/input_tokens", bad, nil); st != 400 || !strings.Contains(out, "invalid_encrypted_content") {
+			t.Fatalf("%s: an altered compaction item: %d %s", name, st, out)
+		}
+	}
+	var input responses.ResponseInputParam
+	if err := json.Unmarshal([]byte(`[`+item+`,{"type":"message","role":"user","content":"What is the key?"}]`), &input); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The count leaves out only the envelope's framing of the instruction:
+	// the same few tokens as for the question alone, as the same item (the
+	// sandbox counts an item's bytes).
+	question := `{"type":"message","role":"user","content":"What is the key?"}`
+	st, _, out := call(t, "POST", fwd+"/v1/responses/input_tokens", `{"model":"sandbox-1","input":[`+question+`]}`, nil)
+	var alone struct {
+		InputTokens int `json:"input_tokens"`
+	}
+	if st != 200 || json.Unmarshal([]byte(out), &alone) != nil {
+		t.Fatalf("%d %s", st, out)
+	}
+	var q responses.ResponseInputParam
+	if err := json.Unmarshal([]byte(`[`+question+`]`), &q); err != nil {
+		t.Fatal(err)
+	}
+	r0, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: q}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framing := int(r0.Usage.InputTokens) - alone.InputTokens
+	t.Logf("counts %v, billed %d; the question alone counted %d, billed %d", counts, r2.Usage.InputTokens, alone.InputTokens, r0.Usage.InputTokens)
+	if d := int(r2.Usage.InputTokens) - counts["forwarded"]; d != framing || framing < 0 || framing > 20 {
+		t.Fatalf("forwarded count %d, the create was billed %d (framing %d)", counts["forwarded"], r2.Usage.InputTokens, framing)
 	}
 }
