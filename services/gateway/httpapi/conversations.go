@@ -171,6 +171,22 @@ func (s *Server) lookupConversation(ctx context.Context, id string) (*responses.
 	return c, nil
 }
 
+// objectHistory is what a create in conversation object id sends ahead of
+// its input: the object's items, settled, as the model is shown them. The
+// caller's own object only; any other is 404. A create and a token count
+// of one read it here, so the count is of what the create sends.
+func (s *Server) objectHistory(ctx context.Context, id string) (*responses.Conversation, []json.RawMessage, *responses.Error) {
+	c, e := s.lookupConversation(ctx, id)
+	if e != nil {
+		return nil, nil, e
+	}
+	c, err := s.settle(ctx, c)
+	if err != nil {
+		return nil, nil, s.convError(id, err)
+	}
+	return c, responses.ContextItems(c.Items()), nil
+}
+
 // settle fills in the output of the conversation's responses that have
 // ended since it was written (one status read per response still pending).
 func (s *Server) settle(ctx context.Context, c *responses.Conversation) (*responses.Conversation, error) {

@@ -257,15 +257,11 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		// A conversation object: its items are the model's prior context,
 		// sent whole with the turn, which runs in the Aptix conversation of
 		// the same id (no scoping: the object's owner is checked instead).
-		c, e := s.lookupConversation(ctx, req.Conversation)
+		c, h, e := s.objectHistory(ctx, req.Conversation)
 		if e != nil {
 			return p, e
 		}
-		c, err := s.settle(ctx, c)
-		if err != nil {
-			return p, s.convError(req.Conversation, err)
-		}
-		history = responses.ContextItems(c.Items())
+		history = h
 		target.ConversationID, object = c.ID, c.ID
 	} else if req.Conversation != "" && !detached {
 		if !contracts.IsToken(req.Conversation) {

@@ -26,8 +26,8 @@ const maxHistory = 512
 // running it. A backend that serves the endpoint (capabilities.inputTokens)
 // counts it with its own tokenizer, continuing the upstream response the
 // previous one did; any other is counted here with OpenAI's BPE
-// (services/gateway/tokens). previous_response_id follows the rules of a
-// create: another caller's id does not exist (404).
+// (services/gateway/tokens). previous_response_id and a conversation
+// object follow the rules of a create: another caller's does not exist (404).
 func (s *Server) inputTokens(w http.ResponseWriter, r *http.Request) {
 	data, e := s.readBody(w, r)
 	if e != nil {
@@ -42,15 +42,31 @@ func (s *Server) inputTokens(w http.ResponseWriter, r *http.Request) {
 	if v := req.IgnoredValue(); v != "" {
 		w.Header().Set(responses.IgnoredHeader, v)
 	}
-	if req.Conversation != "" {
+	// As on create: the gateway's compaction items are counted as the
+	// summaries they stand for, and one that does not open is the client's 400.
+	if req.Input, e = responses.OpenCompactions(req.Input, s.cfg.CompactionKeys); e != nil {
+		s.fail(w, e)
+		return
+	}
+	if req.Conversation != "" && !strings.HasPrefix(req.Conversation, responses.ConversationPrefix) {
 		s.fail(w, responses.BadRequest("conversation", responses.CodeInvalidValue,
-			"Counting the tokens of a conversation's history is not supported; name its newest response with previous_response_id."))
+			"Counting the history of an Aptix conversation is not supported; name its newest response with previous_response_id, or count in a conversation object (conv_...)."))
 		return
 	}
 	backend, model, e := responses.Resolve(s.cfg.Profiles, req.Model)
 	if e != nil {
 		s.fail(w, e)
 		return
+	}
+	if req.Conversation != "" {
+		// A conversation object: its items go ahead of the input, whole, as
+		// a create in it sends them (no upstream response is continued).
+		_, history, e := s.objectHistory(r.Context(), req.Conversation)
+		if e != nil {
+			s.fail(w, e)
+			return
+		}
+		req.Input = append(history, req.Input...)
 	}
 	p, err := s.cfg.Profiles.Get(backend)
 	if err != nil {

@@ -226,7 +226,11 @@ func (s *Streamer) Finish(r Response) []Event {
 			it = s.add(head.ID, head.Type, head.CallID, head.Name)
 			added := map[string]any{}
 			_ = json.Unmarshal(raw, &added)
-			added["status"] = "in_progress"
+			if _, ok := added["status"]; ok {
+				// An item whose type has a status is shown starting; one
+				// without (mcp_approval_request, compaction) is not given one.
+				added["status"] = "in_progress"
+			}
 			switch head.Type {
 			case "message":
 				added["content"] = []any{}

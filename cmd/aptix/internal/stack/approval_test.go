@@ -2,7 +2,9 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,7 +190,8 @@ func TestToolLoopMaxToolCalls(t *testing.T) {
 }
 
 // TestToolLoopApprovalStream: a streamed response that ends for approval
-// shows the mcp_approval_request as an output item (added, done) and ends
+// shows the mcp_approval_request as an output item (added, done, in
+// OpenAI's shape: no status) and ends
 // with response.completed holding it.
 func TestToolLoopApprovalStream(t *testing.T) {
 	e, srv := toolEnv(t)
@@ -201,6 +204,9 @@ func TestToolLoopApprovalStream(t *testing.T) {
 		switch ev.Type {
 		case "response.output_item.added":
 			added = added || ev.Item.Type == "mcp_approval_request"
+			if ev.Item.Type == "mcp_approval_request" && strings.Contains(ev.Item.RawJSON(), `"status"`) {
+				t.Fatalf("an mcp_approval_request has no status in OpenAI's shape: %s", ev.Item.RawJSON())
+			}
 		case "response.output_item.done":
 			done = done || ev.Item.Type == "mcp_approval_request" && ev.Item.AsMcpApprovalRequest().Name == "add"
 		case "response.completed":
@@ -213,5 +219,113 @@ func TestToolLoopApprovalStream(t *testing.T) {
 	if !added || !done || strings.Join(itemTypes(&final), ",") != "mcp_list_tools,mcp_approval_request" || srv.Calls("add") != 0 {
 		t.Fatalf("added %v done %v final %v, add ran %d", added, done, itemTypes(&final), srv.Calls("add"))
 	}
+	e.settled()
+}
+
+// wsApproval is the approval request a WebSocket response ended with.
+func wsApproval(t *testing.T, w wsTurn) (responseID, requestID string) {
+	t.Helper()
+	var r struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+		Output []struct {
+			Type, ID, Name, Arguments string
+			ServerLabel               string `json:"server_label"`
+		} `json:"output"`
+	}
+	if w.err != nil {
+		t.Fatalf("error event: %s", w.err)
+	}
+	if err := json.Unmarshal(w.final, &r); err != nil {
+		t.Fatal(err)
+	}
+	n := len(r.Output)
+	if r.Status != "completed" || n == 0 || r.Output[n-1].Type != "mcp_approval_request" {
+		t.Fatalf("want a response ending for approval: %s", w.final)
+	}
+	req := r.Output[n-1]
+	if req.ID == "" || req.ServerLabel != "calc" || req.Name != "add" {
+		t.Fatalf("approval request %+v", req)
+	}
+	return r.ID, req.ID
+}
+
+// TestWebSocketApproval: TestToolLoopApproval's round over WebSocket mode.
+// response.create with require_approval "always" ends with an
+// mcp_approval_request (streamed as an item, in OpenAI's shape) and runs
+// nothing; a response.create continuing it with an mcp_approval_response
+// runs the call (approved) or tells the model it was denied; an answer to
+// a request nothing waits for fails that response, and the socket goes on.
+func TestWebSocketApproval(t *testing.T) {
+	e, srv := toolEnv(t)
+	url, _ := e.gateway()
+	c := wsDial(t, url)
+	tools := []any{map[string]any{"type": "mcp", "server_label": "calc", "require_approval": "always"}}
+	answer := func(id string, yes bool) []any {
+		return []any{map[string]any{"type": "mcp_approval_response", "approval_request_id": id, "approve": yes}}
+	}
+
+	w1 := wsCreate(t, c, map[string]any{"input": `Add them [call:add {"a":2,"b":3}]`, "tools": tools})
+	r1, req1 := wsApproval(t, w1)
+	if srv.Calls("add") != 0 {
+		t.Fatalf("add ran %d times before approval", srv.Calls("add"))
+	}
+	for _, ev := range w1.events {
+		if ev.Type == "response.output_item.added" || ev.Type == "response.output_item.done" {
+			var it struct {
+				Item map[string]any `json:"item"`
+			}
+			_ = json.Unmarshal(ev.Data, &it)
+			if _, has := it.Item["status"]; it.Item["type"] == "mcp_approval_request" && has {
+				t.Fatalf("%s: an mcp_approval_request has no status in OpenAI's shape: %s", ev.Type, ev.Data)
+			}
+		}
+	}
+
+	w2 := wsCreate(t, c, map[string]any{"previous_response_id": r1, "tools": tools, "input": answer(req1, true)})
+	r2 := wsCompleted(t, w2)
+	if srv.Calls("add") != 1 || !strings.Contains(r2.text(), `"5"`) {
+		t.Fatalf("approved: add ran %d, answer %q: %s", srv.Calls("add"), r2.text(), w2.final)
+	}
+	var call struct {
+		Output []struct {
+			Type              string
+			Output            string
+			ApprovalRequestID string `json:"approval_request_id"`
+		} `json:"output"`
+	}
+	_ = json.Unmarshal(w2.final, &call)
+	if i := slices.IndexFunc(call.Output, func(o struct {
+		Type              string
+		Output            string
+		ApprovalRequestID string `json:"approval_request_id"`
+	}) bool {
+		return o.Type == "mcp_call"
+	}); i < 0 || call.Output[i].ApprovalRequestID != req1 || call.Output[i].Output != "5" {
+		t.Fatalf("approved: no mcp_call for %s: %s", req1, w2.final)
+	}
+
+	w3 := wsCreate(t, c, map[string]any{"previous_response_id": r2.ID, "tools": tools, "input": `Again [call:add {"a":4,"b":4}]`})
+	r3, req3 := wsApproval(t, w3)
+	w4 := wsCreate(t, c, map[string]any{"previous_response_id": r3, "tools": tools, "input": answer(req3, false)})
+	r4 := wsCompleted(t, w4)
+	if srv.Calls("add") != 1 || !strings.Contains(r4.text(), "denied") || strings.Contains(string(w4.final), `"mcp_call"`) {
+		t.Fatalf("denied: add ran %d, answer %q: %s", srv.Calls("add"), r4.text(), w4.final)
+	}
+
+	// An answer to a request nothing waits for: the pipeline finds it out
+	// once the response is under way (the waiting calls are the
+	// conversation's record), so, as in any stream, the response fails
+	// with invalid_request; nothing runs and the socket goes on.
+	w5 := wsCreate(t, c, map[string]any{"previous_response_id": r4.ID, "tools": tools, "input": answer(req1, true)})
+	var failed struct {
+		Status string
+		Error  struct{ Code, Message string }
+	}
+	_ = json.Unmarshal(w5.final, &failed)
+	if w5.err != nil || failed.Status != "failed" || failed.Error.Code != "invalid_request" || !strings.Contains(failed.Error.Message, req1) || srv.Calls("add") != 1 {
+		t.Fatalf("stale answer: %s %s, add ran %d", w5.err, w5.final, srv.Calls("add"))
+	}
+	wsCompleted(t, wsCreate(t, c, map[string]any{"previous_response_id": r4.ID, "input": "Thanks."}))
 	e.settled()
 }
