@@ -166,7 +166,9 @@ func (u *Usage) Fold(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("consumer %s: %w", UsageFolder, err)
 	}
 	for ctx.Err() == nil {
-		batch, err := c.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+		// A fetch does not end with ctx: a short wait bounds how long a
+		// stopping mapper waits for it (a 2 s wait added 2 s to every stop).
+		batch, err := c.Fetch(1, jetstream.FetchMaxWait(foldWait))
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -189,6 +191,9 @@ func (u *Usage) Fold(ctx context.Context, log *slog.Logger) error {
 	}
 	return nil
 }
+
+// foldWait is how long one fetch of the folder waits for a record.
+const foldWait = 250 * time.Millisecond
 
 func (u *Usage) foldOne(ctx context.Context, m jetstream.Msg) error {
 	md, err := m.Metadata()
