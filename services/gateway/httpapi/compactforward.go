@@ -43,33 +43,43 @@ func (s *Server) forwardCompact(ctx context.Context, w http.ResponseWriter, p pr
 	if req.Instructions != "" {
 		body["instructions"] = req.Instructions
 	}
+	s.relayToBackend(ctx, w, p, "/responses/compact", "compact", body)
+}
+
+// relayToBackend posts body to a backend endpoint of p (its key and
+// headers, as a turn's call sends them) and relays the answer, status and
+// body as they are: an upstream error keeps its status, as for a turn.
+func (s *Server) relayToBackend(ctx context.Context, w http.ResponseWriter, p profiles.Profile, path, what string, body map[string]any) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		s.fail(w, responses.Internal("encode_compact", err.Error()))
+		s.fail(w, responses.Internal("encode_"+what, err.Error()))
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(p.BaseURL, "/")+"/responses/compact", bytes.NewReader(b))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(p.BaseURL, "/")+path, bytes.NewReader(b))
 	if err != nil {
-		s.fail(w, responses.Internal("compact_request", err.Error()))
+		s.fail(w, responses.Internal(what+"_request", err.Error()))
 		return
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	if key := p.APIKey(); key != "" {
 		hr.Header.Set("Authorization", "Bearer "+key)
 	}
+	for k, v := range p.Headers {
+		hr.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {
 		s.fail(w, &responses.Error{Status: http.StatusBadGateway, Type: responses.TypeServer, Code: ptr("upstream_unreachable"),
-			Message: fmt.Sprintf("backend %s: compact: %v", p.Name, err)})
+			Message: fmt.Sprintf("backend %s: %s: %v", p.Name, what, err)})
 		return
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		s.fail(w, &responses.Error{Status: http.StatusBadGateway, Type: responses.TypeServer, Code: ptr("upstream_read_failed"),
-			Message: fmt.Sprintf("backend %s: compact: %v", p.Name, err)})
+			Message: fmt.Sprintf("backend %s: %s: %v", p.Name, what, err)})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

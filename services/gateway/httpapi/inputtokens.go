@@ -1,11 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -208,39 +205,5 @@ func (s *Server) forwardCount(ctx context.Context, w http.ResponseWriter, p prof
 			body[k] = v
 		}
 	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		s.fail(w, responses.Internal("encode_count", err.Error()))
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
-	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(p.BaseURL, "/")+"/responses/input_tokens", bytes.NewReader(b))
-	if err != nil {
-		s.fail(w, responses.Internal("count_request", err.Error()))
-		return
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	if key := p.APIKey(); key != "" {
-		hr.Header.Set("Authorization", "Bearer "+key)
-	}
-	for k, v := range p.Headers {
-		hr.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		s.fail(w, &responses.Error{Status: http.StatusBadGateway, Type: responses.TypeServer, Code: ptr("upstream_unreachable"),
-			Message: fmt.Sprintf("backend %s: input_tokens: %v", p.Name, err)})
-		return
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		s.fail(w, &responses.Error{Status: http.StatusBadGateway, Type: responses.TypeServer, Code: ptr("upstream_read_failed"),
-			Message: fmt.Sprintf("backend %s: input_tokens: %v", p.Name, err)})
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(out)
+	s.relayToBackend(ctx, w, p, "/responses/input_tokens", "input_tokens", body)
 }
