@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -78,8 +79,15 @@ func init() {
 			if _, err := caller.NewKVHistoryStore(ctx, js); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "provisioned on %s: streams APTIX_QUEUE and APTIX (replicas %d), consumers %s, %s, %s, %s; KV stores\n",
-				nc.ConnectedUrl(), max(replicas, 1), pipeline.Durable("retriever"), pipeline.Durable("envelope"), pipeline.Durable("llmcaller"), pipeline.Durable("mapper"))
+			// Named from the same list Provision creates them from (it said
+			// four while it created five).
+			var consumers []string
+			for _, st := range pipeline.Stages {
+				consumers = append(consumers, pipeline.Durable(st.Name))
+			}
+			consumers = append(consumers, pipeline.UsageFolder)
+			fmt.Fprintf(cmd.OutOrStdout(), "provisioned on %s: streams APTIX_QUEUE, APTIX and %s (replicas %d), consumers %s; KV stores\n",
+				nc.ConnectedUrl(), pipeline.UsageStream, max(replicas, 1), strings.Join(consumers, ", "))
 			return nil
 		},
 	}

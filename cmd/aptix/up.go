@@ -419,10 +419,6 @@ func upTools(ctx context.Context, js jetstream.JetStream, idx *retrieval.Index, 
 // (services/gateway/auth.FromEnv): none by default on loopback, required
 // beyond it; the string describes it.
 func newGateway(ctx context.Context, addr string, nc *nats.Conn, set *profiles.Set, log *slog.Logger) (*httpapi.Server, string, error) {
-	hooks, err := httpapi.WebhookConfigFromEnv()
-	if err != nil {
-		return nil, "", fmt.Errorf("gateway: %w", err)
-	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, "", err
@@ -435,23 +431,15 @@ func newGateway(ctx context.Context, addr string, nc *nats.Conn, set *profiles.S
 		}
 		return nil, "", fmt.Errorf("gateway: %w", err)
 	}
+	cfg := httpapi.Config{NC: nc, Profiles: set, Logger: log.With("component", "gateway"),
+		Auth: setup.Auth, LimitRPM: setup.LimitRPM, LimitBackground: setup.LimitBackground}
+	if err := httpapi.ConfigFromEnv(&cfg); err != nil {
+		return nil, "", usagef("gateway: %w", err)
+	}
 	if os.Getenv("APTIX_WEBHOOK_ALLOW_PRIVATE") == "" {
 		// A local development stack: webhooks to a local receiver work.
-		hooks.AllowPrivate = true
+		cfg.Webhooks.AllowPrivate = true
 		log.Info("webhooks may go to loopback and private addresses (local stack; APTIX_WEBHOOK_ALLOW_PRIVATE=0 refuses them)")
-	}
-	cfg := httpapi.Config{NC: nc, Profiles: set, Logger: log.With("component", "gateway"), Webhooks: hooks,
-		Auth: setup.Auth, LimitRPM: setup.LimitRPM, LimitBackground: setup.LimitBackground}
-	if v := os.Getenv("APTIX_BACKGROUND_TIMEOUT"); v != "" {
-		if cfg.BackgroundTimeout, err = time.ParseDuration(v); err != nil {
-			return nil, "", fmt.Errorf("APTIX_BACKGROUND_TIMEOUT %q: %w", v, err)
-		}
-	}
-	if err := httpapi.WebSocketConfigFromEnv(&cfg); err != nil {
-		return nil, "", fmt.Errorf("gateway: %w", err)
-	}
-	if cfg.CompactionKeys, err = httpapi.CompactionKeysFromEnv(); err != nil {
-		return nil, "", usagef("gateway: %w", err)
 	}
 	if cfg.CompactionKeys == nil {
 		if cfg.CompactionKeys, err = keyFile(filepath.Join(dataDir, "compaction.keys")); err != nil {

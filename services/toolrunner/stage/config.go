@@ -42,7 +42,7 @@ func FromEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *sl
 	if err != nil {
 		return nil, err
 	}
-	results, err := OpenResults(ctx, js, 0)
+	results, err := OpenResults(ctx, js, pipeline.ReplicasFromEnv())
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -68,29 +67,7 @@ func run(log *slog.Logger) error {
 	opts = append(opts, natsAuth...)
 
 	cfg := httpapi.Config{Profiles: set, Logger: log}
-	cfg.Replicas, _ = strconv.Atoi(os.Getenv(pipeline.EnvReplicas))
-	if v := os.Getenv("APTIX_HTTP_MAX_BODY"); v != "" {
-		if cfg.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return fmt.Errorf("APTIX_HTTP_MAX_BODY %q: %w", v, err)
-		}
-	}
-	if v := os.Getenv("APTIX_SYNC_TIMEOUT"); v != "" {
-		if cfg.SyncTimeout, err = time.ParseDuration(v); err != nil {
-			return fmt.Errorf("APTIX_SYNC_TIMEOUT %q: %w", v, err)
-		}
-	}
-	if v := os.Getenv("APTIX_BACKGROUND_TIMEOUT"); v != "" {
-		if cfg.BackgroundTimeout, err = time.ParseDuration(v); err != nil {
-			return fmt.Errorf("APTIX_BACKGROUND_TIMEOUT %q: %w", v, err)
-		}
-	}
-	if cfg.Webhooks, err = httpapi.WebhookConfigFromEnv(); err != nil {
-		return err
-	}
-	if err := httpapi.WebSocketConfigFromEnv(&cfg); err != nil {
-		return err
-	}
-	if cfg.CompactionKeys, err = httpapi.CompactionKeysFromEnv(); err != nil {
+	if err := httpapi.ConfigFromEnv(&cfg); err != nil {
 		return err
 	}
 	if cfg.CompactionKeys == nil {
