@@ -292,6 +292,10 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 	if e != nil {
 		return p, e
 	}
+	// A new conversation's head and the response record are independent
+	// writes: the head goes concurrently with the record below, one
+	// store round trip on the create's path instead of two.
+	var headDone chan error
 	if !detached && object == "" {
 		same := false
 		if prev != nil {
@@ -309,11 +313,23 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 			target.ConversationID = prev.ConversationID
 			p.exec.ConversationId = prev.ConversationID
 		} else {
-			var err error
-			if p.headRev, err = s.store.setHead(ctx, target.ConversationID, respID); err != nil {
-				return p, s.submitError(err)
-			}
+			headDone = make(chan error, 1)
+			go func(conv string) {
+				rev, err := s.store.setHead(ctx, conv, respID)
+				p.headRev = rev
+				headDone <- err
+			}(target.ConversationID)
 		}
+	}
+	// headSet waits for that head write; the record is only kept if both
+	// writes succeeded.
+	headSet := func() error {
+		if headDone == nil {
+			return nil
+		}
+		err := <-headDone
+		headDone = nil
+		return err
 	}
 	p.exec.Principal, p.exec.Budgets, p.exec.KeyId = owner, budgets, keyID(ctx)
 	meta := &m
@@ -329,8 +345,15 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 	// GET and previous_response_id do not find it.
 	if !detached && req.Store {
 		if err := s.store.Put(ctx, *meta); err != nil {
+			_ = headSet()
 			return prepared{}, s.submitError(err)
 		}
+	}
+	if err := headSet(); err != nil {
+		if !detached && req.Store {
+			_ = s.store.Delete(ctx, meta.ID)
+		}
+		return prepared{}, s.submitError(err)
 	}
 	if object != "" {
 		// Before the submit, so the conversation never misses a turn that
