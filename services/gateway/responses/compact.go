@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/sealbox"
@@ -36,22 +35,9 @@ var compactKnown = []string{"model", "input", "instructions", "previous_response
 // client's input items (if any) then the summary instruction, continuing
 // previous_response_id (if any).
 func ParseCompact(data []byte) (*CreateRequest, *Error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, jsonError(data, err)
-	}
-	if raw == nil {
-		return nil, invalid("", CodeInvalidJSON, "The request body must be a JSON object.")
-	}
-	names := make([]string, 0, len(raw))
-	for k := range raw {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		if !slices.Contains(compactKnown, k) {
-			return nil, invalid(k, CodeUnknownParameter, "Unknown parameter: '%s'.", k)
-		}
+	raw, e := parseObject(data, compactKnown...)
+	if e != nil {
+		return nil, e
 	}
 	ask, _ := json.Marshal(map[string]any{"type": "message", "role": "user",
 		"content": []map[string]string{{"type": "input_text", "text": CompactInstruction}}})

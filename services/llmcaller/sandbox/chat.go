@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -80,12 +79,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var br *badRequest
-	if errors.As(err, &br) {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", br.param, br.code, br.msg)
-		return
-	}
-	writeError(w, http.StatusInternalServerError, "server_error", "", "", "sandbox: "+err.Error())
+	writeFailure(w, err)
 }
 
 // parseChat reads a chat request as the Responses request the answer logic

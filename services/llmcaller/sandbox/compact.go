@@ -108,12 +108,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 	defer s.end()
 	res, err := s.compaction(body)
 	if err != nil {
-		var br *badRequest
-		if errors.As(err, &br) {
-			writeError(w, http.StatusBadRequest, "invalid_request_error", br.param, br.code, br.msg)
-			return
-		}
-		writeError(w, http.StatusInternalServerError, "server_error", "", "", "sandbox: "+err.Error())
+		writeFailure(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

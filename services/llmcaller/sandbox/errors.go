@@ -1,8 +1,10 @@
 package sandbox
 
 import (
-	json "github.com/go-json-experiment/json/v1"
+	"errors"
 	"net/http"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // apiError is OpenAI's error envelope: {"error":{"message","type","param","code"}}.
@@ -35,6 +37,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// writeFailure answers err: a badRequest as OpenAI's 400, anything else
+// as a 500 that names the sandbox.
+func writeFailure(w http.ResponseWriter, err error) {
+	var br *badRequest
+	if errors.As(err, &br) {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", br.param, br.code, br.msg)
+		return
+	}
+	writeError(w, http.StatusInternalServerError, "server_error", "", "", "sandbox: "+err.Error())
 }
 
 // badRequest is a request the sandbox rejects the way OpenAI would (400).

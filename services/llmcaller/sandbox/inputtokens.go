@@ -3,7 +3,6 @@ package sandbox
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,12 +20,7 @@ func (s *Server) inputTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	n, err := s.countInput(body)
 	if err != nil {
-		var br *badRequest
-		if errors.As(err, &br) {
-			writeError(w, http.StatusBadRequest, "invalid_request_error", br.param, br.code, br.msg)
-			return
-		}
-		writeError(w, http.StatusInternalServerError, "server_error", "", "", "sandbox: "+err.Error())
+		writeFailure(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": n})

@@ -67,12 +67,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var br *badRequest
-	if errors.As(err, &br) {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", br.param, br.code, br.msg)
-		return
-	}
-	writeError(w, http.StatusInternalServerError, "server_error", "", "", "sandbox: "+err.Error())
+	writeFailure(w, err)
 }
 
 // finish stores the response for previous_response_id and writes it as JSON or SSE.
