@@ -31,13 +31,7 @@ func TestInputTokens(t *testing.T) {
 	}
 	alice, _, _ := keys.Create(ctx, "alice", "", 0)
 	bob, _, _ := keys.Create(ctx, "bob", "", 0)
-	served := func(c *httpapi.Config) {
-		p, _ := e.cfg.Profiles.Get("sandbox")
-		p.Capabilities.InputTokens = true
-		set := &profiles.Set{Default: "sandbox"}
-		set.Put(p)
-		c.Profiles = set
-	}
+	served := countsUpstream(e)
 	local := e.authGateway(&auth.Chain{Keys: keys}, &logBuf{})
 	fwd := e.authGateway(&auth.Chain{Keys: keys}, &logBuf{}, served)
 	a := as(local, alice)
@@ -124,13 +118,7 @@ func TestInputTokensConversation(t *testing.T) {
 	}
 	alice, _, _ := keys.Create(ctx, "alice", "", 0)
 	bob, _, _ := keys.Create(ctx, "bob", "", 0)
-	served := func(c *httpapi.Config) {
-		p, _ := e.cfg.Profiles.Get("sandbox")
-		p.Capabilities.InputTokens = true
-		set := &profiles.Set{Default: "sandbox"}
-		set.Put(p)
-		c.Profiles = set
-	}
+	served := countsUpstream(e)
 	local := e.authGateway(&auth.Chain{Keys: keys}, &logBuf{})
 	fwd := e.authGateway(&auth.Chain{Keys: keys}, &logBuf{}, served)
 	a := as(fwd, alice)
@@ -210,13 +198,7 @@ func TestInputTokensConversation(t *testing.T) {
 func TestInputTokensCompaction(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	ctx := ctxT(t)
-	served := func(c *httpapi.Config) {
-		p, _ := e.cfg.Profiles.Get("sandbox")
-		p.Capabilities.InputTokens = true
-		set := &profiles.Set{Default: "sandbox"}
-		set.Put(p)
-		c.Profiles = set
-	}
+	served := countsUpstream(e)
 	keys, err := sealbox.Parse(sealbox.Generate())
 	if err != nil {
 		t.Fatal(err)
@@ -292,5 +274,17 @@ func TestInputTokensCompaction(t *testing.T) {
 	t.Logf("counts %v, billed %d; the question alone counted %d, billed %d", counts, r2.Usage.InputTokens, alone.InputTokens, r0.Usage.InputTokens)
 	if d := int(r2.Usage.InputTokens) - counts["forwarded"]; d != framing || framing < 0 || framing > 20 {
 		t.Fatalf("forwarded count %d, the create was billed %d (framing %d)", counts["forwarded"], r2.Usage.InputTokens, framing)
+	}
+}
+
+// countsUpstream is a gateway option whose sandbox profile claims the
+// input-token endpoint, so counts are forwarded instead of counted locally.
+func countsUpstream(e *env) func(*httpapi.Config) {
+	return func(c *httpapi.Config) {
+		p, _ := e.cfg.Profiles.Get("sandbox")
+		p.Capabilities.InputTokens = true
+		set := &profiles.Set{Default: "sandbox"}
+		set.Put(p)
+		c.Profiles = set
 	}
 }
