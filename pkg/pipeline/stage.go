@@ -263,7 +263,11 @@ func (r *runner) handle(msg *message.Message) (err error) {
 			return r.reusedOr(ctx, &turn, again, err)
 		}
 	}
+	ctx, emitted := withEmit(ctx, r) // emit.go
 	herr := r.safeHandle(ctx, &turn)
+	if emitted.done {
+		return r.afterEmit(log, &turn, delivered, herr)
+	}
 	var rej *Rejection
 	if expectFirst && herr != nil {
 		// Every way on from here may answer the turn (a rejection, a dead
@@ -345,6 +349,31 @@ func (r *runner) handle(msg *message.Message) (err error) {
 			return derr
 		}
 		return r.fail(ctx, &turn, CodeStageFailed, r.st.Name+" "+reason)
+	}
+	r.stats.processed.Add(1)
+	return nil
+}
+
+// afterEmit ends the handling of an event whose output the handler
+// already stored (Emit, Emitted): it is never published again. What failed
+// after that (the handler's bookkeeping) is retried while deliveries last,
+// then logged and given up: the turn itself is done.
+func (r *runner) afterEmit(log *slog.Logger, t *contracts.Turn, delivered int, herr error) error {
+	var rej *Rejection
+	switch {
+	case herr == nil:
+	case errors.As(herr, &rej) || delivered >= r.sub.MaxDeliver:
+		log.Error("work after the stored output failed; the turn is done without it", "err", herr, "delivered", delivered)
+		r.stats.fail(herr.Error())
+	default:
+		r.stats.retried.Add(1)
+		log.Warn("work after the stored output failed, will retry", "err", herr, "delivered", delivered)
+		return herr
+	}
+	if r.o.BeforePublish != nil {
+		if err := r.o.BeforePublish(t); err != nil {
+			return err
+		}
 	}
 	r.stats.processed.Add(1)
 	return nil

@@ -1,0 +1,132 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// A stage's output event can be the durable record of its work. The LLM
+// caller's responded event is the pay-once result and the mapper's
+// completed event is the answer a client and the next turn read, so instead
+// of writing a record beside the event and then the event, such a stage
+// stores the event itself as soon as its work is done (Emit) and does the
+// bookkeeping that nobody waits for after it, still before its input is
+// acknowledged. On a redelivery it looks the event up (Output) before doing
+// the work again and tells the runtime it is already stored (Emitted).
+//
+// The runtime then never publishes that turn's output a second time: an
+// event the stage emitted is stored once even past the stream's
+// de-duplication window.
+
+type emitKey struct{}
+
+// emitState is one handling's output: whether it is stored already.
+type emitState struct {
+	r    *runner
+	done bool
+}
+
+func withEmit(ctx context.Context, r *runner) (context.Context, *emitState) {
+	e := &emitState{r: r}
+	return context.WithValue(ctx, emitKey{}, e), e
+}
+
+func emitOf(ctx context.Context) (*emitState, error) {
+	e, _ := ctx.Value(emitKey{}).(*emitState)
+	if e == nil {
+		return nil, errors.New("pipeline: Emit and Emitted work only inside a stage handler")
+	}
+	if e.r.admit != nil {
+		// The admitting stage's publish waits for room and checks the turn
+		// id is new (expectFirst); it always publishes through the runtime.
+		return nil, fmt.Errorf("pipeline: stage %s admits turns and cannot emit early", e.r.st.Name)
+	}
+	return e, nil
+}
+
+// Emit stores the turn's output event now, on the stage the stage's Route
+// (or Out) picks, with the same headers and Nats-Msg-Id the runtime would
+// give it. The handler must not change the turn afterwards: the stored
+// event is final. An error means nothing is known to be stored; returning
+// it redelivers the input.
+func Emit(ctx context.Context, t *contracts.Turn) error {
+	e, err := emitOf(ctx)
+	if err != nil {
+		return err
+	}
+	if e.done {
+		return nil
+	}
+	if err := e.r.publish(ctx, e.r.route(t), t); err != nil {
+		return err
+	}
+	e.done = true
+	return nil
+}
+
+// Emitted tells the runtime the turn's output is already stored, by an
+// earlier delivery that Output found: it is not published again.
+func Emitted(ctx context.Context) error {
+	e, err := emitOf(ctx)
+	if err != nil {
+		return err
+	}
+	e.done = true
+	return nil
+}
+
+// Output returns the newest event stored for the turn on any of stages
+// (such as the stages a stage's Route can pick), with its stream
+// sequence, or nil when there is none. A redelivered stage that emits its
+// output looks here before doing its work again.
+func Output(ctx context.Context, js jetstream.JetStream, conv, turnID string, stages ...string) (*contracts.Turn, uint64, error) {
+	s, err := js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return nil, 0, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	}
+	var best *jetstream.RawStreamMsg
+	for _, stage := range stages {
+		m, err := s.GetLastMsgForSubject(ctx, contracts.Subject(stage, conv, turnID))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("look up aptix.%s of %s: %w", stage, contracts.TurnKey(conv, turnID), err)
+		}
+		if best == nil || m.Sequence > best.Sequence {
+			best = m
+		}
+	}
+	if best == nil {
+		return nil, 0, nil
+	}
+	// A replay or a retried dead letter is a run of its own: what the
+	// turn's earlier run stored is not its output.
+	for _, k := range []string{HeaderReplayOf, HeaderRedrive} {
+		if best.Header.Get(k) != carried(ctx)[k] {
+			return nil, 0, nil
+		}
+	}
+	data, err := EventData(ctx, js, best.Header, best.Data)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", best.Subject, err)
+	}
+	var t contracts.Turn
+	if err := unmarshalTurn(data, &t); err != nil {
+		return nil, 0, fmt.Errorf("decode %s: %w", best.Subject, err)
+	}
+	return &t, best.Sequence, nil
+}
+
+// route is the stage a handled turn goes to.
+func (r *runner) route(t *contracts.Turn) string {
+	if r.st.Route != nil {
+		return r.st.Route(t)
+	}
+	return r.st.Out
+}
