@@ -61,12 +61,18 @@ func printStatus(ctx context.Context, out io.Writer, js jetstream.JetStream, lim
 			return fmt.Errorf("stream %s (is the pipeline running on the new layout? `aptix provision` creates it): %w", name, err)
 		}
 		info := s.CachedInfo()
+		msgs := info.State.Msgs
 		role := "requests not yet taken by the retriever; full = clients refused"
+		if name == contracts.QueueStreamName {
+			if n, err := pipeline.QueuedRequests(ctx, s); err == nil {
+				msgs = n
+			}
+		}
 		if name == contracts.StreamName {
 			role = fmt.Sprintf("work + history (history kept to %s and %s; completions at least %s)",
 				pipeline.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge, lim.CompletionGrace)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", name, info.State.Msgs, pipeline.FormatBytes(int64(info.State.Bytes)),
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", name, msgs, pipeline.FormatBytes(int64(info.State.Bytes)),
 			pipeline.FormatBytes(info.Config.MaxBytes), role)
 	}
 	fmt.Fprintln(w)

@@ -46,8 +46,15 @@ func StreamSubjects() []string {
 // ClaimBucket is the object store of events too big to publish (claim check).
 const ClaimBucket = "aptix_events"
 
-// QueueSubjects are the subjects of the queue stream: the client's requests.
-func QueueSubjects() []string { return []string{StageFilter(StageRequested)} }
+// QueueKeeperSubject holds one small message no consumer takes, so the
+// work queue's newest storage block is never left empty: nats-server
+// replaces an emptied last block with a new file, which cost as much CPU as
+// the rest of a request's queueing (pkg/pipeline/keeper.go).
+const QueueKeeperSubject = SubjectPrefix + ".queue.keeper"
+
+// QueueSubjects are the subjects of the queue stream: the client's requests
+// and the keeper.
+func QueueSubjects() []string { return []string{StageFilter(StageRequested), QueueKeeperSubject} }
 
 // StreamOf names the stream that stores a stage's events.
 func StreamOf(stage string) string {

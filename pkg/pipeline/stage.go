@@ -148,6 +148,9 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	if st.In == contracts.StageRequested {
 		drainOldQueueInBackground(ctx, js, log)
 	}
+	if st.In == contracts.StageRequested {
+		go keepQueue(ctx, js, &r.stats.busyNanos, log) // keeper.go
+	}
 	if o.Trim {
 		go NewTrimmer(js, o.Stream, log).Run(ctx)
 	}

@@ -248,7 +248,7 @@ func TestProvisionIsIdempotent(t *testing.T) {
 		t.Fatalf("stream subjects %v", subs)
 	}
 	q, _ := js.Stream(context.Background(), contracts.QueueStreamName)
-	if cfg := q.CachedInfo().Config; len(cfg.Subjects) != 1 || cfg.Subjects[0] != "aptix.requested.>" || cfg.Retention != jetstream.WorkQueuePolicy || cfg.Discard != jetstream.DiscardNew {
+	if cfg := q.CachedInfo().Config; len(cfg.Subjects) != 2 || cfg.Subjects[0] != "aptix.requested.>" || cfg.Subjects[1] != contracts.QueueKeeperSubject || cfg.Retention != jetstream.WorkQueuePolicy || cfg.Discard != jetstream.DiscardNew {
 		t.Fatalf("queue %+v", cfg)
 	}
 }

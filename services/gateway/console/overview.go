@@ -134,6 +134,11 @@ func (c *Console) overviewData(ctx context.Context) (*overviewData, error) {
 			} else {
 				info := s.CachedInfo()
 				row.Msgs, row.Bytes, row.MaxBytes = info.State.Msgs, info.State.Bytes, info.Config.MaxBytes
+				if name == contracts.QueueStreamName {
+					if n, err := pipeline.QueuedRequests(ctx, s); err == nil {
+						row.Msgs = n
+					}
+				}
 			}
 			d.Streams = append(d.Streams, row)
 		}
