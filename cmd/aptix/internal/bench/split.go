@@ -174,7 +174,7 @@ func settle(ctx context.Context, js jetstream.JetStream, quiet, bound time.Durat
 // every stream, outside any timed run. turn runs turn i and returns, once the
 // client holds the answer, how to find the answer's time.
 func sampleSplit(ctx context.Context, js jetstream.JetStream, n int, turn func(ctx context.Context, i int) (func(context.Context) (time.Time, error), error)) (Split, error) {
-	const quiet, bound = 75 * time.Millisecond, 2 * time.Second
+	const quiet, bound = 100 * time.Millisecond, 2 * time.Second
 	snaps := make([]turnSnapshots, 0, n)
 	var unsettled int
 	for i := range n {
