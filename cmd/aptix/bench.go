@@ -102,6 +102,7 @@ func init() {
 	f.IntVar(&o.LatencyTurns, "latency-turns", 0, "turns at concurrency 1 (default 2000)")
 	f.IntVar(&o.ThroughputTurns, "throughput-turns", 0, "turns per throughput run (default 6000)")
 	f.IntVar(&o.SoakTurns, "soak-turns", 0, "turns in flight in the soak (default 10000)")
+	f.IntVar(&o.SplitTurns, "split-turns", 0, "sequential turns per path whose durable writes are split at the answer, outside the timed runs (default 100)")
 	f.BoolVar(&soakOnly, "soak-only", false, "run only the soak (the sandbox in its own process) and print its figures as JSON; bench runs it so as a child process")
 	f.DurationVar(&o.SoakLatency, "soak-latency", 0, "model latency in the soak (default 1s)")
 	f.BoolVar(&o.Quick, "quick", false, "measure only the direct call, the bus path and the raw chain (no gateway, tool loop or soak): for A/B runs of two builds")

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ func TestRunSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r, err := Run(ctx, Options{LatencyTurns: 20, ThroughputTurns: 64, SoakTurns: 50, SoakLatency: 100 * time.Millisecond,
-		ToolLoops: 2, ToolLoopReps: 1, ToolLoopConcurrency: 4, ToolLoopRounds: 3})
+		ToolLoops: 2, ToolLoopReps: 1, ToolLoopConcurrency: 4, ToolLoopRounds: 3, SplitTurns: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +44,16 @@ func TestRunSmall(t *testing.T) {
 	if r.Writes.PerOp < 5 || r.Writes.ByStream["APTIX"] < 4 || r.GatewayWrites.PerOp <= r.Writes.PerOp {
 		t.Errorf("durable writes per turn: bus %s, gateway %s", r.Writes, r.GatewayWrites)
 	}
+	// The split sample's turns store what the latency run's do, cut in two:
+	// the five events are all stored by the answer.
+	for name, sp := range map[string]struct {
+		s     Split
+		total Writes
+	}{"bus": {r.WritesSplit, r.Writes}, "gateway": {r.GatewayWritesSplit, r.GatewayWrites}} {
+		if sp.s.Turns != 10 || sp.s.Before.PerOp < 5 || sp.s.Before.ByStream["APTIX"] < 4 || math.Abs(sp.s.Before.PerOp+sp.s.After.PerOp-sp.total.PerOp) > 0.5 {
+			t.Errorf("%s path split %s, total %s", name, sp.s, sp.total)
+		}
+	}
 	for i, n := range r.EventBytes {
 		if n == 0 {
 			t.Errorf("event %d size 0", i)
@@ -52,7 +63,7 @@ func TestRunSmall(t *testing.T) {
 	if err := Table(&out, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"direct openai-go", "raw JetStream 5-hop chain", "aptix turn", "aptix turn, chat completions backend", "chat completions backend added", "gateway: openai-go → HTTP → aptix", "throughput gateway / bus", "tool loop, 3 client-side rounds", "soak: 50 turns", "durable writes per turn at concurrency 1", "gateway path:", "goals:", "durableWritesPerTurn<=6", "gatewayOverDirectP50<=1.0ms", "soakPeakRSS<=1GiB"} {
+	for _, want := range []string{"direct openai-go", "raw JetStream 5-hop chain", "aptix turn", "aptix turn, chat completions backend", "chat completions backend added", "gateway: openai-go → HTTP → aptix", "throughput gateway / bus", "tool loop, 3 client-side rounds", "soak: 50 turns", "durable writes per turn at concurrency 1", "before the answer", "gateway path:", "goals:", "durableWritesPerTurn<=6", "gatewayOverDirectP50<=1.0ms", "soakPeakRSS<=1GiB"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

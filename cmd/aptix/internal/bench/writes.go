@@ -14,15 +14,11 @@ import (
 // a durable write (an fsync of its own under APTIX_SYNC=always). Deletes
 // and purge markers of KV buckets count too: they are writes as well.
 func storedSeqs(ctx context.Context, js jetstream.JetStream) (map[string]uint64, error) {
-	seqs := map[string]uint64{}
-	l := js.ListStreams(ctx)
-	for si := range l.Info() {
-		seqs[si.Config.Name] = si.State.LastSeq
+	states, err := streamStates(ctx, js)
+	if err != nil {
+		return nil, err
 	}
-	if err := l.Err(); err != nil {
-		return nil, fmt.Errorf("list streams: %w", err)
-	}
-	return seqs, nil
+	return seqsOf(states), nil
 }
 
 // Writes is the durable writes per operation of a run, by stream.
@@ -61,6 +57,9 @@ func (w Writes) String() string {
 		}
 		return strings.Compare(a, b)
 	})
+	if len(names) == 0 {
+		return fmt.Sprintf("%.2f", w.PerOp)
+	}
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = fmt.Sprintf("%s %.2f", n, w.ByStream[n])
