@@ -133,7 +133,7 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 		(&retrieverstage.Retriever{Searcher: cfg.Searcher}).Stage(),
 		(&envelopestage.Envelope{Profiles: cfg.Profiles, Contexts: cfg.Contexts, Conversations: convs, Budget: cfg.Budget, MCP: mcpOpts}).Stage(),
 		(&llmstage.LLMCaller{Caller: c, NC: nc, Cancels: cancels, Budgets: usage}).Stage(),
-		(&mapperstage.Mapper{Conversations: convs, Usage: usage}).Stage(),
+		(&mapperstage.Mapper{JS: js, Conversations: convs, Usage: usage}).Stage(),
 		runner.Stage(),
 	}
 	// Each stage runs on its own context, so a stop can go in pipeline
