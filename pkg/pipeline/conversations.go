@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,9 +36,38 @@ type Conversation struct {
 	UpdatedAt time.Time                   `json:"updatedAt"`
 }
 
+// ConversationOf is the record a completed turn leaves for the next one,
+// and whether it leaves one: an error, or an answer without a response id
+// to continue from, leaves the conversation where it was. The mapper
+// writes what this returns and a reader that finds a completion newer than
+// the record derives the same from it, so the two cannot drift. Whether
+// a replay may update the record is the caller's to ask (UpdatesConversation,
+// or the completion's replay headers).
+func ConversationOf(t *contracts.Turn, at time.Time) (Conversation, bool) {
+	r := t.Response
+	if r == nil || t.Envelope == nil || r.Kind == contracts.KindError || r.ResponseContinuationId == "" {
+		return Conversation{}, false
+	}
+	rec := Conversation{
+		ResponseId: r.ResponseContinuationId, TurnId: t.TurnId, Backend: t.Envelope.Backend,
+		Tools: t.Envelope.Tools, UpdatedAt: at.UTC(),
+	}
+	if t.Tools != nil {
+		rec.Pending = t.Tools.Pending
+		rec.Approvals = t.Tools.Approvals
+	}
+	return rec, true
+}
+
 // Conversations stores Conversation records in JetStream KV, so every
 // replica of the envelope sees what any mapper replica recorded.
-type Conversations struct{ kv jetstream.KeyValue }
+type Conversations struct {
+	kv jetstream.KeyValue
+	js jetstream.JetStream
+
+	mu     sync.Mutex
+	stream jetstream.Stream // APTIX, once found: Get reads its newest completion
+}
 
 // OpenConversations creates the bucket if needed.
 func OpenConversations(ctx context.Context, js jetstream.JetStream, replicas int) (*Conversations, error) {
@@ -50,11 +80,106 @@ func OpenConversations(ctx context.Context, js jetstream.JetStream, replicas int
 	if err != nil {
 		return nil, fmt.Errorf("kv %s: %w", ConversationsBucket, err)
 	}
-	return &Conversations{kv: kv}, nil
+	return &Conversations{kv: kv, js: js}, nil
 }
 
-// Get returns the record, or nil when the conversation has none yet.
+// Get returns what the conversation's next turn continues from, or nil when
+// the conversation has none yet.
+//
+// The mapper writes the record after it stored the turn's completion, so a
+// client that sends its next turn as soon as it reads a completion can get
+// here before the record of that completion is written. Get therefore also
+// reads the conversation's newest completion (both reads at once: no round
+// trip more than the record's alone) and, when that completion is another
+// turn's than the record's and one that updates the record, returns the
+// record the mapper is about to write. "Another turn's" is enough to know
+// it is the newer: a record is only ever written from a completion already
+// stored, so the newest stored completion is never older than the
+// record's own. This also repairs a record a retried mapper wrote late,
+// over a later turn's.
 func (c *Conversations) Get(ctx context.Context, conversationID string) (*Conversation, error) {
+	var (
+		last    *jetstream.RawStreamMsg
+		lastErr error
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		last, lastErr = c.newestCompletion(ctx, conversationID)
+	}()
+	rec, err := c.Record(ctx, conversationID)
+	<-done
+	if err != nil {
+		return nil, err
+	}
+	if lastErr != nil {
+		return nil, lastErr
+	}
+	if last == nil {
+		return rec, nil
+	}
+	_, _, turnID, ok := contracts.ParseSubject(last.Subject)
+	if !ok || rec != nil && rec.TurnId == turnID {
+		return rec, nil
+	}
+	if !updates(last.Header.Get(HeaderReplayOf), last.Header.Get(HeaderReplayContinue)) {
+		return rec, nil
+	}
+	data, err := EventData(ctx, c.js, last.Header, last.Data)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", last.Subject, err)
+	}
+	var t contracts.Turn
+	if err := unmarshalTurn(data, &t); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", last.Subject, err)
+	}
+	derived, ok := ConversationOf(&t, last.Time)
+	if !ok {
+		return rec, nil
+	}
+	return &derived, nil
+}
+
+// newestCompletion is the conversation's last stored completion, or nil.
+func (c *Conversations) newestCompletion(ctx context.Context, conversationID string) (*jetstream.RawStreamMsg, error) {
+	if !contracts.IsToken(conversationID) {
+		return nil, nil // no completion has such a subject
+	}
+	s, err := c.completions(ctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageCompleted, conversationID, "*"))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the newest completion of %s: %w", conversationID, err)
+	}
+	return m, nil
+}
+
+// completions is the APTIX stream's handle, looked up once: a lookup is a
+// round trip of its own.
+func (c *Conversations) completions(ctx context.Context) (jetstream.Stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stream != nil {
+		return c.stream, nil
+	}
+	s, err := c.js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	}
+	c.stream = s
+	return s, nil
+}
+
+// Record returns the stored record alone, or nil when there is none.
+func (c *Conversations) Record(ctx context.Context, conversationID string) (*Conversation, error) {
 	e, err := c.kv.Get(ctx, conversationID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil

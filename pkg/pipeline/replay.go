@@ -73,7 +73,13 @@ func ReplayOf(ctx context.Context) string { return carried(ctx)[HeaderReplayOf] 
 // not asked to continue the conversation.
 func UpdatesConversation(ctx context.Context) bool {
 	c := carried(ctx)
-	return c[HeaderReplayOf] == "" || c[HeaderReplayContinue] == "true"
+	return updates(c[HeaderReplayOf], c[HeaderReplayContinue])
+}
+
+// updates is UpdatesConversation for an event with these header values:
+// a reader of a stored completion asks it of the completion's headers.
+func updates(replayOf, replayContinue string) bool {
+	return replayOf == "" || replayContinue == "true"
 }
 
 // carriedID is the Nats-Msg-Id of an event published while handling ctx's

@@ -17,6 +17,9 @@ import (
 )
 
 // ConversationStore is where the envelope reads what the last turn sent.
+// The mapper writes the record after the completion, so Get must also
+// answer for a completion whose record is not written yet
+// (pipeline.Conversations.Get reads both at once).
 type ConversationStore interface {
 	Get(ctx context.Context, conversationID string) (*pipeline.Conversation, error)
 }

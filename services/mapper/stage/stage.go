@@ -8,6 +8,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
@@ -21,6 +23,10 @@ type ConversationStore interface {
 
 // Mapper maps results.
 type Mapper struct {
+	// JS is where a redelivered mapper finds the completion it stored
+	// already; nil maps again and relies on the stream's de-duplication
+	// window alone.
+	JS            jetstream.JetStream
 	Conversations ConversationStore
 	// Usage, when set, adds each turn's tokens and cost to its principal's
 	// totals (docs/usage-and-budgets.md).
@@ -48,11 +54,67 @@ func (m *Mapper) Stage() pipeline.Stage {
 	return pipeline.Stage{Name: "mapper", In: contracts.StageResponded, Out: contracts.StageCompleted, Handle: m.Handle}
 }
 
-// Handle fills turn.Response and records the conversation on success.
+// Handle fills turn.Response, stores the completed event and then records
+// the turn's usage and the conversation's record.
+//
+// The completion goes first: the client waits for it and for nothing
+// else, so the two records are written off its path, still before the
+// input is acknowledged. A crash after the completion redelivers the input;
+// the redelivery finds the stored completion (Output) and only does the
+// records: the answer is never mapped or stored twice. A next turn that
+// reaches the envelope before the record is written still continues from
+// the completion (pipeline.Conversations.Get reads both).
 func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 	if t.LLM == nil || t.Envelope == nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "responded event has no llm or envelope section")
 	}
+	stored := false
+	if pipeline.Delivered(ctx) > 1 && m.JS != nil {
+		prev, _, err := pipeline.Output(ctx, m.JS, t.ConversationId, t.TurnId, contracts.StageCompleted)
+		if err != nil {
+			return err
+		}
+		if prev != nil && prev.Response != nil {
+			// The turn's answer is the stored one, whatever mapping
+			// again would give.
+			if err := pipeline.Emitted(ctx); err != nil {
+				return err
+			}
+			if prev.LLM == nil || prev.Envelope == nil || prev.Response.Cost == nil {
+				return nil // not a mapped answer (an error the runtime stored): nothing to record
+			}
+			*t = *prev
+			stored = true
+		}
+	}
+	if !stored {
+		m.mapTurn(t)
+		if err := pipeline.Emit(ctx, t); err != nil {
+			return err
+		}
+	}
+	if m.Usage != nil && (t.LLM.TurnId == "" || t.LLM.TurnId == t.TurnId) {
+		// A replay from this stage re-maps a result made for another turn
+		// (t.LLM.TurnId): no model call was paid for it, so it is not counted.
+		// A redelivery records again: the accounting counts a turn key once.
+		if err := m.Usage.Record(ctx, usageRecord(ctx, t)); err != nil {
+			return err
+		}
+	}
+	// A replay leaves the conversation's record alone unless asked
+	// (aptix replay --continue): the conversation goes on from its own last turn.
+	if m.Conversations == nil || !pipeline.UpdatesConversation(ctx) {
+		return nil
+	}
+	rec, ok := pipeline.ConversationOf(t, time.Now())
+	if !ok {
+		return nil
+	}
+	return m.Conversations.Put(ctx, t.ConversationId, rec)
+}
+
+// mapTurn fills t.Response from the model's result.
+func (m *Mapper) mapTurn(t *contracts.Turn) {
 	resp := mapping.Map(mapping.Input{Request: t.Request, LLM: *t.LLM, Sources: t.Envelope.Sources, Warnings: t.Warnings})
 	if t.LLM.Cached {
 		resp.Warnings = append(resp.Warnings, "result replayed from the pay-once store: the model was not called again")
@@ -72,29 +134,4 @@ func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 	cost := t.Envelope.Price.Cost(resp.Usage)
 	resp.Cost = &cost
 	t.Response = &resp
-	if m.Usage != nil && (t.LLM.TurnId == "" || t.LLM.TurnId == t.TurnId) {
-		// A replay from this stage re-maps a result made for another turn
-		// (t.LLM.TurnId): no model call was paid for it, so it is not counted.
-		// Before the completion is published: a crash in between redelivers
-		// the turn, and the accounting counts a turn key once.
-		if err := m.Usage.Record(ctx, usageRecord(ctx, t)); err != nil {
-			return err
-		}
-	}
-	// A replay leaves the conversation's record alone unless asked
-	// (aptix replay --continue): the conversation goes on from its own last turn.
-	if resp.Kind == contracts.KindError || resp.ResponseContinuationId == "" || m.Conversations == nil || !pipeline.UpdatesConversation(ctx) {
-		return nil
-	}
-	// Recorded before the completed event is published: a client that reads
-	// its completion and sends the next turn at once finds the record.
-	rec := pipeline.Conversation{
-		ResponseId: resp.ResponseContinuationId, TurnId: t.TurnId, Backend: t.Envelope.Backend,
-		Tools: t.Envelope.Tools, UpdatedAt: time.Now().UTC(),
-	}
-	if t.Tools != nil {
-		rec.Pending = t.Tools.Pending
-		rec.Approvals = t.Tools.Approvals
-	}
-	return m.Conversations.Put(ctx, t.ConversationId, rec)
 }

@@ -58,6 +58,9 @@ type Config struct {
 	ToolTimeout time.Duration
 	// MCP says how requests enable the tool loop; nil reads the environment.
 	MCP *request.MCPOptions
+	// Mapper, when set, adjusts the mapper before it runs (tests slow or
+	// fail its writes by wrapping its stores).
+	Mapper func(*mapperstage.Mapper)
 }
 
 // Run runs the stages until ctx ends, then drains them upstream first
@@ -129,11 +132,15 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	}
 	defer closeTools()
 
+	mapper := &mapperstage.Mapper{JS: js, Conversations: convs, Usage: usage}
+	if cfg.Mapper != nil {
+		cfg.Mapper(mapper)
+	}
 	stages := []pipeline.Stage{
 		(&retrieverstage.Retriever{Searcher: cfg.Searcher}).Stage(),
 		(&envelopestage.Envelope{Profiles: cfg.Profiles, Contexts: cfg.Contexts, Conversations: convs, Budget: cfg.Budget, MCP: mcpOpts}).Stage(),
 		(&llmstage.LLMCaller{Caller: c, NC: nc, Cancels: cancels, Budgets: usage}).Stage(),
-		(&mapperstage.Mapper{Conversations: convs, Usage: usage}).Stage(),
+		mapper.Stage(),
 		runner.Stage(),
 	}
 	// Each stage runs on its own context, so a stop can go in pipeline

@@ -26,6 +26,6 @@ func main() {
 		// Folds completed turns into the usage totals while the stage runs
 		// (docs/usage-and-budgets.md); replicas share its one consumer.
 		go func() { _ = usage.Fold(ctx, log) }()
-		return (&stage.Mapper{Conversations: convs, Usage: usage}).Stage(), nil
+		return (&stage.Mapper{JS: js, Conversations: convs, Usage: usage}).Stage(), nil
 	})
 }

@@ -1,0 +1,97 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+)
+
+// storeCompletion stores a completion of conv/turn as the mapper would
+// (kind, response id), with extra headers (a replay's).
+func storeCompletion(t *testing.T, js jetstream.JetStream, conv, turn, kind, respID string, hdr map[string]string) contracts.Turn {
+	t.Helper()
+	tn := contracts.NewTurn(contracts.AgentExecuteRequest{ConversationId: conv, TurnId: turn, Instruction: "x"})
+	tn.Envelope = &contracts.Envelope{Backend: "b1", Tools: json.RawMessage(`[{"type":"function","name":"f"}]`)}
+	tn.Tools = &contracts.ToolLoop{Approvals: []contracts.PendingApproval{{ID: "apr_1", Server: "s"}}}
+	tn.Response = &contracts.AgentExecuteResponse{Kind: kind, ConversationId: conv, TurnId: turn, ResponseContinuationId: respID}
+	msg := nats.NewMsg(contracts.Subject(contracts.StageCompleted, conv, turn))
+	msg.Data = mustMarshal(t, &tn)
+	for k, v := range hdr {
+		msg.Header.Set(k, v)
+	}
+	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	return tn
+}
+
+// TestConversationsGetFromCompletion: Get answers what the next turn
+// continues from when the record lags the conversation's newest
+// completion, and only from a completion that updates the record.
+func TestConversationsGetFromCompletion(t *testing.T) {
+	ctx := context.Background()
+	_, js := natstest.JetStream(t)
+	if _, err := EnsureStream(ctx, js, StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenConversations(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(want string) *Conversation {
+		t.Helper()
+		rec, err := c.Get(ctx, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if rec != nil {
+			got = rec.ResponseId
+		}
+		if got != want {
+			t.Fatalf("Get: response id %q (%+v), want %q", got, rec, want)
+		}
+		return rec
+	}
+	get("") // nothing yet
+
+	// t1 completed; its record is not written yet.
+	t1 := storeCompletion(t, js, "c1", "t1", contracts.KindOK, "resp_1", nil)
+	rec := get("resp_1")
+	want, _ := ConversationOf(&t1, rec.UpdatedAt)
+	if rec.TurnId != "t1" || rec.Backend != "b1" || string(rec.Tools) != string(want.Tools) || len(rec.Approvals) != 1 || rec.Approvals[0].ID != "apr_1" || rec.UpdatedAt.IsZero() {
+		t.Fatalf("derived %+v, want %+v", rec, want)
+	}
+
+	// The record of t1, as the mapper writes it: the record answers.
+	if err := c.Put(ctx, "c1", Conversation{ResponseId: "resp_1_recorded", TurnId: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	get("resp_1_recorded")
+
+	// A later turn that failed, or a replay that does not continue, leaves
+	// the conversation where the record has it.
+	storeCompletion(t, js, "c1", "t2", contracts.KindError, "", nil)
+	get("resp_1_recorded")
+	storeCompletion(t, js, "c1", "t3", contracts.KindOK, "resp_3", map[string]string{HeaderReplayOf: "t1"})
+	get("resp_1_recorded")
+
+	// A replay that continues, and a plain later turn, move it on.
+	storeCompletion(t, js, "c1", "t4", contracts.KindOK, "resp_4", map[string]string{HeaderReplayOf: "t1", HeaderReplayContinue: "true"})
+	get("resp_4")
+	storeCompletion(t, js, "c1", "t5", contracts.KindOK, "resp_5", nil)
+	get("resp_5")
+
+	// Another conversation's completions are not this one's.
+	storeCompletion(t, js, "c10", "t6", contracts.KindOK, "resp_6", nil)
+	get("resp_5")
+	if rec, err := c.Record(ctx, "c1"); err != nil || rec.ResponseId != "resp_1_recorded" {
+		t.Fatalf("Record %+v (%v): Get must not write", rec, err)
+	}
+}
