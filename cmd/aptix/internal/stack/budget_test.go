@@ -217,8 +217,10 @@ func TestBudgetBurstOverrun(t *testing.T) {
 }
 
 // TestUsageOnceUnderRedelivery: a mapper that records a turn's usage and
-// then dies before publishing its completion gets the turn again; the
-// completion is delivered twice, the turn is counted once.
+// then dies before acknowledging the turn gets it again; the completion is
+// stored once (the mapper stores it before its records, so the client may
+// read it before the redelivery: the test waits for the pipeline to
+// settle), and the turn is counted once.
 func TestUsageOnceUnderRedelivery(t *testing.T) {
 	var crashes atomic.Int32
 	e := newEnv(t, sandbox.Options{}, priced(100), func(c *Config) {
@@ -230,6 +232,7 @@ func TestUsageOnceUnderRedelivery(t *testing.T) {
 		}}
 	})
 	turn := e.turn(contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t1", Instruction: "count me once", Principal: "bus:tester"})
+	e.settled()
 	if crashes.Load() < 2 {
 		t.Fatalf("the mapper ran %d times: no redelivery to test", crashes.Load())
 	}
