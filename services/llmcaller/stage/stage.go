@@ -233,10 +233,11 @@ func round(t *contracts.Turn) int {
 }
 
 // answered makes t the output an earlier handling stored and tells the
-// runtime not to publish it again.
+// runtime not to publish it again. A later round's event is not this
+// round's output, only proof that it was stored: t stays as it came.
 func answered(ctx context.Context, t *contracts.Turn, out *contracts.Turn) error {
-	*t = *out
-	if t.LLM != nil {
+	if round(out) == round(t) {
+		*t = *out
 		llm := *t.LLM
 		llm.Cached = true
 		t.LLM = &llm
