@@ -35,9 +35,10 @@ const TracerName = "github.com/aptix-dev/aptix/services/llmcaller"
 
 // Options configure a Caller. Every field is optional.
 type Options struct {
-	// Results enables pay-once: final results are stored by the call's key
-	// (Input.TurnID) and a
-	// repeated call returns the stored one.
+	// Results enables pay-once: the call record (started.go) and, unless
+	// the one calling keeps it (Input.Stored), the final result are stored
+	// by the call's key (Input.TurnID), and a repeated call returns the
+	// stored result.
 	Results ResultStore
 	// History keeps conversation items: replayed as input for backends
 	// without previous_response_id, and for any backend kept so a
