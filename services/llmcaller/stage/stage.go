@@ -102,7 +102,8 @@ func (l *LLMCaller) counters() map[string]int64 {
 
 // Handle fills turn.LLM. Upstream failures are data for the mapper; only a
 // cancelled context (shutdown) is an error, so the event is redelivered to
-// another replica, which finds the stored result if the call had finished.
+// another replica, which finds the stored event (or, with a call record
+// and no event, re-attaches to the call) instead of paying again.
 func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	if t.Envelope == nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "enveloped event has no envelope section")
