@@ -102,6 +102,11 @@ func observeCompleted(ctx context.Context, t *contracts.Turn) {
 // responded event): duration, tokens from the upstream body's usage, or a
 // pay-once hit. Recorded here, not at completion, so a replay from the
 // mapper, which re-maps a stored result, does not count the call again.
+// ObserveCall records a model call's metrics for a stage that found its
+// result already stored (Output, Emitted): the runtime publishes nothing
+// then, so it records nothing either. A cached result counts a pay-once hit.
+func ObserveCall(ctx context.Context, t *contracts.Turn) { observeCall(ctx, t) }
+
 func observeCall(ctx context.Context, t *contracts.Turn) {
 	if t.LLM == nil {
 		return

@@ -35,9 +35,10 @@ const TracerName = "github.com/aptix-dev/aptix/services/llmcaller"
 
 // Options configure a Caller. Every field is optional.
 type Options struct {
-	// Results enables pay-once: final results are stored by the call's key
-	// (Input.TurnID) and a
-	// repeated call returns the stored one.
+	// Results enables pay-once: the call record (started.go) and, unless
+	// the one calling keeps it (Input.Stored), the final result are stored
+	// by the call's key (Input.TurnID), and a repeated call returns the
+	// stored result.
 	Results ResultStore
 	// History keeps conversation items: replayed as input for backends
 	// without previous_response_id, and for any backend kept so a
@@ -141,6 +142,13 @@ type Input struct {
 	// key that is taken after all (a replay of a paid turn) is still found:
 	// the call goes back to the lookup before anything is sent.
 	FirstDelivery bool
+	// Stored, when set, finds the call's final result where the one who
+	// calls keeps it (the LLM caller stage: its output event), or nil and
+	// no error when it is not there. The result is then not written to
+	// Options.Results, which keeps only the call record, and a pay-once
+	// lookup asks Stored before it reads the record. Use CallBeforeKept to
+	// store the result before the kept history is waited for.
+	Stored func(ctx context.Context) (*contracts.LLMResult, error)
 }
 
 // Call performs the turn's call and returns its result. Upstream failures
@@ -148,19 +156,34 @@ type Input struct {
 // the result, never a panic or Go error; when ctx itself was cancelled the
 // result carries an error and ctx.Err() tells the caller why.
 func (c *Caller) Call(ctx context.Context, in Input) contracts.LLMResult {
-	res, again := c.call(ctx, in)
+	res, kept := c.CallBeforeKept(ctx, in)
+	kept()
+	return res
+}
+
+// CallBeforeKept is Call returning as soon as the result is had: the
+// conversation's kept history (recover.go) may still be being written, and
+// kept waits for it. A caller that stores the result itself (Input.Stored)
+// stores it first, so the write nothing in this turn reads is off its path.
+func (c *Caller) CallBeforeKept(ctx context.Context, in Input) (contracts.LLMResult, func()) {
+	res, again, kept := c.call(ctx, in)
 	if again {
 		// A first delivery skipped the lookup and its call record found the
 		// key taken: look it up as a redelivery does. Nothing was sent.
 		in.FirstDelivery = false
-		res, _ = c.call(ctx, in)
+		res, _, kept = c.call(ctx, in)
 	}
-	return res
+	return res, func() {
+		if kept != nil {
+			<-kept
+		}
+	}
 }
 
 // call is Call; again reports that a first delivery's unchecked call record
-// found the turn's key taken, before any request was sent.
-func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, again bool) {
+// found the turn's key taken, before any request was sent. kept, when not
+// nil, is closed once the kept history is written.
+func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, again bool, kept <-chan struct{}) {
 	start := time.Now()
 	res = contracts.LLMResult{Backend: in.Backend, Model: in.Model, Streamed: in.Stream}
 	var t *turn
@@ -187,7 +210,7 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 	prof, err := c.set.Get(in.Backend)
 	if err != nil {
 		res.Error = &contracts.UpstreamError{Type: "aptix_config", Message: err.Error()}
-		return res, false
+		return res, false, nil
 	}
 	res.Backend, res.Model = prof.Name, prof.Model(in.Model)
 	log := c.log.With("turn", in.TurnID, "conversation", in.ConversationID, "backend", prof.Name, "model", res.Model)
@@ -197,13 +220,13 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 
 	unchecked := in.FirstDelivery && c.records() != nil
 	if in.TurnID != "" {
-		cached, f := c.claim(ctx, in.TurnID, unchecked, log)
+		cached, f := c.claim(ctx, in.TurnID, in.Stored, unchecked, log)
 		if cached != nil {
-			return *cached, false
+			return *cached, false, nil
 		}
 		if f == nil {
 			res.Error = &contracts.UpstreamError{Type: "cancelled", Message: fmt.Sprintf("call cancelled while the same turn was in flight: %v", ctx.Err())}
-			return res, false
+			return res, false, nil
 		}
 		defer func() { c.release(in.TurnID, f, res, t != nil && t.final) }()
 		prior, rev = f.started, f.rev
@@ -229,7 +252,7 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 	final := t.run(&res) && ctx.Err() == nil
 	if t.conflict {
 		log.Info("the turn's pay-once key is taken although this is the event's first delivery; looking it up")
-		return res, true
+		return res, true, nil
 	}
 	t.final = final
 	res.DurationMs = float64(time.Since(start).Microseconds()) / 1000
@@ -244,13 +267,10 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 		c.saveProgress(in.TurnID, progress{responseID: t.upID, relayed: t.relayed, seq: t.seq})
 	}
 
-	if final && c.o.Results != nil && in.TurnID != "" {
+	if final && c.o.Results != nil && in.TurnID != "" && in.Stored == nil {
 		if err := c.o.Results.Put(ctx, in.TurnID, res); err != nil {
 			log.Error("storing the LLM result failed; a redelivery would call again", "err", err)
 		}
-	}
-	if t.kept != nil {
-		<-t.kept // the kept history (recover.go), written beside the result
 	}
 	if res.Error != nil {
 		log.Warn("LLM call failed", "status", res.Status, "type", res.Error.Type, "code", res.Error.Code,
@@ -258,7 +278,8 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 	} else {
 		log.Info("LLM call done", "status", res.Status, "attempts", res.Attempts, "ms", res.DurationMs)
 	}
-	return res, false
+	// The kept history (recover.go) is written beside the result.
+	return res, false, t.kept
 }
 
 // done sends the final "done" delta so a live subscriber stops waiting.

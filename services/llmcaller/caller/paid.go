@@ -3,7 +3,8 @@ package caller
 import "context"
 
 // MayBePaid reports whether an earlier delivery of the call keyed turnID
-// left a stored result or a "call started" record: the model may already
+// left a stored result or a "call started" record (which stays beside a
+// result kept elsewhere, Input.Stored): the model may already
 // have been paid for it. The LLM caller stage does not refuse such a call
 // for a spent budget (docs/usage-and-budgets.md#budgets): refusing would
 // throw away what was paid and leave it unaccounted.

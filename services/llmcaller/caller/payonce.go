@@ -25,15 +25,32 @@ type flight struct {
 // nil only when ctx ended while waiting.
 //
 // skipLookup (a first delivery, Input.FirstDelivery) reads nothing: the
-// call record's create-if-absent stands in for the lookup.
-func (c *Caller) claim(ctx context.Context, turnID string, skipLookup bool, log *slog.Logger) (*contracts.LLMResult, *flight) {
+// call record's create-if-absent stands in for the lookup. stored
+// (Input.Stored), when set, is asked before the record: the result is kept
+// there, and a call record beside it does not mean the call is unfinished.
+func (c *Caller) claim(ctx context.Context, turnID string, stored func(context.Context) (*contracts.LLMResult, error), skipLookup bool, log *slog.Logger) (*contracts.LLMResult, *flight) {
 	for {
 		var started *Started
 		var rev uint64
+		if stored != nil && !skipLookup {
+			cached, err := stored(ctx)
+			switch {
+			case err != nil:
+				// As for the record below: calling again risks paying twice,
+				// the record may still tell how to re-attach instead.
+				log.Error("looking up the stored result failed; reading the call record", "err", err)
+			case cached != nil:
+				cached.Cached = true
+				log.Info("LLM result found where the turn stored it: the model is not called again")
+				return cached, nil
+			}
+		}
 		if c.o.Results != nil && !skipLookup {
 			var cached *contracts.LLMResult
 			var err error
 			if recs := c.records(); recs != nil {
+				// A result here, with Stored set, was stored by a release
+				// that wrote results to this store: still the turn's.
 				cached, started, rev, err = recs.Lookup(ctx, turnID)
 			} else {
 				cached, err = c.o.Results.Get(ctx, turnID)

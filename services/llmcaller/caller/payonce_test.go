@@ -162,3 +162,43 @@ func TestLegacyRecordIsNeverAnAnswer(t *testing.T) {
 		t.Fatalf("again %+v, %d model calls", again, srv.Requests())
 	}
 }
+
+// TestStoredResult: a call whose result the one calling keeps
+// (Input.Stored) leaves only the call record in the result store, a lookup
+// finds the result where Stored says, before the record.
+func TestStoredResult(t *testing.T) {
+	for name, newStore := range resultStores(t) {
+		t.Run(name, func(t *testing.T) {
+			store := newStore(t)
+			recs := store.(caller.CallRecords)
+			ts, srv := startSandbox(t, sandbox.Options{})
+			c := caller.New(profileSet(ts.URL, nil), caller.Options{Logger: quiet, Results: store, History: caller.NewMemHistoryStore()})
+			var kept *contracts.LLMResult // where the stage would emit it
+			in := caller.Input{ConversationID: "c", TurnID: "c.turn-s", Body: simpleBody(t, "stored elsewhere"), FirstDelivery: true,
+				Stored: func(context.Context) (*contracts.LLMResult, error) { return kept, nil }}
+			first, wait := c.CallBeforeKept(context.Background(), in)
+			wait()
+			if first.Error != nil || first.Cached {
+				t.Fatalf("first %+v", first)
+			}
+			res, started, _, err := recs.Lookup(context.Background(), "c.turn-s")
+			if err != nil || res != nil || started == nil || started.Call != 1 {
+				t.Fatalf("store holds result %+v, record %+v (%v): want the call record alone", res, started, err)
+			}
+			// Not stored where Stored looks (a crash before the event): the
+			// record makes the repeat say so.
+			in.FirstDelivery = false
+			if again := c.Call(context.Background(), in); again.Cached || srv.Requests() != 2 || len(again.Warnings) == 0 {
+				t.Fatalf("repeat %+v, %d requests", again, srv.Requests())
+			}
+			kept = &first
+			for _, fd := range []bool{false, true} { // a redelivery, and a first delivery finding the key taken
+				in.FirstDelivery = fd
+				got := c.Call(context.Background(), in)
+				if !got.Cached || got.Body != first.Body || srv.Requests() != 2 {
+					t.Fatalf("first delivery %v: %+v, %d requests", fd, got, srv.Requests())
+				}
+			}
+		})
+	}
+}

@@ -27,8 +27,12 @@ import (
 // The record lives under the turn's own key in the pay-once bucket, in place
 // of the result it precedes: a redelivery's lookup (claim) finds the result
 // or the record in one read, and the final result replaces the record, so no
-// record outlives its turn's result. Writes are compare-and-set on the key's
-// revision, so a record never replaces a stored result. A first delivery
+// record outlives its turn's result. When the result is kept elsewhere
+// (Input.Stored: the LLM caller stage's output event), the record stays,
+// the turn's one write before the model; the lookup asks Stored first, so
+// a record means an unfinished call only when no result is there. Writes
+// are compare-and-set on the key's revision, so a record never replaces a
+// stored result. A first delivery
 // (Input.FirstDelivery) reads nothing: its first record is a create, which
 // fails on a taken key, and the call then goes back to the lookup before
 // any request is sent.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
@@ -31,6 +32,13 @@ type LLMCaller struct {
 	// one of its budgets (contracts.AgentExecuteRequest.Budgets) before the
 	// model is called (docs/usage-and-budgets.md).
 	Budgets BudgetChecker
+	// JS, when set, makes the stage's output event the call's pay-once
+	// result: the stage stores it itself (pipeline.Emit) as soon as the
+	// model has answered, the caller's store keeps only the call record,
+	// and a redelivery finds the event (pipeline.Output) before the record.
+	// Without it the result is stored by the caller and the runtime
+	// publishes the event.
+	JS jetstream.JetStream
 }
 
 // BudgetChecker reads a principal's spend from the shared totals.
@@ -94,10 +102,22 @@ func (l *LLMCaller) counters() map[string]int64 {
 
 // Handle fills turn.LLM. Upstream failures are data for the mapper; only a
 // cancelled context (shutdown) is an error, so the event is redelivered to
-// another replica, which finds the stored result if the call had finished.
+// another replica, which finds the stored event (or, with a call record
+// and no event, re-attaches to the call) instead of paying again.
 func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	if t.Envelope == nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "enveloped event has no envelope section")
+	}
+	if l.JS != nil && pipeline.Delivered(ctx) > 1 {
+		// Before the budget and the cancel are read: a turn whose answer
+		// is stored is answered, whatever was spent or asked since.
+		out, err := l.stored(ctx, t)
+		if err != nil {
+			return err // redelivered: never paid again for want of a read
+		}
+		if out != nil {
+			return answered(ctx, t, out)
+		}
 	}
 	if err := l.checkBudget(ctx, t, contracts.CallKey(t)); err != nil {
 		return err
@@ -110,6 +130,20 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		Stream: t.Request.Stream, Emulation: t.Envelope.ToolEmulation,
 		// A first delivery skips the pay-once lookup (caller.Input.FirstDelivery).
 		FirstDelivery: pipeline.Delivered(ctx) == 1,
+	}
+	var found *contracts.Turn // the output an earlier handling stored, if the caller's lookup found it
+	if l.JS != nil {
+		// A first delivery whose call record finds the key taken looks here
+		// too (a redelivery has looked already, and looks again).
+		in.Stored = func(ctx context.Context) (*contracts.LLMResult, error) {
+			out, err := l.stored(ctx, t)
+			if out == nil || err != nil {
+				return nil, err
+			}
+			found = out
+			r := *out.LLM
+			return &r, nil
+		}
 	}
 	if in.Stream && l.NC != nil {
 		in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
@@ -139,7 +173,12 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		}
 		defer release()
 	}
-	res := l.Caller.Call(callCtx, in)
+	res, kept := l.Caller.CallBeforeKept(callCtx, in)
+	// On every way out: a handling ends with its writes done.
+	defer kept()
+	if found != nil {
+		return answered(ctx, t, found)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -162,7 +201,50 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	// enveloped event, which a replay of this stage starts from, keeps it.
 	// With 8 chunks this halves the responded and completed events.
 	t.Envelope.Body = nil
-	return nil
+	if l.JS == nil {
+		return nil
+	}
+	// The event is the result: stored now, the next stage has it while the
+	// kept history is still being written (the deferred wait). An error
+	// stores nothing known: redelivered, the call record re-attaches.
+	return pipeline.Emit(ctx, t)
+}
+
+// stored returns the output an earlier handling of t's event stored: the
+// responded or toolround event of the same round, or of a later round of
+// the tool loop (which only exists once this round's output was stored).
+// A toolround event without a result is the envelope's, asking for the
+// loop's tools: no output of this stage.
+func (l *LLMCaller) stored(ctx context.Context, t *contracts.Turn) (*contracts.Turn, error) {
+	out, _, err := pipeline.Output(ctx, l.JS, t.ConversationId, t.TurnId, contracts.StageResponded, contracts.StageToolRound)
+	if err != nil {
+		return nil, fmt.Errorf("look up the stored result of %s: %w", contracts.CallKey(t), err)
+	}
+	if out == nil || out.LLM == nil || round(out) < round(t) {
+		return nil, nil
+	}
+	return out, nil
+}
+
+func round(t *contracts.Turn) int {
+	if t.Tools == nil {
+		return 0
+	}
+	return t.Tools.Round
+}
+
+// answered makes t the output an earlier handling stored and tells the
+// runtime not to publish it again. A later round's event is not this
+// round's output, only proof that it was stored: t stays as it came.
+func answered(ctx context.Context, t *contracts.Turn, out *contracts.Turn) error {
+	if round(out) == round(t) {
+		*t = *out
+		llm := *t.LLM
+		llm.Cached = true
+		t.LLM = &llm
+		pipeline.ObserveCall(ctx, t) // a pay-once hit
+	}
+	return pipeline.Emitted(ctx)
 }
 
 // legacyCallKey is the pay-once key releases before keys named the

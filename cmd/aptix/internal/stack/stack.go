@@ -139,7 +139,7 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	stages := []pipeline.Stage{
 		(&retrieverstage.Retriever{Searcher: cfg.Searcher}).Stage(),
 		(&envelopestage.Envelope{Profiles: cfg.Profiles, Contexts: cfg.Contexts, Conversations: convs, Budget: cfg.Budget, MCP: mcpOpts}).Stage(),
-		(&llmstage.LLMCaller{Caller: c, NC: nc, Cancels: cancels, Budgets: usage}).Stage(),
+		(&llmstage.LLMCaller{Caller: c, NC: nc, JS: js, Cancels: cancels, Budgets: usage}).Stage(),
 		mapper.Stage(),
 		runner.Stage(),
 	}

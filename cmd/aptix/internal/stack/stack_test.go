@@ -374,6 +374,17 @@ func TestStageCrashExactlyOnce(t *testing.T) {
 		}
 	}
 	e.settled()
+	// The responded event is stored before the crash point, so the client
+	// can have its answer before the crashed delivery comes back: count
+	// again once the redelivery has been handled.
+	if n := e.sb.Requests(); n != 1 {
+		t.Fatalf("%d upstream calls after the redelivery, want 1 (pay once)", n)
+	}
+	for _, stage := range []string{contracts.StageResponded, contracts.StageCompleted} {
+		if n := e.count(contracts.Subject(stage, "conv-crash", "t1")); n != 1 {
+			t.Fatalf("%d %s events after the redelivery, want exactly 1", n, stage)
+		}
+	}
 }
 
 // TestStopLetsTheTurnInFlightComplete: stopping the stages while the LLM

@@ -49,6 +49,6 @@ func main() {
 		if err != nil {
 			return pipeline.Stage{}, err
 		}
-		return (&stage.LLMCaller{Caller: c, NC: nc, Cancels: cancels, Budgets: usage}).Stage(), nil
+		return (&stage.LLMCaller{Caller: c, NC: nc, JS: js, Cancels: cancels, Budgets: usage}).Stage(), nil
 	})
 }
