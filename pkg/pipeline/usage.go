@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,7 +49,21 @@ type Usage struct {
 	js  jetstream.JetStream
 	kv  jetstream.KeyValue
 	Now func() time.Time
+	// folded keeps the totals this process last wrote, with their revision,
+	// so the next turn of the same principal and window is one write, not
+	// a read and a write: a compare-and-set on that revision still catches
+	// another folder's write, which drops the entry and reads again.
+	foldMu sync.Mutex
+	folded map[string]foldedTotals
 }
+
+type foldedTotals struct {
+	t   *spend.Totals
+	rev uint64
+}
+
+// maxFolded bounds the fold's cache (two entries per active principal).
+const maxFolded = 4096
 
 // OpenUsage opens the accounting stream, its folding consumer and the
 // totals bucket, creating what is missing. What exists is left as it is, so
@@ -223,33 +238,42 @@ func (u *Usage) foldOne(ctx context.Context, m jetstream.Msg) error {
 // fold adds r to one totals record with compare-and-set.
 func (u *Usage) fold(ctx context.Context, window string, seq uint64, r spend.Record) (bool, error) {
 	key := usageKey(r.Principal, window)
+	u.foldMu.Lock()
+	defer u.foldMu.Unlock()
 	for attempt := 0; attempt < 20; attempt++ {
-		t := spend.Totals{Principal: r.Principal, Window: window}
-		var rev uint64
-		e, err := u.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return false, err
-		default:
-			rev = e.Revision()
-			if err := json.Unmarshal(e.Value(), &t); err != nil {
-				return false, fmt.Errorf("usage totals %s: %w", key, err)
+		c, ok := u.folded[key]
+		if !ok {
+			c = foldedTotals{t: &spend.Totals{Principal: r.Principal, Window: window}}
+			e, err := u.kv.Get(ctx, key)
+			switch {
+			case errors.Is(err, jetstream.ErrKeyNotFound):
+			case err != nil:
+				return false, err
+			default:
+				c.rev = e.Revision()
+				if err := json.Unmarshal(e.Value(), c.t); err != nil {
+					return false, fmt.Errorf("usage totals %s: %w", key, err)
+				}
 			}
 		}
-		if !t.Fold(seq, r) {
+		// Fold changes the cached totals: they stay cached only once stored.
+		delete(u.folded, key)
+		if !c.t.Fold(seq, r) {
+			u.remember(key, c)
 			return false, nil
 		}
-		b, err := json.Marshal(t)
+		b, err := json.Marshal(c.t)
 		if err != nil {
 			return false, err
 		}
-		if rev == 0 {
-			_, err = u.kv.Create(ctx, key, b)
+		var rev uint64
+		if c.rev == 0 {
+			rev, err = u.kv.Create(ctx, key, b)
 		} else {
-			_, err = u.kv.Update(ctx, key, b, rev)
+			rev, err = u.kv.Update(ctx, key, b, c.rev)
 		}
 		if err == nil {
+			u.remember(key, foldedTotals{t: c.t, rev: rev})
 			return true, nil
 		}
 		if !casConflict(err) {
@@ -257,6 +281,14 @@ func (u *Usage) fold(ctx context.Context, window string, seq uint64, r spend.Rec
 		}
 	}
 	return false, fmt.Errorf("usage totals %s: too much contention", key)
+}
+
+// remember caches what fold stored (or found already counted) under key.
+func (u *Usage) remember(key string, c foldedTotals) {
+	if u.folded == nil || len(u.folded) >= maxFolded {
+		u.folded = map[string]foldedTotals{}
+	}
+	u.folded[key] = c
 }
 
 func casConflict(err error) bool {

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -92,6 +93,44 @@ func TestUsageCountedOnce(t *testing.T) {
 	}
 	if refusal, _ := u.Check(ctx, "key:a", []contracts.Budget{{USD: 0.0031, Period: "day"}}); refusal != nil {
 		t.Fatalf("refused under budget: %+v", refusal)
+	}
+	cancel()
+	wg.Wait()
+}
+
+// TestUsageTwoFoldersKeepNoStaleTotals: each folder keeps the totals it
+// last wrote, so when two take turns on one principal each finds the
+// other's write only through its compare-and-set; 300 turns are still
+// counted exactly once each.
+func TestUsageTwoFoldersKeepNoStaleTotals(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var folders []*pipeline.Usage
+	for range 2 {
+		u, err := pipeline.OpenUsage(ctx, js, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		folders = append(folders, u)
+	}
+	var wg sync.WaitGroup
+	for _, u := range folders {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = u.Fold(ctx, slog.Default()) }()
+	}
+	const n = 300
+	for i := range n {
+		if err := folders[i%2].Record(ctx, usageRec("key:a", "t"+strconv.Itoa(i), 0.001)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFolded(t, folders[0])
+	for _, w := range []string{spend.DayWindow(time.Now()), spend.MonthWindow(time.Now())} {
+		tot, err := folders[1].Totals(ctx, "key:a", w)
+		if err != nil || tot.Turns != n || tot.InputTokens != 100*n {
+			t.Fatalf("%s totals %+v (%v), want %d turns", w, tot.Counts, err, n)
+		}
 	}
 	cancel()
 	wg.Wait()
