@@ -92,4 +92,3 @@ func rssBytes() int64 {
 	pages, _ := strconv.ParseInt(f[1], 10, 64)
 	return pages * int64(os.Getpagesize())
 }
-
