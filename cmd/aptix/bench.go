@@ -51,6 +51,11 @@ func init() {
 			bench.SelfExec = true // the soak and its sandbox run as child processes of this binary
 			o.Progress = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), "bench: "+format+"\n", args...) }
 			if soakOnly {
+				// The soak's process stands for `aptix up`'s (embedded
+				// nats-server, every stage): it runs with up's memory limit.
+				if _, err := applyMemoryLimit(); err != nil {
+					return usagef("%w", err)
+				}
 				s, err := bench.RunSoak(cmd.Context(), o)
 				if err != nil {
 					return err

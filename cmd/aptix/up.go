@@ -47,7 +47,12 @@ func init() {
 			"it without --nats. Logs (JSON, stderr) start after the banner unless --log-level is given.\n" +
 			"Stop with Ctrl-C: new turns wait in the queue, turns in flight finish first.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), listen, cmd.OutOrStdout()) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := applyMemoryLimit(); err != nil {
+				return usagef("%w", err)
+			}
+			return runUp(cmd.Context(), listen, cmd.OutOrStdout())
+		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", defaultNATSListen, "address the embedded NATS listens on")
 	cmd.Flags().StringVar(&upHTTP, "http", defaultHTTPListen, "address the OpenAI Responses API gateway listens on (empty: no gateway)")

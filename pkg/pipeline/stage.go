@@ -64,7 +64,19 @@ type Stage struct {
 	// Counters, when set, adds the stage's own counters to its micro
 	// service stats (e.g. the LLM caller's re-attached and repeated calls).
 	Counters func() map[string]int64
+	// Local says the handler waits on nothing but this process and the bus
+	// (no model, no tool): its events in flight are capped at
+	// LocalMaxAckPending whatever larger MaxAckPending a deployment sets
+	// for the stages that wait on models. Past that cap a local stage's
+	// handlers only queue on the bus's acks, each holding its event decoded
+	// and encoded and two goroutines' stacks, while the events it has not
+	// taken wait in the stream at no cost to the process.
+	Local bool
 }
+
+// LocalMaxAckPending is the in-flight cap of a Local stage (Stage.Local):
+// the default MaxAckPending, which already keeps the bus busy.
+const LocalMaxAckPending = 256
 
 // Options configure Run. Zero values take the defaults.
 type Options struct {
@@ -127,6 +139,9 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	}
 	sc := o.Subscriber.withDefaults()
 	sc.Stream, sc.Durable, sc.CreateStream = contracts.StreamOf(st.In), Durable(st.Name), false
+	if st.Local {
+		sc.MaxAckPending = min(sc.MaxAckPending, LocalMaxAckPending)
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()

@@ -41,7 +41,7 @@ type Envelope struct {
 
 // Stage returns the pipeline stage.
 func (e *Envelope) Stage() pipeline.Stage {
-	return pipeline.Stage{Name: "envelope", In: contracts.StageRetrieved, Out: contracts.StageEnveloped, Handle: e.Handle, Route: route}
+	return pipeline.Stage{Name: "envelope", In: contracts.StageRetrieved, Out: contracts.StageEnveloped, Handle: e.Handle, Route: route, Local: true}
 }
 
 // route sends a turn with server-side tools to the toolrunner first, which

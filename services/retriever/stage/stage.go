@@ -39,7 +39,7 @@ type Retriever struct {
 
 // Stage returns the pipeline stage.
 func (r *Retriever) Stage() pipeline.Stage {
-	return pipeline.Stage{Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved, Handle: r.Handle}
+	return pipeline.Stage{Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved, Handle: r.Handle, Local: true}
 }
 
 // Handle validates the request and fills turn.Retrieval.

@@ -636,6 +636,7 @@ func RunSoak(ctx context.Context, o Options) (SoakResult, error) {
 		return SoakResult{}, err
 	}
 	o.Progress("soak: %d turns in flight, sandbox latency %s, sandbox in its own process", o.SoakTurns, o.SoakLatency)
+	defer soakProfiler(o.Progress)()
 	return soak(ctx, ns.ClientURL(), chunks, o.SoakTurns, o.SoakLatency)
 }
 
