@@ -45,8 +45,10 @@ func init() {
 				return writeDefinitions(dir, stream, sc)
 			}
 			if dryRun {
-				plan := map[string]any{"stream": stream.JetStreamConfig(), "queue": stream.QueueJetStreamConfig()}
-				consumers := map[string]jetstream.ConsumerConfig{}
+				plan := map[string]any{"stream": stream.JetStreamConfig(), "queue": stream.QueueJetStreamConfig(), "usage": pipeline.UsageStreamConfig(replicas)}
+				// The consumers a provision creates: one per declared stage
+				// and the usage fold's.
+				consumers := map[string]jetstream.ConsumerConfig{pipeline.UsageFolder: pipeline.UsageConsumerConfig()}
 				for _, st := range pipeline.Stages {
 					consumers[pipeline.Durable(st.Name)] = pipeline.ConsumerConfig(st.Name, st.In, sc)
 				}
@@ -64,30 +66,36 @@ func init() {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			if err := pipeline.Provision(ctx, js, stream, sc); err != nil {
+			// Named as they are made: the stages' consumers from the
+			// declared topology, then the usage fold's.
+			consumers, err := pipeline.ProvisionStages(ctx, js, stream, sc)
+			if err != nil {
 				return err
 			}
-			if _, err := pipeline.OpenConversations(ctx, js, replicas); err != nil {
-				return err
+			// Each store is named in the output by the step that made it.
+			var stores []string
+			for _, step := range []struct {
+				names []string
+				open  func() error
+			}{
+				{[]string{pipeline.ConversationsBucket}, func() error { _, err := pipeline.OpenConversations(ctx, js, replicas); return err }},
+				{[]string{caller.ResultsBucket}, func() error { _, err := caller.NewKVResultStore(ctx, js); return err }},
+				{[]string{pipeline.UsageBucket}, func() error {
+					if _, err := pipeline.OpenUsage(ctx, js, replicas); err != nil {
+						return err
+					}
+					consumers = append(consumers, pipeline.UsageFolder)
+					return nil
+				}},
+				{[]string{caller.HistoryKVBucket, caller.HistoryBucket + " (object store)"}, func() error { _, err := caller.NewKVHistoryStore(ctx, js); return err }},
+			} {
+				if err := step.open(); err != nil {
+					return err
+				}
+				stores = append(stores, step.names...)
 			}
-			if _, err := caller.NewKVResultStore(ctx, js); err != nil {
-				return err
-			}
-			if _, err := pipeline.OpenUsage(ctx, js, replicas); err != nil {
-				return err
-			}
-			if _, err := caller.NewKVHistoryStore(ctx, js); err != nil {
-				return err
-			}
-			// Named from the same list Provision creates them from (it said
-			// four while it created five).
-			var consumers []string
-			for _, st := range pipeline.Stages {
-				consumers = append(consumers, pipeline.Durable(st.Name))
-			}
-			consumers = append(consumers, pipeline.UsageFolder)
-			fmt.Fprintf(cmd.OutOrStdout(), "provisioned on %s: streams APTIX_QUEUE, APTIX and %s (replicas %d), consumers %s; KV stores\n",
-				nc.ConnectedUrl(), pipeline.UsageStream, max(replicas, 1), strings.Join(consumers, ", "))
+			fmt.Fprintf(cmd.OutOrStdout(), "provisioned on %s: streams APTIX_QUEUE, APTIX and %s (replicas %d), consumers %s; stores %s\n",
+				nc.ConnectedUrl(), pipeline.UsageStream, max(replicas, 1), strings.Join(consumers, ", "), strings.Join(stores, ", "))
 			return nil
 		},
 	}

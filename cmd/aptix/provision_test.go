@@ -1,14 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
 // TestDeployDefinitionsInStep: the stream and consumer files in deploy/nats
@@ -68,5 +75,59 @@ func TestProvisionDedupWindow(t *testing.T) {
 		if _, err := run(t, "provision", "--dry-run"); err == nil || !strings.Contains(err.Error(), pipeline.EnvDedupWindow) {
 			t.Fatalf("%s=%q: %v", pipeline.EnvDedupWindow, bad, err)
 		}
+	}
+}
+
+// TestProvisionPrintsWhatItMade: the consumers `aptix provision` names are
+// the ones on the server afterwards (the stages' from the declared topology
+// and the usage fold's), and so are the ones --dry-run plans.
+func TestProvisionPrintsWhatItMade(t *testing.T) {
+	_, url := natstest.Start(t)
+	oldURL, oldData := natsURL, dataDir
+	natsURL, dataDir = url, t.TempDir()
+	defer func() { natsURL, dataDir = oldURL, oldData }()
+	out, err := run(t, "provision", "--dry-run=false") // cobra keeps a flag an earlier test set
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list, ok := strings.Cut(out, "consumers ")
+	list, _, ok2 := strings.Cut(list, ";")
+	if !ok || !ok2 {
+		t.Fatalf("no consumers in %q", out)
+	}
+	printed := strings.Split(list, ", ")
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	var made []string
+	for name := range js.StreamNames(ctx).Name() {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c := range s.ConsumerNames(ctx).Name() {
+			made = append(made, c)
+		}
+	}
+	slices.Sort(printed)
+	slices.Sort(made)
+	if !slices.Equal(printed, made) {
+		t.Fatalf("printed consumers %v, on the server %v", printed, made)
+	}
+	dry, err := run(t, "provision", "--dry-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan struct{ Consumers map[string]json.RawMessage }
+	if err := json.Unmarshal([]byte(dry), &plan); err != nil {
+		t.Fatal(err)
+	}
+	planned := slices.Sorted(maps.Keys(plan.Consumers))
+	if !slices.Equal(planned, made) {
+		t.Fatalf("--dry-run plans consumers %v, provision made %v", planned, made)
 	}
 }

@@ -346,10 +346,10 @@ func (u *upRun) run(ctx context.Context, nc *nats.Conn) error {
 		if u.nkeyFile != "" {
 			natsAccess = "credentials required: the nkey " + u.nkeyFile + ", which the CLI on this data dir uses by itself (elsewhere --nkey FILE); "
 		}
-		fmt.Fprintf(u.out, "Aptix is up.\n  NATS:   %s (%s%sJetStream data in %s)\n  Model:  %s\n%s%s%s  Stages: retriever, envelope, llmcaller, mapper, toolrunner (nats micro ls)\n\n"+
+		fmt.Fprintf(u.out, "Aptix is up.\n  NATS:   %s (%s%sJetStream data in %s)\n  Model:  %s\n%s%s%s  Stages: %s (nats micro ls)\n\n"+
 			"Send a first turn from another terminal:\n  %s\n%s"+
 			"Give it your code to retrieve from:\n  %s && %s\n\nCtrl-C stops it; in-flight turns finish first.\n",
-			natsAddr, listening(natsAddr, u.listen), natsAccess, dataDir, u.model, httpLine, mcpLine, limitsLine, hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
+			natsAddr, listening(natsAddr, u.listen), natsAccess, dataDir, u.model, httpLine, mcpLine, limitsLine, stageNames(), hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
 			hint(natsAddr, "index", "."), hint(natsAddr, "exec", `"Where are retries scheduled?"`))
 	} else {
 		log.Info("Aptix is up again on a new NATS connection", "restarts", u.runs-1)
@@ -531,4 +531,13 @@ func keyFile(file string) (*sealbox.Keyring, error) {
 		return nil, err
 	}
 	return sealbox.Parse(list)
+}
+
+// stageNames lists the declared stages, all of which `up` runs.
+func stageNames() string {
+	var names []string
+	for _, st := range pipeline.Stages {
+		names = append(names, st.Name)
+	}
+	return strings.Join(names, ", ")
 }

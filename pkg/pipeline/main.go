@@ -39,9 +39,24 @@ const (
 	EnvDedupWindow = "APTIX_DEDUP_WINDOW"
 )
 
+// Deps is what every composition root (a stage binary through Main, the
+// in-process stack of `aptix up` and the tests) hands a service's
+// constructor: the connection, the logger and the limits it read. The
+// constructor reads the rest of its configuration from the environment.
+type Deps struct {
+	NC  *nats.Conn
+	JS  jetstream.JetStream
+	Log *slog.Logger
+	// Stream are the limits the process applies; Stream.Replicas sizes the
+	// buckets a stage creates, as the streams are sized.
+	Stream StreamConfig
+}
+
 // Build makes a stage once the connection is up (stages open their KV
-// buckets and indexes with it).
-type Build func(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) (Stage, error)
+// buckets and indexes with it). close, when not nil, releases what the
+// build started (background folds, watches, indexes); it runs once the
+// stage has stopped.
+type Build func(ctx context.Context, d Deps) (st Stage, close func(), err error)
 
 // Main is the whole main function of a stage binary: configuration from the
 // environment, JSON logs, telemetry, a NATS connection that reconnects
@@ -124,17 +139,21 @@ func buildAndRun(ctx context.Context, nc *nats.Conn, build Build, streams Stream
 	// electing its meta leader, a server still starting): building it
 	// (buckets, indexes) is retried for a while instead of exiting at once.
 	var st Stage
+	var closeStage func()
 	err = retryStartup(ctx, log, "build stage", func() error {
 		var err error
-		st, err = build(ctx, nc, js, log)
+		st, closeStage, err = build(ctx, Deps{NC: nc, JS: js, Log: log, Stream: streams})
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	// The mapper, where turns end, keeps history within its limits (its NATS
+	if closeStage != nil {
+		defer closeStage()
+	}
+	// The stage where turns end keeps history within its limits (its NATS
 	// user is the one allowed to purge APTIX in deploy/nats/auth.conf).
-	o := Options{Logger: log, Stream: streams, Trim: st.Name == "mapper", Subscriber: subs}
+	o := Options{Logger: log, Stream: streams, Trim: Trims(st.Name), Subscriber: subs}
 	started := time.Now()
 	for {
 		err := Run(ctx, nc, st, o)

@@ -303,28 +303,29 @@ func ConsumerConfig(stage, inStage string, sc SubscriberConfig) jetstream.Consum
 	}
 }
 
-// Stages maps each service to the event stage it consumes.
-var Stages = []struct{ Name, In, Out string }{
-	{"retriever", contracts.StageRequested, contracts.StageRetrieved},
-	{"envelope", contracts.StageRetrieved, contracts.StageEnveloped},
-	{"llmcaller", contracts.StageEnveloped, contracts.StageResponded},
-	{"mapper", contracts.StageResponded, contracts.StageCompleted},
-	// The toolrunner answers a round of server-side tool calls with the
-	// next round's enveloped event (docs/architecture.md#the-server-side-tool-loop).
-	{"toolrunner", contracts.StageToolRound, contracts.StageEnveloped},
-}
-
 // Provision creates the streams and every stage's consumer, for operators who
 // manage JetStream objects ahead of the services (`aptix provision`).
 func Provision(ctx context.Context, js jetstream.JetStream, c StreamConfig, sc SubscriberConfig) error {
+	_, err := ProvisionStages(ctx, js, c, sc)
+	return err
+}
+
+// ProvisionStages is Provision returning the durable consumers it created
+// or updated, one per declared stage (Stages), so what `aptix provision`
+// prints is what it made.
+func ProvisionStages(ctx context.Context, js jetstream.JetStream, c StreamConfig, sc SubscriberConfig) ([]string, error) {
 	if _, err := EnsureStream(ctx, js, c); err != nil {
-		return err
+		return nil, err
 	}
+	var made []string
 	var errs []error
 	for _, st := range Stages {
-		if _, err := js.CreateOrUpdateConsumer(ctx, contracts.StreamOf(st.In), ConsumerConfig(st.Name, st.In, sc)); err != nil {
-			errs = append(errs, fmt.Errorf("consumer %s: %w", Durable(st.Name), err))
+		stream, durable := st.Consumer()
+		if _, err := js.CreateOrUpdateConsumer(ctx, stream, ConsumerConfig(st.Name, st.In, sc)); err != nil {
+			errs = append(errs, fmt.Errorf("consumer %s: %w", durable, err))
+			continue
 		}
+		made = append(made, durable)
 	}
-	return errors.Join(errs...)
+	return made, errors.Join(errs...)
 }

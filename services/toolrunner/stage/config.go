@@ -8,9 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/services/toolrunner/mcp"
 )
@@ -31,32 +28,57 @@ func TimeoutFromEnv() (time.Duration, error) {
 	return d, nil
 }
 
-// FromEnv builds a Runner from the environment (APTIX_MCP_CONFIG,
-// APTIX_TOOL_TIMEOUT) with its results bucket and the cancel records.
-func FromEnv(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) (*Runner, error) {
-	cfg, err := mcp.ConfigFromEnv()
+// Options are what a composition root chooses for the toolrunner; a zero
+// field is read from the environment as the binary reads it.
+type Options struct {
+	// Tools are the MCP servers; nil connects those of APTIX_MCP_CONFIG.
+	Tools Tools
+	// Timeout bounds each tool call; zero reads APTIX_TOOL_TIMEOUT (45s).
+	Timeout time.Duration
+}
+
+// FromEnv builds the toolrunner stage with its results bucket and the
+// cancel records; every composition root (the binary, the in-process
+// stack) calls it. close stops the cancel watch and disconnects the MCP
+// servers it connected.
+func FromEnv(ctx context.Context, d pipeline.Deps, o Options) (pipeline.Stage, func(), error) {
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	timeout := o.Timeout
+	if timeout == 0 {
+		var err error
+		if timeout, err = TimeoutFromEnv(); err != nil {
+			return pipeline.Stage{}, nil, err
+		}
+	}
+	tools, closeTools := o.Tools, func() {}
+	if tools == nil {
+		cfg, err := mcp.ConfigFromEnv()
+		if err != nil {
+			return pipeline.Stage{}, nil, err
+		}
+		reg := mcp.NewRegistry(cfg, mcp.Options{Logger: log})
+		if len(cfg.Servers) == 0 {
+			log.Warn("no MCP servers configured (APTIX_MCP_CONFIG): a request naming one fails with unknown_mcp_server")
+		} else {
+			log.Info("MCP servers configured", "servers", reg.Labels(), "tool_timeout", timeout.String())
+		}
+		tools, closeTools = reg, func() { _ = reg.Close() }
+	}
+	results, err := OpenResults(ctx, d.JS, d.Stream.Replicas)
 	if err != nil {
-		return nil, err
+		closeTools()
+		return pipeline.Stage{}, nil, err
 	}
-	timeout, err := TimeoutFromEnv()
+	cancels, err := pipeline.OpenCancels(ctx, d.JS, d.Stream.Replicas)
 	if err != nil {
-		return nil, err
+		closeTools()
+		return pipeline.Stage{}, nil, err
 	}
-	results, err := OpenResults(ctx, js, pipeline.ReplicasFromEnv())
-	if err != nil {
-		return nil, err
-	}
-	cancels, err := pipeline.OpenCancels(ctx, js, 0)
-	if err != nil {
-		return nil, err
-	}
-	reg := mcp.NewRegistry(cfg, mcp.Options{Logger: log})
-	if len(cfg.Servers) == 0 {
-		log.Warn("no MCP servers configured (APTIX_MCP_CONFIG): a request naming one fails with unknown_mcp_server")
-	} else {
-		log.Info("MCP servers configured", "servers", reg.Labels(), "tool_timeout", timeout.String())
-	}
-	return &Runner{Tools: reg, Results: results, Timeout: timeout, Cancels: cancels, NC: nc, Logger: log, URLTools: URLRegistries(log)}, nil
+	r := &Runner{Tools: tools, Results: results, Timeout: timeout, Cancels: cancels, NC: d.NC, Logger: log, URLTools: URLRegistries(log)}
+	return r.Stage(), func() { cancels.Close(); closeTools() }, nil
 }
 
 // maxURLRegistries bounds the client-named servers kept connected.

@@ -22,11 +22,9 @@ import (
 	"github.com/aptix-dev/aptix/services/envelope/contextblock"
 	"github.com/aptix-dev/aptix/services/envelope/request"
 	envelopestage "github.com/aptix-dev/aptix/services/envelope/stage"
-	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 	llmstage "github.com/aptix-dev/aptix/services/llmcaller/stage"
 	mapperstage "github.com/aptix-dev/aptix/services/mapper/stage"
 	retrieverstage "github.com/aptix-dev/aptix/services/retriever/stage"
-	"github.com/aptix-dev/aptix/services/toolrunner/mcp"
 	toolstage "github.com/aptix-dev/aptix/services/toolrunner/stage"
 )
 
@@ -91,57 +89,17 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	cfg.Subscriber.MaxAckPending = cmp.Or(cfg.Subscriber.MaxAckPending, subs.MaxAckPending)
 	cfg.Subscriber.MaxDeliver = cmp.Or(cfg.Subscriber.MaxDeliver, subs.MaxDeliver)
 	cfg.Subscriber.AckWait = cmp.Or(cfg.Subscriber.AckWait, subs.AckWait)
+	// The stream before any stage: the LLM caller's deployment mark is
+	// derived from it, and every stage's consumer is created on it.
 	if _, err := pipeline.EnsureStream(ctx, js, cfg.Stream); err != nil {
 		return err
 	}
-	convs, err := pipeline.OpenConversations(ctx, js, cfg.Stream.Replicas)
+	stages, closeStages, err := build(ctx, pipeline.Deps{NC: nc, JS: js, Log: cfg.Logger, Stream: cfg.Stream}, cfg)
+	// What the constructors started (the usage fold, cancel watches, MCP
+	// connections) stops once every stage has stopped.
+	defer closeStages()
 	if err != nil {
 		return err
-	}
-	results, err := caller.NewKVResultStore(ctx, js)
-	if err != nil {
-		return err
-	}
-	history, err := caller.NewKVHistoryStore(ctx, js)
-	if err != nil {
-		return err
-	}
-	c := caller.New(cfg.Profiles, caller.Options{Results: results, History: history, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger, ForgetConversations: caller.ForgetFromEnv(),
-		Hop: pipeline.DeploymentMark(ctx, js)})
-	cancels, err := pipeline.OpenCancels(ctx, js, cfg.Stream.Replicas)
-	if err != nil {
-		return err
-	}
-	defer cancels.Close()
-
-	usage, err := pipeline.OpenUsage(ctx, js, cfg.Stream.Replicas)
-	if err != nil {
-		return err
-	}
-	if selected(cfg.Only, "mapper") {
-		// The mapper's process folds turns into the usage totals.
-		foldCtx, stopFold := context.WithCancel(context.WithoutCancel(ctx))
-		folded := make(chan struct{})
-		go func() { defer close(folded); _ = usage.Fold(foldCtx, cfg.Logger) }()
-		defer func() { stopFold(); <-folded }()
-	}
-
-	runner, mcpOpts, closeTools, err := toolLoop(ctx, js, nc, cfg, cancels)
-	if err != nil {
-		return err
-	}
-	defer closeTools()
-
-	mapper := &mapperstage.Mapper{JS: js, Conversations: convs, Usage: usage}
-	if cfg.Mapper != nil {
-		cfg.Mapper(mapper)
-	}
-	stages := []pipeline.Stage{
-		(&retrieverstage.Retriever{Searcher: cfg.Searcher}).Stage(),
-		(&envelopestage.Envelope{Profiles: cfg.Profiles, Contexts: cfg.Contexts, Conversations: convs, Budget: cfg.Budget, MCP: mcpOpts}).Stage(),
-		(&llmstage.LLMCaller{Caller: c, NC: nc, JS: js, Cancels: cancels, Budgets: usage}).Stage(),
-		mapper.Stage(),
-		runner.Stage(),
 	}
 	// Each stage runs on its own context, so a stop can go in pipeline
 	// order (drainInOrder); a stage that fails stops them all at once.
@@ -149,13 +107,10 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	var readies []chan struct{}
 	var running []*runningStage
 	for _, st := range stages {
-		if !selected(cfg.Only, st.Name) {
-			continue
-		}
 		r := make(chan struct{})
 		readies = append(readies, r)
-		// The mapper, where turns end, keeps history within its limits.
-		o := pipeline.Options{Stream: cfg.Stream, Subscriber: cfg.Subscriber, Logger: cfg.Logger, Ready: r, Trim: st.Name == "mapper"}
+		// The stage where turns end keeps history within its limits.
+		o := pipeline.Options{Stream: cfg.Stream, Subscriber: cfg.Subscriber, Logger: cfg.Logger, Ready: r, Trim: pipeline.Trims(st.Name)}
 		if hook := cfg.BeforePublish[st.Name]; hook != nil {
 			o.BeforePublish = hook
 		}
@@ -306,40 +261,53 @@ func groupState(js jetstream.JetStream, group []*runningStage, deadline time.Tim
 	return p, true
 }
 
-// toolLoop builds the toolrunner stage and the envelope's tool loop options.
-func toolLoop(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, cfg Config, cancels *pipeline.Cancels) (*toolstage.Runner, request.MCPOptions, func(), error) {
-	var o request.MCPOptions
-	if cfg.MCP != nil {
-		o = *cfg.MCP
-	} else {
-		var err error
-		if o, err = request.MCPOptionsFromEnv(); err != nil {
-			return nil, o, nil, err
+// build calls each selected stage's constructor, the one its binary calls
+// too, in the order of the declared topology (pipeline.Stages). close
+// releases what the built stages started, last built first.
+func build(ctx context.Context, d pipeline.Deps, cfg Config) (stages []pipeline.Stage, close func(), err error) {
+	constructors := map[string]func() (pipeline.Stage, func(), error){
+		"retriever": func() (pipeline.Stage, func(), error) {
+			// No searcher runs turns without retrieval: the stack never
+			// opens an index of its own (`aptix up` passes its index).
+			return retrieverstage.FromEnv(ctx, d, retrieverstage.Options{Searcher: cfg.Searcher, NoIndex: cfg.Searcher == nil})
+		},
+		"envelope": func() (pipeline.Stage, func(), error) {
+			return envelopestage.FromEnv(ctx, d, envelopestage.Options{Profiles: cfg.Profiles, Contexts: cfg.Contexts, Budget: cfg.Budget, MCP: cfg.MCP})
+		},
+		"llmcaller": func() (pipeline.Stage, func(), error) {
+			return llmstage.FromEnv(ctx, d, llmstage.Options{Profiles: cfg.Profiles, HTTPClient: cfg.HTTPClient})
+		},
+		"mapper": func() (pipeline.Stage, func(), error) {
+			return mapperstage.FromEnv(ctx, d, mapperstage.Options{Adjust: cfg.Mapper})
+		},
+		"toolrunner": func() (pipeline.Stage, func(), error) {
+			return toolstage.FromEnv(ctx, d, toolstage.Options{Tools: cfg.Tools, Timeout: cfg.ToolTimeout})
+		},
+	}
+	var closers []func()
+	close = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
 		}
 	}
-	closeTools := func() {}
-	tools := cfg.Tools
-	if tools == nil {
-		mc, err := mcp.ConfigFromEnv()
+	for _, spec := range pipeline.Stages {
+		if !selected(cfg.Only, spec.Name) {
+			continue
+		}
+		construct, ok := constructors[spec.Name]
+		if !ok {
+			return nil, close, fmt.Errorf("stack: no constructor for the declared %s stage", spec.Name)
+		}
+		st, closeStage, err := construct()
 		if err != nil {
-			return nil, o, nil, err
+			return nil, close, fmt.Errorf("%s: %w", spec.Name, err)
 		}
-		reg := mcp.NewRegistry(mc, mcp.Options{Logger: cfg.Logger})
-		tools, closeTools = reg, func() { _ = reg.Close() }
-	}
-	timeout := cfg.ToolTimeout
-	if timeout == 0 {
-		var err error
-		if timeout, err = toolstage.TimeoutFromEnv(); err != nil {
-			return nil, o, nil, err
+		if closeStage != nil {
+			closers = append(closers, closeStage)
 		}
+		stages = append(stages, st)
 	}
-	results, err := toolstage.OpenResults(ctx, js, cfg.Stream.Replicas)
-	if err != nil {
-		return nil, o, nil, err
-	}
-	return &toolstage.Runner{Tools: tools, Results: results, Timeout: timeout, Cancels: cancels, NC: nc, Logger: cfg.Logger,
-		URLTools: toolstage.URLRegistries(cfg.Logger)}, o, closeTools, nil
+	return stages, close, nil
 }
 
 func selected(only []string, name string) bool {

@@ -8,49 +8,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"log/slog"
-	"os"
-	"strconv"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
-	"github.com/aptix-dev/aptix/pkg/profiles"
-	"github.com/aptix-dev/aptix/services/envelope/contextblock"
-	"github.com/aptix-dev/aptix/services/envelope/request"
 	"github.com/aptix-dev/aptix/services/envelope/stage"
 )
 
 func main() {
-	pipeline.Main("envelope", func(ctx context.Context, _ *nats.Conn, js jetstream.JetStream, _ *slog.Logger) (pipeline.Stage, error) {
-		set, err := profiles.FromEnv()
-		if err != nil {
-			return pipeline.Stage{}, err
-		}
-		contexts := map[string]contracts.ConversationContext{}
-		if f := os.Getenv("APTIX_CONVERSATION_CONTEXTS"); f != "" {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				return pipeline.Stage{}, err
-			}
-			if err := json.Unmarshal(data, &contexts); err != nil {
-				return pipeline.Stage{}, fmt.Errorf("%s: %w", f, err)
-			}
-		}
-		convs, err := pipeline.OpenConversations(ctx, js, pipeline.ReplicasFromEnv())
-		if err != nil {
-			return pipeline.Stage{}, err
-		}
-		mcpOpts, err := request.MCPOptionsFromEnv()
-		if err != nil {
-			return pipeline.Stage{}, err
-		}
-		budget, _ := strconv.Atoi(os.Getenv("APTIX_CONTEXT_MAX_CHARS"))
-		e := &stage.Envelope{Profiles: set, Contexts: contexts, Conversations: convs, Budget: contextblock.Options{MaxChars: budget}, MCP: mcpOpts}
-		return e.Stage(), nil
+	pipeline.Main("envelope", func(ctx context.Context, d pipeline.Deps) (pipeline.Stage, func(), error) {
+		return stage.FromEnv(ctx, d, stage.Options{})
 	})
 }

@@ -7,21 +7,13 @@ package main
 
 import (
 	"context"
-	"log/slog"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/services/toolrunner/stage"
 )
 
 func main() {
-	pipeline.Main("toolrunner", func(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) (pipeline.Stage, error) {
-		r, err := stage.FromEnv(ctx, nc, js, log)
-		if err != nil {
-			return pipeline.Stage{}, err
-		}
-		return r.Stage(), nil
+	pipeline.Main("toolrunner", func(ctx context.Context, d pipeline.Deps) (pipeline.Stage, func(), error) {
+		return stage.FromEnv(ctx, d, stage.Options{})
 	})
 }

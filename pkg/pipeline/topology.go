@@ -1,0 +1,139 @@
+package pipeline
+
+import (
+	"slices"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// StageSpec declares one stage of the pipeline: what it consumes, what it
+// may emit and what it writes. Stages is the one place the topology is
+// stated; provision, status, the trimming choice and the NATS permissions
+// test (deploy/nats/auth.conf) are derived from it, and each service's
+// Stage() is checked against it, so a stage or subject added in one place
+// and not the others fails a test instead of a deployment.
+type StageSpec struct {
+	// Name is the service: its durable consumer is Durable(Name), its dead
+	// letters go to contracts.DeadSubject(Name), its micro service is
+	// aptix-<Name> and its NATS user is Name.
+	Name string
+	// In is the event stage it consumes, Out the one a handled turn goes to
+	// unless Route picks one of Routes.
+	In, Out string
+	Routes  []string
+	// KV and Objects are the buckets it writes, beyond the claim-check
+	// store every stage may write (contracts.ClaimBucket).
+	KV, Objects []string
+	// Publishes are the other subjects it publishes: live deltas, usage
+	// records, the queue's keeper message, requests it moves.
+	Publishes []string
+	// Acks are the other consumers it acknowledges, as "STREAM.durable".
+	Acks []string
+	// Trim runs the history trimmer in the stage's process: the stage where
+	// turns end, whose NATS user alone may purge APTIX.
+	Trim bool
+}
+
+// Stages is the pipeline's topology, in pipeline order (the toolrunner,
+// off the main line, last).
+var Stages = []StageSpec{
+	{
+		Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved,
+		// The queue's keeper message, and requests moved from a
+		// single-stream deployment's old consumer (migrate.go), which it
+		// acknowledges on APTIX.
+		Publishes: []string{contracts.QueueKeeperSubject, contracts.StageFilter(contracts.StageRequested)},
+		Acks:      []string{contracts.StreamName + "." + Durable("retriever")},
+	},
+	{
+		Name: "envelope", In: contracts.StageRetrieved, Out: contracts.StageEnveloped,
+		// A turn with server-side tools goes to the toolrunner first.
+		Routes: []string{contracts.StageToolRound},
+	},
+	{
+		Name: "llmcaller", In: contracts.StageEnveloped, Out: contracts.StageResponded,
+		// A result calling server-side tools goes to the toolrunner.
+		Routes:    []string{contracts.StageToolRound},
+		KV:        []string{"aptix_llm_results", "aptix_history_kv"},
+		Objects:   []string{"aptix_history"},
+		Publishes: []string{contracts.DeltaPrefix + ".>"},
+	},
+	{
+		Name: "mapper", In: contracts.StageResponded, Out: contracts.StageCompleted,
+		KV:        []string{ConversationsBucket, UsageBucket},
+		Publishes: []string{UsageSubject + ".>"},
+		// The usage fold runs in the mapper's process.
+		Acks: []string{UsageStream + "." + UsageFolder},
+		Trim: true,
+	},
+	{
+		// The toolrunner answers a round of server-side tool calls with the
+		// next round's enveloped event, or a loop that ended with the
+		// responded event (docs/architecture.md#the-server-side-tool-loop).
+		Name: "toolrunner", In: contracts.StageToolRound, Out: contracts.StageEnveloped,
+		Routes:    []string{contracts.StageResponded},
+		KV:        []string{"aptix_tool_results"},
+		Publishes: []string{contracts.DeltaPrefix + ".>"},
+	},
+}
+
+// StageByName is the declared stage of a service; ok is false for a name
+// not in Stages (a test's own stage).
+func StageByName(name string) (StageSpec, bool) {
+	for _, s := range Stages {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return StageSpec{}, false
+}
+
+// Emits are the event stages a handled turn of this stage may go to: Out,
+// the Route alternatives, and the error completion every stage may end a
+// turn with.
+func (s StageSpec) Emits() []string {
+	out := []string{s.Out}
+	for _, r := range append(slices.Clone(s.Routes), contracts.StageCompleted) {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Consumer is the stream and durable consumer the stage reads In through.
+func (s StageSpec) Consumer() (stream, durable string) {
+	return contracts.StreamOf(s.In), Durable(s.Name)
+}
+
+// PublishSubjects are the subjects the stage's NATS user must be allowed
+// to publish, beyond what every JetStream client needs ($JS.API.>, $JS.FC.>,
+// _INBOX.>): its events, its dead letters, the stores it writes and the
+// acknowledgements of its consumers.
+func (s StageSpec) PublishSubjects() []string {
+	var out []string
+	for _, e := range s.Emits() {
+		out = append(out, contracts.StageFilter(e))
+	}
+	out = append(out, contracts.DeadSubject(s.Name), "$O."+contracts.ClaimBucket+".>")
+	for _, b := range s.KV {
+		out = append(out, "$KV."+b+".>")
+	}
+	for _, b := range s.Objects {
+		out = append(out, "$O."+b+".>")
+	}
+	out = append(out, s.Publishes...)
+	stream, durable := s.Consumer()
+	out = append(out, "$JS.ACK."+stream+"."+durable+".>")
+	for _, a := range s.Acks {
+		out = append(out, "$JS.ACK."+a+".>")
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Trims says whether the named stage runs the history trimmer.
+func Trims(name string) bool {
+	s, ok := StageByName(name)
+	return ok && s.Trim
+}
