@@ -45,13 +45,37 @@ func TestRunSmall(t *testing.T) {
 		t.Errorf("durable writes per turn: bus %s, gateway %s", r.Writes, r.GatewayWrites)
 	}
 	// The split sample's turns store what the latency run's do, cut in two:
-	// the five events are all stored by the answer.
+	// the five events are all stored by the answer. Two writers are not
+	// the turn's own and land in either count by timing: the usage fold,
+	// which folds in the background (so a fold of the latency run's last
+	// turns can land in the sample), and the queue's keeper, written once a
+	// second; they are compared with room for that.
 	for name, sp := range map[string]struct {
 		s     Split
 		total Writes
 	}{"bus": {r.WritesSplit, r.Writes}, "gateway": {r.GatewayWritesSplit, r.GatewayWrites}} {
-		if sp.s.Turns != 10 || sp.s.Before.PerOp < 5 || sp.s.Before.ByStream["APTIX"] < 4 || math.Abs(sp.s.Before.PerOp+sp.s.After.PerOp-sp.total.PerOp) > 0.5 {
+		if sp.s.Turns != 10 || sp.s.Before.PerOp < 5 || sp.s.Before.ByStream["APTIX"] < 4 {
 			t.Errorf("%s path split %s, total %s", name, sp.s, sp.total)
+		}
+		streams := map[string]bool{}
+		for _, m := range []map[string]float64{sp.s.Before.ByStream, sp.s.After.ByStream, sp.total.ByStream} {
+			for k := range m {
+				streams[k] = true
+			}
+		}
+		for k := range streams {
+			// The latency run's last turns may still be writing after
+			// the answer when its count is taken: one of its 20 turns.
+			room := 0.1
+			switch k {
+			case "KV_aptix_usage":
+				room = 1.5
+			case "APTIX_QUEUE":
+				room = 0.4
+			}
+			if d := sp.s.Before.ByStream[k] + sp.s.After.ByStream[k] - sp.total.ByStream[k]; math.Abs(d) > room {
+				t.Errorf("%s path, %s: %.2f before + %.2f after the answer, %.2f in the latency run", name, k, sp.s.Before.ByStream[k], sp.s.After.ByStream[k], sp.total.ByStream[k])
+			}
 		}
 	}
 	for i, n := range r.EventBytes {

@@ -177,6 +177,11 @@ func sampleSplit(ctx context.Context, js jetstream.JetStream, n int, turn func(c
 	const quiet, bound = 100 * time.Millisecond, 2 * time.Second
 	snaps := make([]turnSnapshots, 0, n)
 	var unsettled int
+	// What ran before (the latency run's last turns, their records written
+	// after the answer) must not land in the first turn's count.
+	if _, _, err := settle(ctx, js, quiet, bound); err != nil {
+		return Split{}, err
+	}
 	for i := range n {
 		start, err := streamStates(ctx, js)
 		if err != nil {
