@@ -7,10 +7,23 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 // EnvMemoryLimit sets the soft memory limit of `aptix up`'s process.
 const EnvMemoryLimit = "APTIX_MEMORY_LIMIT"
+
+// upMemoryLimit is the soft limit `aptix up` applied (0: none), for its banner.
+var upMemoryLimit int64
+
+// describeMemoryLimit is the banner's Memory line.
+func describeMemoryLimit(n int64) string {
+	if n <= 0 || n == math.MaxInt64 {
+		return "no soft limit (" + EnvMemoryLimit + "=2GiB sets one)"
+	}
+	return "soft limit " + pipeline.FormatBytes(n) + " (" + EnvMemoryLimit + "=off lifts it; past it the collector works harder, never refuses memory)"
+}
 
 // defaultMemoryLimit is the Go runtime's soft limit in `aptix up` when
 // neither APTIX_MEMORY_LIMIT nor GOMEMLIMIT says otherwise: 7/8 GiB, so the

@@ -48,7 +48,8 @@ func init() {
 			"Stop with Ctrl-C: new turns wait in the queue, turns in flight finish first.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := applyMemoryLimit(); err != nil {
+			var err error
+			if upMemoryLimit, err = applyMemoryLimit(); err != nil {
 				return usagef("%w", err)
 			}
 			return runUp(cmd.Context(), listen, cmd.OutOrStdout())
@@ -340,8 +341,8 @@ func (u *upRun) run(ctx context.Context, nc *nats.Conn) error {
 		u.up = true
 		natsAddr := u.natsAddr
 		lim := u.streams.Limits()
-		limitsLine := fmt.Sprintf("  Limits: queue %s, work %s, history %s / %s (APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES, APTIX_HISTORY_MAX_AGE)\n  Disk:   %s (APTIX_SYNC=always for an fsync on every write)\n",
-			pipeline.FormatBytes(lim.QueueMaxBytes), pipeline.FormatBytes(lim.WorkMaxBytes), pipeline.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge, u.sync.Describe())
+		limitsLine := fmt.Sprintf("  Limits: queue %s, work %s, history %s / %s (APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES, APTIX_HISTORY_MAX_AGE)\n  Disk:   %s (APTIX_SYNC=always for an fsync on every write)\n  Memory: %s\n",
+			pipeline.FormatBytes(lim.QueueMaxBytes), pipeline.FormatBytes(lim.WorkMaxBytes), pipeline.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge, u.sync.Describe(), describeMemoryLimit(upMemoryLimit))
 		natsAccess := ""
 		if u.nkeyFile != "" {
 			natsAccess = "credentials required: the nkey " + u.nkeyFile + ", which the CLI on this data dir uses by itself (elsewhere --nkey FILE); "
