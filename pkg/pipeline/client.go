@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 )
 
 // Submit publishes an execute event on aptix.requested.<conv>.<turn>, with
@@ -134,11 +136,11 @@ func Await(ctx context.Context, js jetstream.JetStream, conversationID, turnID s
 			}
 			continue // nothing yet
 		}
-		data, err := EventData(ctx, js, m.Headers(), m.Data())
+		data, err := claim.EventData(ctx, js, m.Headers(), m.Data())
 		if err != nil {
 			return t, err
 		}
-		if err := unmarshalTurn(data, &t); err != nil {
+		if err := turncodec.Unmarshal(data, &t); err != nil {
 			return t, fmt.Errorf("decode completion: %w", err)
 		}
 		return t, nil

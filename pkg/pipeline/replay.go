@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 )
 
 // Replays and dead-letter retries re-drive a stored event into
@@ -144,8 +145,8 @@ func PublishReplay(ctx context.Context, js jetstream.JetStream, ev ReplayEvent) 
 	otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(msg.Metadata))
 	msg.SetContext(ctx)
 	pub := NewPublisher(js)
-	pub.claims = &claimStore{js: js, ttl: StreamConfig{}.withDefaults().HistoryMaxAge}
-	pub.maxInline = claimThreshold(js.Conn())
+	pub.claims = claim.NewStore(js, StreamConfig{}.withDefaults().HistoryMaxAge)
+	pub.maxInline = claim.Threshold(js.Conn())
 	if err := pub.Publish(subject, msg); err != nil {
 		return capacityError(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 )
 
 // A turn id names one request of its conversation. A client that re-sends a
@@ -51,12 +53,12 @@ func recordedRequestIn(ctx context.Context, js jetstream.JetStream, s jetstream.
 	if err != nil {
 		return nil, fmt.Errorf("look up turn %s: %w", turnID, err)
 	}
-	data, err := EventData(ctx, js, m.Header, m.Data)
+	data, err := claim.EventData(ctx, js, m.Header, m.Data)
 	if err != nil {
 		return nil, err
 	}
 	var t contracts.Turn
-	if err := unmarshalTurn(data, &t); err != nil {
+	if err := turncodec.Unmarshal(data, &t); err != nil {
 		return nil, fmt.Errorf("decode turn %s: %w", turnID, err)
 	}
 	return &t.Request, nil

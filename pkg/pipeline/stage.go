@@ -23,6 +23,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 )
 
 // Version is reported by every stage's micro service.
@@ -154,8 +156,8 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	// clean stop; what is lost or dead-lettered the stage logs itself.
 	sc.Logger = watermill.NewSlogLoggerWithLevelMapping(log, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug, slog.LevelError: slog.LevelWarn})
 	pub := NewPublisher(js)
-	pub.claims = &claimStore{js: js, ttl: o.Stream.withDefaults().HistoryMaxAge}
-	pub.maxInline = claimThreshold(nc)
+	pub.claims = claim.NewStore(js, o.Stream.withDefaults().HistoryMaxAge)
+	pub.maxInline = claim.Threshold(nc)
 	r := &runner{st: st, o: o, sub: sc, pub: pub, js: js, log: log}
 	if contracts.StreamOf(st.In) != contracts.StreamOf(st.Out) {
 		r.admit = newAdmission(js, o.Stream)
@@ -234,7 +236,7 @@ func (r *runner) handle(msg *message.Message) (err error) {
 
 	payload := msg.Payload
 	if key := msg.Metadata.Get(contracts.HeaderClaim); key != "" {
-		full, err := EventData(ctx, r.js, nats.Header{contracts.HeaderClaim: []string{key}}, payload)
+		full, err := claim.EventData(ctx, r.js, nats.Header{contracts.HeaderClaim: []string{key}}, payload)
 		if err != nil {
 			r.log.Warn("claimed event unreadable, will retry", "subject", subject, "err", err)
 			if delivered < r.sub.MaxDeliver {
@@ -446,7 +448,7 @@ func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
 			req.TurnId = turnID
 		}
 		t = contracts.NewTurn(req)
-	} else if err := unmarshalTurn(payload, &t); err != nil {
+	} else if err := turncodec.Unmarshal(payload, &t); err != nil {
 		return t, fmt.Errorf("payload is not a Turn: %w", err)
 	}
 	if t.ConversationId != conv || t.TurnId != turnID {
@@ -461,7 +463,7 @@ func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
 // stored once. A full stream is waited out (the input stays unacknowledged
 // meanwhile), never dropped.
 func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) error {
-	data, err := marshalTurn(t)
+	data, err := turncodec.Marshal(t)
 	if err != nil {
 		return fmt.Errorf("encode turn: %w", err)
 	}
@@ -553,7 +555,7 @@ func (r *runner) failReused(ctx context.Context, t *contracts.Turn) error {
 		"turn id %q was already used in conversation %q by a different request; its answer stands: send this request with a new turn id", t.TurnId, t.ConversationId)}
 	resp := contracts.FailedResponse(t.Request, *t.Failure, nil, t.Warnings)
 	t.Response = &resp
-	data, err := marshalTurn(t)
+	data, err := turncodec.Marshal(t)
 	if err != nil {
 		return err
 	}

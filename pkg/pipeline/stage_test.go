@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -314,7 +315,7 @@ func TestReusedTurnIDWithClaimedEvent(t *testing.T) {
 	}
 	m := next(t, js, contracts.Subject(contracts.StageCompleted, "c1", "big"))
 	var done contracts.Turn
-	full, err := EventData(ctx, js, m.Headers(), m.Data())
+	full, err := claim.EventData(ctx, js, m.Headers(), m.Data())
 	if err == nil {
 		err = json.Unmarshal(full, &done)
 	}

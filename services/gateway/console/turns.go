@@ -18,6 +18,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 )
 
@@ -236,7 +237,7 @@ func (c *Console) conversationData(ctx context.Context, id string) (*conversatio
 				if _, shown := turns[turn]; !shown {
 					return true
 				}
-				data, err := pipeline.EventData(ctx, c.js, m.Headers(), m.Data())
+				data, err := claim.EventData(ctx, c.js, m.Headers(), m.Data())
 				if err != nil {
 					return true
 				}
@@ -445,7 +446,7 @@ func (c *Console) turnEvents(ctx context.Context, conv, turn string) ([]eventVie
 	}
 	var out []eventView
 	err = readOrdered(ctx, s, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}, min(total, 500), func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
-		data, err := pipeline.EventData(ctx, c.js, m.Headers(), m.Data())
+		data, err := claim.EventData(ctx, c.js, m.Headers(), m.Data())
 		if err != nil {
 			data = m.Data()
 		}

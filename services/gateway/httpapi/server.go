@@ -24,6 +24,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/console"
@@ -392,7 +393,7 @@ func (s *Server) turnAt(ctx context.Context, conv, turn string) (stage string, t
 			}
 			continue
 		}
-		data, err := pipeline.EventData(ctx, s.js, m.Header, m.Data)
+		data, err := claim.EventData(ctx, s.js, m.Header, m.Data)
 		if err != nil {
 			return "", nil, at, err
 		}
