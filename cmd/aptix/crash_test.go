@@ -21,6 +21,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
@@ -166,7 +167,7 @@ type completions struct {
 // completed turn once and equal the sum of their costs, no more.
 func checkUsage(ctx context.Context, t *testing.T, js jetstream.JetStream, got completions) {
 	t.Helper()
-	u, err := pipeline.OpenUsage(ctx, js, 0)
+	u, err := store.OpenUsage(ctx, js, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

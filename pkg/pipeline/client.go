@@ -15,6 +15,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 )
 
@@ -32,8 +33,8 @@ func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExec
 	}
 	subject := contracts.Subject(contracts.StageRequested, req.ConversationId, req.TurnId)
 	id := contracts.MsgID(req.ConversationId, req.TurnId, contracts.StageRequested)
-	ctx, span := tracer().Start(ctx, "send aptix."+contracts.StageRequested, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(messagingAttrs("send", subject, id)...),
+	ctx, span := tracing.Tracer().Start(ctx, "send aptix."+contracts.StageRequested, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(tracing.MessagingAttrs("send", subject, id)...),
 		trace.WithAttributes(attribute.String("aptix.conversation_id", req.ConversationId), attribute.String("aptix.turn_id", req.TurnId)))
 	defer span.End()
 	h := nats.Header{}
@@ -44,7 +45,7 @@ func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExec
 	h[contracts.HeaderCESource] = []string{"aptix/client"}
 	h[contracts.HeaderCETime] = []string{time.Now().UTC().Format(time.RFC3339Nano)}
 	h[contracts.HeaderCEContentType] = []string{contracts.CEContentTypeJSON}
-	otel.GetTextMapPropagator().Inject(ctx, HeaderCarrier(h))
+	otel.GetTextMapPropagator().Inject(ctx, tracing.HeaderCarrier(h))
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: h})
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", subject, capacityError(err))

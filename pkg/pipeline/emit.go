@@ -109,7 +109,7 @@ func Output(ctx context.Context, js jetstream.JetStream, conv, turnID string, st
 	}
 	// A replay or a retried dead letter is a run of its own: what the
 	// turn's earlier run stored is not its output.
-	for _, k := range []string{HeaderReplayOf, HeaderRedrive} {
+	for _, k := range []string{contracts.HeaderReplayOf, contracts.HeaderRedrive} {
 		if best.Header.Get(k) != carried(ctx)[k] {
 			return nil, 0, nil
 		}

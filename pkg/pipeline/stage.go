@@ -24,6 +24,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 )
 
@@ -225,10 +226,10 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	subject := msg.Metadata.Get(MetaSubject)
 	delivered, _ := strconv.Atoi(msg.Metadata.Get(MetaDelivered))
 	parent := otel.GetTextMapPropagator().Extract(msg.Context(), propagation.MapCarrier(msg.Metadata))
-	ctx, span := tracer().Start(parent, "process aptix."+r.st.In,
+	ctx, span := tracing.Tracer().Start(parent, "process aptix."+r.st.In,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithLinks(trace.LinkFromContext(parent)),
-		trace.WithAttributes(messagingAttrs("process", subject, msg.UUID)...),
+		trace.WithAttributes(tracing.MessagingAttrs("process", subject, msg.UUID)...),
 		trace.WithAttributes(attribute.String("messaging.consumer.group.name", r.sub.Durable), attribute.Int("messaging.nats.delivered", delivered)))
 	defer span.End()
 	ctx = withCarried(ctx, msg.Metadata) // replay and redrive marks (replay.go)
@@ -485,8 +486,8 @@ func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, tu
 	}
 	subject := contracts.Subject(stage, conv, turnID)
 	id = carriedID(ctx, id)
-	ctx, span := tracer().Start(ctx, "send aptix."+stage, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(messagingAttrs("send", subject, id)...),
+	ctx, span := tracing.Tracer().Start(ctx, "send aptix."+stage, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(tracing.MessagingAttrs("send", subject, id)...),
 		trace.WithAttributes(attribute.Int("messaging.message.body.size", len(data))))
 	defer span.End()
 	msg := message.NewMessage(id, data)

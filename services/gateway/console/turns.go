@@ -203,7 +203,7 @@ func (c *Console) conversationData(ctx context.Context, id string) (*conversatio
 			size, _ := strconv.Atoi(m.Headers().Get(nats.MsgSize))
 			ta.times[stage] = md.Timestamp
 			ta.msgs[stage] = msgInfo{seq: md.Sequence.Stream, size: size, trace: history.TraceID(m.Headers())}
-			if v := m.Headers().Get(pipeline.HeaderReplayOf); v != "" {
+			if v := m.Headers().Get(contracts.HeaderReplayOf); v != "" {
 				ta.replay = v
 			}
 			return true
@@ -385,7 +385,7 @@ func (c *Console) turnData(ctx context.Context, conv, id string) (*turnData, err
 		summarize(&d.turnSummary, stage, t)
 		d.Request = pretty(t.Request)
 		if m := v.Msgs[stage]; m != nil {
-			d.ReplayOf = m.Header.Get(pipeline.HeaderReplayOf)
+			d.ReplayOf = m.Header.Get(contracts.HeaderReplayOf)
 		}
 	}
 	if t, ok := v.Turns[contracts.StageRetrieved]; ok && t.Retrieval != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -116,7 +117,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("Response %s is still running after %s; GET /v1/responses/%s returns it once it completes.", meta.ID, s.cfg.SyncTimeout, meta.ID)})
 		return
 	}
-	if t.Failure != nil && t.Failure.Code == pipeline.CodeCancelled {
+	if t.Failure != nil && t.Failure.Code == store.CodeCancelled {
 		// Cancelled by POST …/cancel while this request waited: the answer
 		// is the cancelled response, as GET shows it, not an error.
 		if resp, err := s.current(ctx, meta); err == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -141,7 +142,7 @@ func (s *Server) streamStored(w http.ResponseWriter, r *http.Request, meta *resp
 			sse.done()
 			return
 		case <-cancelled.Done():
-			if grace == nil && errors.Is(context.Cause(cancelled), pipeline.ErrCancelled) {
+			if grace == nil && errors.Is(context.Cause(cancelled), store.ErrCancelled) {
 				grace = time.After(cancelGrace)
 			}
 			cancelled = context.Background() // seen: stop selecting it

@@ -25,6 +25,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/console"
@@ -99,8 +100,8 @@ type Server struct {
 	stream jetstream.Stream
 	// deltas is the stream of stored deltas (resume.go).
 	deltas jetstream.Stream
-	// cancels holds the turn cancellations (pipeline.CancelBucket).
-	cancels *pipeline.Cancels
+	// cancels holds the turn cancellations (store.CancelBucket).
+	cancels *store.Cancels
 	hooks   *webhooks
 	dl      jetstream.ConsumeContext
 	mux     *http.ServeMux
@@ -110,7 +111,7 @@ type Server struct {
 	log    *slog.Logger
 	limits *rateLimits
 	// usage is the shared accounting: budgets and GET /v1/aptix/usage (usage.go).
-	usage *pipeline.Usage
+	usage *store.Usage
 	// console is the web console at /console/ (docs/console.md).
 	console *console.Console
 
@@ -184,10 +185,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.deltas, err = ensureDeltaStream(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
-	if s.cancels, err = pipeline.OpenCancels(ctx, js, cfg.Replicas); err != nil {
+	if s.cancels, err = store.OpenCancels(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
-	if s.usage, err = pipeline.OpenUsage(ctx, js, cfg.Replicas); err != nil {
+	if s.usage, err = store.OpenUsage(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
 	// One ordered consumer for the whole process, not one per request.

@@ -1,4 +1,4 @@
-package pipeline
+package store
 
 import (
 	"context"
@@ -124,7 +124,7 @@ func (c *Conversations) Get(ctx context.Context, conversationID string) (*Conver
 	if !ok || rec != nil && rec.TurnId == turnID {
 		return rec, nil
 	}
-	if !updates(last.Header.Get(HeaderReplayOf), last.Header.Get(HeaderReplayContinue)) {
+	if !contracts.ReplayUpdatesConversation(last.Header.Get(contracts.HeaderReplayOf), last.Header.Get(contracts.HeaderReplayContinue)) {
 		return rec, nil
 	}
 	data, err := claim.EventData(ctx, c.js, last.Header, last.Data)
