@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -205,7 +205,7 @@ func TestReplayConversation(t *testing.T) {
 
 func (d *debugStack) turnResult(conv, turn string) contracts.AgentExecuteResponse {
 	d.t.Helper()
-	got, err := pipeline.Await(d.ctx(), d.js, conv, turn)
+	got, err := client.Await(d.ctx(), d.js, conv, turn)
 	if err != nil || got.Response == nil {
 		d.t.Fatalf("turn %s/%s: %v", conv, turn, err)
 	}

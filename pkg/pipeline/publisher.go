@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 )
 
@@ -82,7 +83,7 @@ func (p *Publisher) claim(ctx context.Context, m *nats.Msg) error {
 	}
 	key := claim.Key(m.Subject, m.Header.Get(contracts.HeaderMsgID))
 	if _, err := obs.PutBytes(ctx, key, m.Data); err != nil {
-		return fmt.Errorf("claim check %s (%d bytes): %w", key, len(m.Data), capacityError(err))
+		return fmt.Errorf("claim check %s (%d bytes): %w", key, len(m.Data), backpressure.Wrap(err))
 	}
 	_, conv, turnID, _ := contracts.ParseSubject(m.Subject)
 	m.Header.Set(contracts.HeaderClaim, key)

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
 )
@@ -134,7 +135,7 @@ func PublishReplay(ctx context.Context, js jetstream.JetStream, ev ReplayEvent) 
 	pub.claims = claim.NewStore(js, StreamConfig{}.withDefaults().HistoryMaxAge)
 	pub.maxInline = claim.Threshold(js.Conn())
 	if err := pub.Publish(subject, msg); err != nil {
-		return capacityError(err)
+		return backpressure.Wrap(err)
 	}
 	return nil
 }

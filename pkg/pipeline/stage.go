@@ -23,9 +23,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turnreuse"
 )
 
 // Version is reported by every stage's micro service.
@@ -126,7 +128,7 @@ func (r *runner) recordedRequest(ctx context.Context, conv, turnID string) (*con
 		r.events = s
 		r.eventsMu.Unlock()
 	}
-	return recordedRequestIn(ctx, r.js, s, conv, turnID)
+	return turnreuse.RecordedRequestIn(ctx, r.js, s, conv, turnID)
 }
 
 // Run runs a stage until ctx ends, then drains: it stops fetching, lets the
@@ -272,9 +274,9 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		if err != nil {
 			return false, err // cannot tell yet: retry rather than answer twice
 		}
-		if prev != nil && !sameRequest(*prev, turn.Request) {
+		if prev != nil && !turnreuse.SameRequest(*prev, turn.Request) {
 			r.stats.rejected.Add(1)
-			log.Warn("turn id reused with a different request", "code", CodeTurnIDReused)
+			log.Warn("turn id reused with a different request", "code", contracts.CodeTurnIDReused)
 			return true, nil
 		}
 		return false, nil
@@ -353,7 +355,7 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	}
 	if err != nil {
 		span.RecordError(err)
-		if delivered < r.sub.MaxDeliver || IsAtCapacity(err) {
+		if delivered < r.sub.MaxDeliver || backpressure.IsAtCapacity(err) {
 			return err
 		}
 		if expectFirst {
@@ -526,7 +528,7 @@ func (r *runner) fail(ctx context.Context, t *contracts.Turn, code, message stri
 	resp := contracts.FailedResponse(t.Request, *t.Failure, sources, t.Warnings)
 	t.Response = &resp
 	err := r.publish(ctx, contracts.StageCompleted, t)
-	if err == nil || IsAtCapacity(err) {
+	if err == nil || backpressure.IsAtCapacity(err) {
 		return err
 	}
 	// The whole turn could not be published: the client still gets a
@@ -552,7 +554,7 @@ func (r *runner) reusedOr(ctx context.Context, t *contracts.Turn, again bool, er
 // error completion under its own Nats-Msg-Id, so it is stored after the first
 // request's answer instead of being de-duplicated away.
 func (r *runner) failReused(ctx context.Context, t *contracts.Turn) error {
-	t.Failure = &contracts.Failure{Stage: r.st.Name, Code: CodeTurnIDReused, Message: fmt.Sprintf(
+	t.Failure = &contracts.Failure{Stage: r.st.Name, Code: contracts.CodeTurnIDReused, Message: fmt.Sprintf(
 		"turn id %q was already used in conversation %q by a different request; its answer stands: send this request with a new turn id", t.TurnId, t.ConversationId)}
 	resp := contracts.FailedResponse(t.Request, *t.Failure, nil, t.Warnings)
 	t.Response = &resp

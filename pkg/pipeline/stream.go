@@ -27,7 +27,7 @@ import (
 //   - Requests (aptix.requested.>) go to APTIX_QUEUE, a work-queue stream
 //     with discard "new" and a hard cap (QueueMaxBytes): a request leaves it
 //     only when the retriever acknowledges it, and when it is full a client's
-//     publish is refused (ErrAtCapacity), loudly, never dropped.
+//     publish is refused (backpressure.ErrAtCapacity), loudly, never dropped.
 //   - Every later event goes to APTIX: limits retention, discard "new", no
 //     server-side age limit, and a hard cap of WorkMaxBytes+HistoryMaxBytes.
 //     History is bounded by the trimmer (trim.go), which purges by age

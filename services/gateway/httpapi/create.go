@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
@@ -85,7 +85,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	g := s.comps.acquire(ctx) // before the submit: the watch must predate the completion
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
-	err := pipeline.Submit(sctx, s.js, exec)
+	err := client.Submit(sctx, s.js, exec)
 	cancel()
 	if err != nil {
 		s.comps.release(g)
@@ -103,7 +103,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		s.settleAfter(ctx, meta)
 	}
-	if errors.Is(err, pipeline.ErrUnreadableCompletion) {
+	if errors.Is(err, client.ErrUnreadableCompletion) {
 		s.fail(w, &responses.Error{Status: http.StatusInternalServerError, Type: responses.TypeServer,
 			Message: fmt.Sprintf("Response %s completed, but its result could not be read (%v); GET /v1/responses/%s may return it.", meta.ID, err, meta.ID)})
 		return

@@ -1,6 +1,6 @@
 // Package httpapi is the gateway's HTTP adapter: OpenAI's Responses API on
 // net/http, over the Aptix pipeline. It is a client of the bus like `aptix
-// exec` (pipeline.Submit, one shared completion watch per process) and keeps
+// exec` (client.Submit, one shared completion watch per process) and keeps
 // nothing in memory another replica would need: response records and
 // conversation heads are in JetStream KV, the turns themselves in the stream.
 package httpapi
@@ -24,7 +24,9 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
@@ -358,12 +360,12 @@ func (s *Server) submitError(err error) *responses.Error {
 		// The turn event (the request plus what the stages add) is over what
 		// NATS carries: the body was too large after all.
 		return responses.TooLarge(s.cfg.MaxBodyBytes)
-	case pipeline.IsAtCapacity(err):
+	case backpressure.IsAtCapacity(err):
 		return responses.Unavailable("Aptix is at capacity (the turn queue is full); retry later.")
-	case errors.Is(err, pipeline.ErrTurnIDReused):
+	case errors.Is(err, client.ErrTurnIDReused):
 		// The client's mistake, not the server's: the turn id names another
 		// request of this conversation, whose answer stands.
-		e := responses.BadRequest("turnId", pipeline.CodeTurnIDReused, err.Error())
+		e := responses.BadRequest("turnId", contracts.CodeTurnIDReused, err.Error())
 		e.Status = http.StatusConflict
 		return e
 	case s.cfg.NC.Status() != nats.CONNECTED, errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),

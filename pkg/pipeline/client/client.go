@@ -1,4 +1,7 @@
-package pipeline
+// Package client is how a program hands turns to the pipeline and reads
+// their answers: Submit a request, then Await its completion, or follow
+// every completion with one consumer (WatchCompletions).
+package client
 
 import (
 	"context"
@@ -14,9 +17,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turnreuse"
 )
 
 // Submit publishes an execute event on aptix.requested.<conv>.<turn>, with
@@ -48,17 +53,21 @@ func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExec
 	otel.GetTextMapPropagator().Inject(ctx, tracing.HeaderCarrier(h))
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: h})
 	if err != nil {
-		return fmt.Errorf("publish %s: %w", subject, capacityError(err))
+		return fmt.Errorf("publish %s: %w", subject, backpressure.Wrap(err))
 	}
 	if ack.Duplicate {
 		// Stored before under this turn id: fine if it is the same request
 		// (a retry), an error if not (the new one was dropped).
-		if prev, err := firstRequest(ctx, js, req.ConversationId, req.TurnId); err == nil && prev != nil && !sameRequest(*prev, req) {
+		if prev, err := firstRequest(ctx, js, req.ConversationId, req.TurnId); err == nil && prev != nil && !turnreuse.SameRequest(*prev, req) {
 			return fmt.Errorf("%w: turn %s of conversation %s was already sent with a different request, whose answer stands: use a new turn id", ErrTurnIDReused, req.TurnId, req.ConversationId)
 		}
 	}
 	return nil
 }
+
+// ErrTurnIDReused is returned by Submit for a turn id already used by a
+// different request.
+var ErrTurnIDReused = errors.New(contracts.CodeTurnIDReused)
 
 // firstRequest is the request a turn id was accepted with: still queued, or
 // recorded by its retrieved event.
@@ -72,7 +81,7 @@ func firstRequest(ctx context.Context, js jetstream.JetStream, conv, turnID stri
 			return &r, nil
 		}
 	}
-	return recordedRequest(ctx, js, conv, turnID)
+	return turnreuse.RecordedRequest(ctx, js, conv, turnID)
 }
 
 // Await returns the turn's completed event. It reads the completed subject
