@@ -22,7 +22,7 @@ import (
 type Publisher struct {
 	js jetstream.JetStream
 	// claims, when set, stores payloads above maxInline and publishes a stub
-	// (claim.go).
+	// (pkg/pipeline/claim).
 	claims    *claim.Store
 	maxInline int
 	// createStream makes a stream per topic on first use (tests and

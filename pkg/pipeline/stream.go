@@ -35,7 +35,7 @@ import (
 //     after the first one a stage has not acknowledged, and never a
 //     completion or dead letter younger than CompletionGrace.
 //   - Only the first stage brings new turns into APTIX, and it does so only
-//     while APTIX has headroom (admit.go); every other stage's publish moves
+//     while APTIX has headroom (capacity.go); every other stage's publish moves
 //     a turn already inside. A stage whose publish is refused retries with
 //     backoff and never acknowledges its input first, so nothing is lost and
 //     a full stream is backpressure, up to the client's refused publish.
