@@ -19,8 +19,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
@@ -90,7 +91,7 @@ func kill9Run(t *testing.T, bin string, reattach bool, turns int) {
 	for i := range turns {
 		req := contracts.AgentExecuteRequest{ConversationId: fmt.Sprintf("crash-c%d", i), TurnId: fmt.Sprintf("crash-t%d", i),
 			Mode: "DEFAULT", Instruction: fmt.Sprintf("crash turn %d", i)}
-		if err := pipeline.Submit(ctx, js, req); err != nil {
+		if err := client.Submit(ctx, js, req); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,7 +167,7 @@ type completions struct {
 // completed turn once and equal the sum of their costs, no more.
 func checkUsage(ctx context.Context, t *testing.T, js jetstream.JetStream, got completions) {
 	t.Helper()
-	u, err := pipeline.OpenUsage(ctx, js, 0)
+	u, err := store.OpenUsage(ctx, js, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

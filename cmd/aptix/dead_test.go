@@ -8,6 +8,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 )
 
 // TestDeadLetterRetry: a turn whose retrieval index is down is retried with
@@ -55,7 +56,7 @@ func TestDeadLetterRetry(t *testing.T) {
 	}
 	var done contracts.Turn
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		done, err = pipeline.Await(ctx, d.js, "c-dead", "t-dead")
+		done, err = client.Await(ctx, d.js, "c-dead", "t-dead")
 		if err != nil {
 			t.Fatal(err)
 		}

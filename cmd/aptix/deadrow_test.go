@@ -17,6 +17,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -125,13 +126,13 @@ func TestDeadLettersInARow(t *testing.T) {
 				point := failPoints[i%len(failPoints)]
 				s := sent{conv: fmt.Sprintf("c%d", i%7), turn: fmt.Sprintf("t%d", i), point: point}
 				turns = append(turns, s)
-				if err := pipeline.Submit(ctx, c.js, contracts.AgentExecuteRequest{ConversationId: s.conv, TurnId: s.turn, Instruction: "fail:" + point}); err != nil {
+				if err := client.Submit(ctx, c.js, contracts.AgentExecuteRequest{ConversationId: s.conv, TurnId: s.turn, Instruction: "fail:" + point}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			stageOf := func(point string) string { return strings.TrimSuffix(point, "-round") }
 			for _, s := range turns {
-				done, err := pipeline.Await(ctx, c.js, s.conv, s.turn)
+				done, err := client.Await(ctx, c.js, s.conv, s.turn)
 				if err != nil {
 					t.Fatalf("turn %s (fail at %s): no completion: %v", s.turn, s.point, err)
 				}
@@ -169,7 +170,7 @@ func TestDeadLettersInARow(t *testing.T) {
 			}
 			for _, s := range turns {
 				for {
-					done, err := pipeline.Await(ctx, c.js, s.conv, s.turn)
+					done, err := client.Await(ctx, c.js, s.conv, s.turn)
 					if err != nil {
 						t.Fatalf("turn %s (fail at %s) after the retry: %v", s.turn, s.point, err)
 					}

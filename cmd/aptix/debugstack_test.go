@@ -15,6 +15,7 @@ import (
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/stack"
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -93,10 +94,10 @@ func (d *debugStack) ctx() context.Context {
 func (d *debugStack) turn(req contracts.AgentExecuteRequest) contracts.Turn {
 	d.t.Helper()
 	ctx := d.ctx()
-	if err := pipeline.Submit(ctx, d.js, req); err != nil {
+	if err := client.Submit(ctx, d.js, req); err != nil {
 		d.t.Fatal(err)
 	}
-	t, err := pipeline.Await(ctx, d.js, req.ConversationId, req.TurnId)
+	t, err := client.Await(ctx, d.js, req.ConversationId, req.TurnId)
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 )
 
 // execFlags are the knobs of one turn; each maps onto an AgentExecuteRequest field.
@@ -179,11 +180,11 @@ func execTurnOn(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, f ex
 			return err
 		}
 	}
-	if err := pipeline.Submit(ctx, js, req); err != nil {
+	if err := client.Submit(ctx, js, req); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "aptix: conversation %s, turn %s sent\n", req.ConversationId, req.TurnId)
-	turn, err := pipeline.Await(ctx, js, req.ConversationId, req.TurnId)
+	turn, err := client.Await(ctx, js, req.ConversationId, req.TurnId)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("%w; the turn stays in the stream: see `%s`", err, hint(clientServer(), "events", "--conversation", req.ConversationId))

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 )
 
 // Exit statuses, documented in `aptix help` and the README.
@@ -69,7 +69,7 @@ func exitCode(err error, ran bool) int {
 		return exitOK
 	case !ran, errors.As(err, &ue), errors.As(err, &ve), errors.As(err, &ie) && ie.IsInputError():
 		return exitUsage
-	case errors.Is(err, pipeline.ErrAtCapacity):
+	case errors.Is(err, backpressure.ErrAtCapacity):
 		return exitTempFail
 	}
 	return exitFailure

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 )
 
 // cli runs the CLI in-process as main does and returns the exit status and
@@ -141,7 +141,7 @@ func isTypeName(s string) bool {
 }
 
 func TestExitCodeAtCapacity(t *testing.T) {
-	if code := exitCode(fmt.Errorf("submit: %w", pipeline.ErrAtCapacity), true); code != exitTempFail {
+	if code := exitCode(fmt.Errorf("submit: %w", backpressure.ErrAtCapacity), true); code != exitTempFail {
 		t.Errorf("a turn refused at capacity exits %d, want %d", code, exitTempFail)
 	}
 }

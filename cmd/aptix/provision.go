@@ -16,6 +16,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 )
 
@@ -45,10 +46,10 @@ func init() {
 				return writeDefinitions(dir, stream, sc)
 			}
 			if dryRun {
-				plan := map[string]any{"stream": stream.JetStreamConfig(), "queue": stream.QueueJetStreamConfig(), "usage": pipeline.UsageStreamConfig(replicas)}
+				plan := map[string]any{"stream": stream.JetStreamConfig(), "queue": stream.QueueJetStreamConfig(), "usage": store.UsageStreamConfig(replicas)}
 				// The consumers a provision creates: one per declared stage
 				// and the usage fold's.
-				consumers := map[string]jetstream.ConsumerConfig{pipeline.UsageFolder: pipeline.UsageConsumerConfig()}
+				consumers := map[string]jetstream.ConsumerConfig{store.UsageFolder: store.UsageConsumerConfig()}
 				for _, st := range pipeline.Stages {
 					consumers[pipeline.Durable(st.Name)] = pipeline.ConsumerConfig(st.Name, st.In, sc)
 				}
@@ -78,13 +79,13 @@ func init() {
 				names []string
 				open  func() error
 			}{
-				{[]string{pipeline.ConversationsBucket}, func() error { _, err := pipeline.OpenConversations(ctx, js, replicas); return err }},
+				{[]string{store.ConversationsBucket}, func() error { _, err := store.OpenConversations(ctx, js, replicas); return err }},
 				{[]string{caller.ResultsBucket}, func() error { _, err := caller.NewKVResultStore(ctx, js); return err }},
-				{[]string{pipeline.UsageBucket}, func() error {
-					if _, err := pipeline.OpenUsage(ctx, js, replicas); err != nil {
+				{[]string{store.UsageBucket}, func() error {
+					if _, err := store.OpenUsage(ctx, js, replicas); err != nil {
 						return err
 					}
-					consumers = append(consumers, pipeline.UsageFolder)
+					consumers = append(consumers, store.UsageFolder)
 					return nil
 				}},
 				{[]string{caller.HistoryKVBucket, caller.HistoryBucket + " (object store)"}, func() error { _, err := caller.NewKVHistoryStore(ctx, js); return err }},
@@ -95,7 +96,7 @@ func init() {
 				stores = append(stores, step.names...)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "provisioned on %s: streams APTIX_QUEUE, APTIX and %s (replicas %d), consumers %s; stores %s\n",
-				nc.ConnectedUrl(), pipeline.UsageStream, max(replicas, 1), strings.Join(consumers, ", "), strings.Join(stores, ", "))
+				nc.ConnectedUrl(), store.UsageStream, max(replicas, 1), strings.Join(consumers, ", "), strings.Join(stores, ", "))
 			return nil
 		},
 	}
@@ -121,8 +122,8 @@ func writeDefinitions(dir string, stream pipeline.StreamConfig, sc pipeline.Subs
 	files := map[string]any{
 		contracts.StreamName + ".stream.json":      stream.JetStreamConfig(),
 		contracts.QueueStreamName + ".stream.json": stream.QueueJetStreamConfig(),
-		pipeline.UsageStream + ".stream.json":      pipeline.UsageStreamConfig(stream.Replicas),
-		pipeline.UsageFolder + ".consumer.json":    pipeline.UsageConsumerConfig(),
+		store.UsageStream + ".stream.json":         store.UsageStreamConfig(stream.Replicas),
+		store.UsageFolder + ".consumer.json":       store.UsageConsumerConfig(),
 	}
 	for _, st := range pipeline.Stages {
 		files[pipeline.Durable(st.Name)+".consumer.json"] = pipeline.ConsumerConfig(st.Name, st.In, sc)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 )
@@ -171,7 +172,7 @@ func runReplayEvent(ctx context.Context, js jetstream.JetStream, f replayFlags, 
 		return contracts.Turn{}, err
 	}
 	fmt.Fprintf(stderr, "aptix: replay of turn %s from %s: conversation %s, turn %s sent\n", ev.Of, f.from, ev.ConversationId, ev.TurnId)
-	t, err := pipeline.Await(ctx, js, ev.ConversationId, ev.TurnId)
+	t, err := client.Await(ctx, js, ev.ConversationId, ev.TurnId)
 	if err != nil {
 		return t, err
 	}

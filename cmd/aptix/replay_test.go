@@ -14,15 +14,16 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
 // record reads a conversation's continuation record.
-func (d *debugStack) record(conv string) *pipeline.Conversation {
+func (d *debugStack) record(conv string) *store.Conversation {
 	d.t.Helper()
-	convs, err := pipeline.OpenConversations(context.Background(), d.js, 1)
+	convs, err := store.OpenConversations(context.Background(), d.js, 1)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -104,8 +105,8 @@ func TestReplayFromEachStage(t *testing.T) {
 		if !strings.Contains(resp.Text, "Explain the retry policy") || !strings.Contains(resp.Text, "ck_retry") {
 			t.Fatalf("--from %s text %q", from, resp.Text)
 		}
-		if h := d.header("aptix.completed.c-r.t1-"+from, pipeline.HeaderReplayOf); h != "t1" {
-			t.Fatalf("--from %s: completed event's %s = %q", from, pipeline.HeaderReplayOf, h)
+		if h := d.header("aptix.completed.c-r.t1-"+from, contracts.HeaderReplayOf); h != "t1" {
+			t.Fatalf("--from %s: completed event's %s = %q", from, contracts.HeaderReplayOf, h)
 		}
 		if from != "mapper" && resp.ResponseContinuationId == o.ResponseContinuationId {
 			t.Fatalf("--from %s: the model was not called again (same response id)", from)
@@ -204,7 +205,7 @@ func TestReplayConversation(t *testing.T) {
 
 func (d *debugStack) turnResult(conv, turn string) contracts.AgentExecuteResponse {
 	d.t.Helper()
-	got, err := pipeline.Await(d.ctx(), d.js, conv, turn)
+	got, err := client.Await(d.ctx(), d.js, conv, turn)
 	if err != nil || got.Response == nil {
 		d.t.Fatalf("turn %s/%s: %v", conv, turn, err)
 	}

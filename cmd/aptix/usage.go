@@ -17,6 +17,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 )
 
 // aptix usage: the spend totals the mapper folds completed turns into
@@ -59,7 +60,7 @@ func init() {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
 			replicas, _ := strconv.Atoi(envOr(pipeline.EnvReplicas, "1"))
-			u, err := pipeline.OpenUsage(ctx, js, replicas)
+			u, err := store.OpenUsage(ctx, js, replicas)
 			if err != nil {
 				return err
 			}

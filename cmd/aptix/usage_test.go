@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 )
 
 // TestReplayUsage: a replay from the LLM caller calls the model again and
@@ -27,7 +27,7 @@ func TestReplayUsage(t *testing.T) {
 	if d.sb.Requests() != calls+1 {
 		t.Fatalf("a replay from the llmcaller made %d calls, want 1", d.sb.Requests()-calls)
 	}
-	u, err := pipeline.OpenUsage(context.Background(), d.js, 1)
+	u, err := store.OpenUsage(context.Background(), d.js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

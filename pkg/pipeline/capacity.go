@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,48 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 )
-
-// ErrAtCapacity is wrapped by a publish the server refused because its
-// stream is full (discard "new"): backpressure, not loss. Clients show it
-// and exit non-zero (the HTTP gateway answers 503 with Retry-After); stages
-// retry with backoff without acknowledging their input.
-var ErrAtCapacity = errors.New("aptix is at capacity: the stream is full, retry later")
-
-// jsErrStoreFailed is JetStream's error code for a store refused by a limit
-// ("maximum bytes exceeded", "maximum messages exceeded").
-const jsErrStoreFailed = 10077
-
-// IsAtCapacity reports whether err is a publish refused by a full stream.
-func IsAtCapacity(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, ErrAtCapacity) {
-		return true
-	}
-	var api *jetstream.APIError
-	if errors.As(err, &api) && api.ErrorCode == jsErrStoreFailed {
-		return true
-	}
-	// nats.go sometimes flattens the API error into its text.
-	msg := err.Error()
-	return strings.Contains(msg, "maximum bytes exceeded") || strings.Contains(msg, "maximum messages exceeded") ||
-		strings.Contains(msg, "insufficient resources")
-}
-
-// capacityError wraps a refused publish so callers can test for ErrAtCapacity.
-func capacityError(err error) error {
-	if err != nil && IsAtCapacity(err) && !errors.Is(err, ErrAtCapacity) {
-		return &atCapacity{err: err}
-	}
-	return err
-}
-
-type atCapacity struct{ err error }
-
-func (e *atCapacity) Error() string   { return ErrAtCapacity.Error() + ": " + e.err.Error() }
-func (e *atCapacity) Unwrap() []error { return []error{ErrAtCapacity, e.err} }
 
 // untilStored retries publish while the stream is full, with growing delays,
 // until it is stored, fails otherwise, or ctx ends. A stage calls it before
@@ -64,7 +23,7 @@ func untilStored(ctx context.Context, log *slog.Logger, what string, publish fun
 	var since time.Time
 	for {
 		err := publish()
-		if err == nil || !IsAtCapacity(err) {
+		if err == nil || !backpressure.IsAtCapacity(err) {
 			return err
 		}
 		if since.IsZero() {
@@ -76,7 +35,7 @@ func untilStored(ctx context.Context, log *slog.Logger, what string, publish fun
 		}
 		select {
 		case <-ctx.Done():
-			return capacityError(err)
+			return backpressure.Wrap(err)
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 5*time.Second)

@@ -8,6 +8,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 )
 
 // A stage's output event can be the durable record of its work. The LLM
@@ -107,17 +109,17 @@ func Output(ctx context.Context, js jetstream.JetStream, conv, turnID string, st
 	}
 	// A replay or a retried dead letter is a run of its own: what the
 	// turn's earlier run stored is not its output.
-	for _, k := range []string{HeaderReplayOf, HeaderRedrive} {
+	for _, k := range []string{contracts.HeaderReplayOf, contracts.HeaderRedrive} {
 		if best.Header.Get(k) != carried(ctx)[k] {
 			return nil, 0, nil
 		}
 	}
-	data, err := EventData(ctx, js, best.Header, best.Data)
+	data, err := claim.EventData(ctx, js, best.Header, best.Data)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read %s: %w", best.Subject, err)
 	}
 	var t contracts.Turn
-	if err := unmarshalTurn(data, &t); err != nil {
+	if err := turncodec.Unmarshal(data, &t); err != nil {
 		return nil, 0, fmt.Errorf("decode %s: %w", best.Subject, err)
 	}
 	return &t, best.Sequence, nil

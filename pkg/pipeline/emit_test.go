@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -57,7 +58,7 @@ func publishEnveloped(t *testing.T, nc *nats.Conn, conv, turnID string) {
 
 func mustMarshal(t *testing.T, tn *contracts.Turn) []byte {
 	t.Helper()
-	b, err := marshalTurn(tn)
+	b, err := turncodec.Marshal(tn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestEmitStoresOnceAcrossRedelivery(t *testing.T) {
 	publishEnveloped(t, nc, "c1", "t1")
 	m := next(t, js, contracts.Subject(contracts.StageResponded, "c1", "t1"))
 	var got contracts.Turn
-	if err := unmarshalTurn(m.Data(), &got); err != nil || len(got.Warnings) != 1 {
+	if err := turncodec.Unmarshal(m.Data(), &got); err != nil || len(got.Warnings) != 1 {
 		t.Fatalf("stored %+v (%v)", got.Warnings, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -38,7 +39,7 @@ func TestLocalStageCapsEventsInFlight(t *testing.T) {
 		<-ready
 		for i := range turns {
 			req := contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t" + strconv.Itoa(i), Instruction: "x"}
-			if err := Submit(context.Background(), js, req); err != nil {
+			if err := client.Submit(context.Background(), js, req); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
 )
 
 // Metrics are recorded by the stage runtime, where every turn
@@ -46,8 +47,7 @@ func setupMetrics(ctx context.Context, res *resource.Resource) (func(context.Con
 // forwards to the SDK's once one is installed, even if that is later).
 type instruments struct {
 	tokens, opDuration, process metric.Float64Histogram
-	turns, payOnce, unpriced    metric.Int64Counter
-	cost                        metric.Float64Counter
+	turns, payOnce              metric.Int64Counter
 }
 
 var (
@@ -57,7 +57,7 @@ var (
 
 func meters() *instruments {
 	instOnce.Do(func() {
-		m := otel.Meter(tracerName)
+		m := otel.Meter(tracing.Name)
 		inst.tokens, _ = m.Float64Histogram("gen_ai.client.token.usage", metric.WithUnit("{token}"),
 			metric.WithDescription("Tokens used by a model call, by gen_ai.token.type (input, output)"),
 			metric.WithExplicitBucketBoundaries(1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576))
@@ -70,10 +70,6 @@ func meters() *instruments {
 			metric.WithDescription("Completed turns by kind and error code"))
 		inst.payOnce, _ = m.Int64Counter("aptix.llm.pay_once.hits", metric.WithUnit("{call}"),
 			metric.WithDescription("Model results served from the pay-once store instead of a new call"))
-		inst.cost, _ = m.Float64Counter("aptix.usage.cost", metric.WithUnit("{USD}"),
-			metric.WithDescription("Cost of completed turns at the profile's prices, counted once per turn"))
-		inst.unpriced, _ = m.Int64Counter("aptix.usage.unpriced_turns", metric.WithUnit("{turn}"),
-			metric.WithDescription("Completed turns whose model has no price"))
 	})
 	return &inst
 }
@@ -161,7 +157,7 @@ func orDefault(s, def string) string {
 // it belongs to the meter provider installed now. It returns the
 // unregistration, for when the stage stops.
 func registerStageCounters(r *runner) func() {
-	meter := otel.Meter(tracerName)
+	meter := otel.Meter(tracing.Name)
 	events, err := meter.Int64ObservableCounter("aptix.stage.events", metric.WithUnit("{event}"),
 		metric.WithDescription("Events a stage handled, by outcome: processed, rejected, retried, dead_lettered"))
 	if err != nil {

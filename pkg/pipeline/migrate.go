@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 )
 
 // migrateSingleStream upgrades a deployment from the single-stream layout
@@ -109,7 +110,7 @@ func DrainOldQueue(ctx context.Context, js jetstream.JetStream, within time.Dura
 			}
 			if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: m.Subject(), Data: m.Data(), Header: h}); err != nil {
 				_ = m.Nak()
-				failed = fmt.Errorf("move %s to %s: %w", m.Subject(), contracts.QueueStreamName, capacityError(err))
+				failed = fmt.Errorf("move %s to %s: %w", m.Subject(), contracts.QueueStreamName, backpressure.Wrap(err))
 				continue
 			}
 			if err := m.DoubleAck(ctx); err != nil {

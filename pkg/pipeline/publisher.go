@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 )
 
 // Publisher is a watermill Publisher onto JetStream. The topic is the full
@@ -20,8 +22,8 @@ import (
 type Publisher struct {
 	js jetstream.JetStream
 	// claims, when set, stores payloads above maxInline and publishes a stub
-	// (claim.go).
-	claims    *claimStore
+	// (pkg/pipeline/claim).
+	claims    *claim.Store
 	maxInline int
 	// createStream makes a stream per topic on first use (tests and
 	// watermill's universal suite; the pipeline provisions APTIX).
@@ -75,17 +77,17 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 func (p *Publisher) wouldClaim(n int) bool { return p.claims != nil && n > p.maxInline }
 
 func (p *Publisher) claim(ctx context.Context, m *nats.Msg) error {
-	obs, err := p.claims.open(ctx)
+	obs, err := p.claims.Open(ctx)
 	if err != nil {
 		return err
 	}
-	key := claimKey(m.Subject, m.Header.Get(contracts.HeaderMsgID))
+	key := claim.Key(m.Subject, m.Header.Get(contracts.HeaderMsgID))
 	if _, err := obs.PutBytes(ctx, key, m.Data); err != nil {
-		return fmt.Errorf("claim check %s (%d bytes): %w", key, len(m.Data), capacityError(err))
+		return fmt.Errorf("claim check %s (%d bytes): %w", key, len(m.Data), backpressure.Wrap(err))
 	}
 	_, conv, turnID, _ := contracts.ParseSubject(m.Subject)
 	m.Header.Set(contracts.HeaderClaim, key)
-	m.Data = stub(conv, turnID, key, len(m.Data))
+	m.Data = claim.Stub(conv, turnID, key, len(m.Data))
 	return nil
 }
 

@@ -14,6 +14,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
 )
 
 // Replays and dead-letter retries re-drive a stored event into
@@ -26,18 +29,9 @@ import (
 //   - a retried turn must not be de-duplicated: its first run may already
 //     have stored an error completion under <conv>.<turn>.completed, so every event
 //     of the retry gets a Nats-Msg-Id suffixed with the redrive mark.
-const (
-	// HeaderReplayOf names the turn a replay re-runs.
-	HeaderReplayOf = "aptix-replay-of"
-	// HeaderReplayContinue is "true" when the replay may update the
-	// conversation's continuation record (aptix replay --continue, or a
-	// replay into another conversation).
-	HeaderReplayContinue = "aptix-replay-continue"
-	// HeaderRedrive marks a retried dead letter (its stream sequence).
-	HeaderRedrive = "aptix-redrive"
-)
 
-var carriedHeaders = []string{HeaderReplayOf, HeaderReplayContinue, HeaderRedrive}
+// carriedHeaders are the marks the runner copies.
+var carriedHeaders = []string{contracts.HeaderReplayOf, contracts.HeaderReplayContinue, contracts.HeaderRedrive}
 
 type carriedKey struct{}
 
@@ -66,27 +60,21 @@ func carried(ctx context.Context) map[string]string {
 
 // ReplayOf returns the original turn id when the event being handled is a
 // replay, else "".
-func ReplayOf(ctx context.Context) string { return carried(ctx)[HeaderReplayOf] }
+func ReplayOf(ctx context.Context) string { return carried(ctx)[contracts.HeaderReplayOf] }
 
 // UpdatesConversation reports whether the turn being handled may write its
 // conversation's continuation record: always, except for a replay that was
 // not asked to continue the conversation.
 func UpdatesConversation(ctx context.Context) bool {
 	c := carried(ctx)
-	return updates(c[HeaderReplayOf], c[HeaderReplayContinue])
-}
-
-// updates is UpdatesConversation for an event with these header values:
-// a reader of a stored completion asks it of the completion's headers.
-func updates(replayOf, replayContinue string) bool {
-	return replayOf == "" || replayContinue == "true"
+	return contracts.ReplayUpdatesConversation(c[contracts.HeaderReplayOf], c[contracts.HeaderReplayContinue])
 }
 
 // carriedID is the Nats-Msg-Id of an event published while handling ctx's
 // input: id itself, or id with the redrive mark so a retried turn's events
 // are stored again rather than de-duplicated against its first run.
 func carriedID(ctx context.Context, id string) string {
-	if r := carried(ctx)[HeaderRedrive]; r != "" {
+	if r := carried(ctx)[contracts.HeaderRedrive]; r != "" {
 		return id + ".redrive-" + r
 	}
 	return id
@@ -123,11 +111,11 @@ func PublishReplay(ctx context.Context, js jetstream.JetStream, ev ReplayEvent) 
 	}
 	subject := contracts.Subject(ev.Stage, ev.ConversationId, ev.TurnId)
 	id := contracts.MsgID(ev.ConversationId, ev.TurnId, ev.Stage)
-	orig := otel.GetTextMapPropagator().Extract(context.Background(), HeaderCarrier(ev.OrigHeader))
+	orig := otel.GetTextMapPropagator().Extract(context.Background(), tracing.HeaderCarrier(ev.OrigHeader))
 	// A new root: the replay is its own trace, linked to the one it re-runs.
-	ctx, span := tracer().Start(ctx, "send aptix."+ev.Stage, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer),
+	ctx, span := tracing.Tracer().Start(ctx, "send aptix."+ev.Stage, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithLinks(trace.LinkFromContext(orig, attribute.String("aptix.replay_of", ev.Of))),
-		trace.WithAttributes(messagingAttrs("send", subject, id)...),
+		trace.WithAttributes(tracing.MessagingAttrs("send", subject, id)...),
 		trace.WithAttributes(attribute.String("aptix.conversation_id", ev.ConversationId), attribute.String("aptix.turn_id", ev.TurnId), attribute.String("aptix.replay_of", ev.Of)))
 	defer span.End()
 	msg := message.NewMessage(id, ev.Data)
@@ -137,17 +125,17 @@ func PublishReplay(ctx context.Context, js jetstream.JetStream, ev ReplayEvent) 
 	msg.Metadata.Set(contracts.HeaderCESource, "aptix/replay")
 	msg.Metadata.Set(contracts.HeaderCETime, time.Now().UTC().Format(time.RFC3339Nano))
 	msg.Metadata.Set(contracts.HeaderCEContentType, contracts.CEContentTypeJSON)
-	msg.Metadata.Set(HeaderReplayOf, ev.Of)
+	msg.Metadata.Set(contracts.HeaderReplayOf, ev.Of)
 	if ev.Continue {
-		msg.Metadata.Set(HeaderReplayContinue, "true")
+		msg.Metadata.Set(contracts.HeaderReplayContinue, "true")
 	}
 	otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(msg.Metadata))
 	msg.SetContext(ctx)
 	pub := NewPublisher(js)
-	pub.claims = &claimStore{js: js, ttl: StreamConfig{}.withDefaults().HistoryMaxAge}
-	pub.maxInline = claimThreshold(js.Conn())
+	pub.claims = claim.NewStore(js, StreamConfig{}.withDefaults().HistoryMaxAge)
+	pub.maxInline = claim.Threshold(js.Conn())
 	if err := pub.Publish(subject, msg); err != nil {
-		return capacityError(err)
+		return backpressure.Wrap(err)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -159,7 +161,7 @@ func TestTrimmerRelievesAFullStreamOfCompletions(t *testing.T) {
 }
 
 // TestPublishRefusedWhenQueueFull: a client's publish into a full queue
-// fails with ErrAtCapacity, loudly; nothing already queued is dropped.
+// fails with backpressure.ErrAtCapacity, loudly; nothing already queued is dropped.
 func TestPublishRefusedWhenQueueFull(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx := context.Background()
@@ -168,11 +170,11 @@ func TestPublishRefusedWhenQueueFull(t *testing.T) {
 	}
 	accepted, refused := 0, 0
 	for i := range 40 {
-		err := Submit(ctx, js, contracts.AgentExecuteRequest{ConversationId: "c", TurnId: fmt.Sprintf("t%02d", i), Instruction: "hello there"})
+		err := client.Submit(ctx, js, contracts.AgentExecuteRequest{ConversationId: "c", TurnId: fmt.Sprintf("t%02d", i), Instruction: "hello there"})
 		switch {
 		case err == nil:
 			accepted++
-		case IsAtCapacity(err):
+		case backpressure.IsAtCapacity(err):
 			refused++
 		default:
 			t.Fatalf("publish %d: %v", i, err)

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,53 +20,6 @@ import (
 // Nats-Msg-Id) or its events (same <conv>.<turn>.<stage>). The same turn id
 // in another conversation is another turn (contracts.TurnKey): every record
 // and id of a turn names its conversation, so it runs on its own.
-
-// CodeTurnIDReused is the error code of a turn id sent again with another request.
-const CodeTurnIDReused = "turn_id_reused"
-
-// ErrTurnIDReused is returned by Submit for a turn id already used by a
-// different request.
-var ErrTurnIDReused = errors.New(CodeTurnIDReused)
-
-// recordedRequest returns the request a turn id was first accepted with:
-// the request section of its retrieved event (nil when there is none, or it
-// was trimmed from history).
-func recordedRequest(ctx context.Context, js jetstream.JetStream, conv, turnID string) (*contracts.AgentExecuteRequest, error) {
-	s, err := js.Stream(ctx, contracts.StreamName)
-	if err != nil {
-		return nil, err
-	}
-	return recordedRequestIn(ctx, js, s, conv, turnID)
-}
-
-// recordedRequestIn is recordedRequest on a stream handle the caller keeps:
-// the retriever looks every turn up, and fetching the handle each time cost
-// a STREAM.INFO round trip (and the server's JSON for it) per turn.
-func recordedRequestIn(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, conv, turnID string) (*contracts.AgentExecuteRequest, error) {
-	m, err := s.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageRetrieved, conv, turnID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("look up turn %s: %w", turnID, err)
-	}
-	data, err := EventData(ctx, js, m.Header, m.Data)
-	if err != nil {
-		return nil, err
-	}
-	var t contracts.Turn
-	if err := unmarshalTurn(data, &t); err != nil {
-		return nil, fmt.Errorf("decode turn %s: %w", turnID, err)
-	}
-	return &t.Request, nil
-}
-
-// sameRequest compares two requests as they encode.
-func sameRequest(a, b contracts.AgentExecuteRequest) bool {
-	ja, err1 := json.Marshal(a)
-	jb, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
-}
 
 // reuseMsgID gives the turn_id_reused completion its own Nats-Msg-Id (the
 // turn's completed id is taken by the first request's answer), stable per

@@ -23,6 +23,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turnreuse"
 )
 
 // Version is reported by every stage's micro service.
@@ -123,7 +128,7 @@ func (r *runner) recordedRequest(ctx context.Context, conv, turnID string) (*con
 		r.events = s
 		r.eventsMu.Unlock()
 	}
-	return recordedRequestIn(ctx, r.js, s, conv, turnID)
+	return turnreuse.RecordedRequestIn(ctx, r.js, s, conv, turnID)
 }
 
 // Run runs a stage until ctx ends, then drains: it stops fetching, lets the
@@ -154,8 +159,8 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	// clean stop; what is lost or dead-lettered the stage logs itself.
 	sc.Logger = watermill.NewSlogLoggerWithLevelMapping(log, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug, slog.LevelError: slog.LevelWarn})
 	pub := NewPublisher(js)
-	pub.claims = &claimStore{js: js, ttl: o.Stream.withDefaults().HistoryMaxAge}
-	pub.maxInline = claimThreshold(nc)
+	pub.claims = claim.NewStore(js, o.Stream.withDefaults().HistoryMaxAge)
+	pub.maxInline = claim.Threshold(nc)
 	r := &runner{st: st, o: o, sub: sc, pub: pub, js: js, log: log}
 	if contracts.StreamOf(st.In) != contracts.StreamOf(st.Out) {
 		r.admit = newAdmission(js, o.Stream)
@@ -223,10 +228,10 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	subject := msg.Metadata.Get(MetaSubject)
 	delivered, _ := strconv.Atoi(msg.Metadata.Get(MetaDelivered))
 	parent := otel.GetTextMapPropagator().Extract(msg.Context(), propagation.MapCarrier(msg.Metadata))
-	ctx, span := tracer().Start(parent, "process aptix."+r.st.In,
+	ctx, span := tracing.Tracer().Start(parent, "process aptix."+r.st.In,
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithLinks(trace.LinkFromContext(parent)),
-		trace.WithAttributes(messagingAttrs("process", subject, msg.UUID)...),
+		trace.WithAttributes(tracing.MessagingAttrs("process", subject, msg.UUID)...),
 		trace.WithAttributes(attribute.String("messaging.consumer.group.name", r.sub.Durable), attribute.Int("messaging.nats.delivered", delivered)))
 	defer span.End()
 	ctx = withCarried(ctx, msg.Metadata) // replay and redrive marks (replay.go)
@@ -234,7 +239,7 @@ func (r *runner) handle(msg *message.Message) (err error) {
 
 	payload := msg.Payload
 	if key := msg.Metadata.Get(contracts.HeaderClaim); key != "" {
-		full, err := EventData(ctx, r.js, nats.Header{contracts.HeaderClaim: []string{key}}, payload)
+		full, err := claim.EventData(ctx, r.js, nats.Header{contracts.HeaderClaim: []string{key}}, payload)
 		if err != nil {
 			r.log.Warn("claimed event unreadable, will retry", "subject", subject, "err", err)
 			if delivered < r.sub.MaxDeliver {
@@ -269,9 +274,9 @@ func (r *runner) handle(msg *message.Message) (err error) {
 		if err != nil {
 			return false, err // cannot tell yet: retry rather than answer twice
 		}
-		if prev != nil && !sameRequest(*prev, turn.Request) {
+		if prev != nil && !turnreuse.SameRequest(*prev, turn.Request) {
 			r.stats.rejected.Add(1)
-			log.Warn("turn id reused with a different request", "code", CodeTurnIDReused)
+			log.Warn("turn id reused with a different request", "code", contracts.CodeTurnIDReused)
 			return true, nil
 		}
 		return false, nil
@@ -350,7 +355,7 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	}
 	if err != nil {
 		span.RecordError(err)
-		if delivered < r.sub.MaxDeliver || IsAtCapacity(err) {
+		if delivered < r.sub.MaxDeliver || backpressure.IsAtCapacity(err) {
 			return err
 		}
 		if expectFirst {
@@ -446,7 +451,7 @@ func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
 			req.TurnId = turnID
 		}
 		t = contracts.NewTurn(req)
-	} else if err := unmarshalTurn(payload, &t); err != nil {
+	} else if err := turncodec.Unmarshal(payload, &t); err != nil {
 		return t, fmt.Errorf("payload is not a Turn: %w", err)
 	}
 	if t.ConversationId != conv || t.TurnId != turnID {
@@ -461,7 +466,7 @@ func decode(stage, subject string, payload []byte) (contracts.Turn, error) {
 // stored once. A full stream is waited out (the input stays unacknowledged
 // meanwhile), never dropped.
 func (r *runner) publish(ctx context.Context, stage string, t *contracts.Turn) error {
-	data, err := marshalTurn(t)
+	data, err := turncodec.Marshal(t)
 	if err != nil {
 		return fmt.Errorf("encode turn: %w", err)
 	}
@@ -483,8 +488,8 @@ func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, tu
 	}
 	subject := contracts.Subject(stage, conv, turnID)
 	id = carriedID(ctx, id)
-	ctx, span := tracer().Start(ctx, "send aptix."+stage, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(messagingAttrs("send", subject, id)...),
+	ctx, span := tracing.Tracer().Start(ctx, "send aptix."+stage, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(tracing.MessagingAttrs("send", subject, id)...),
 		trace.WithAttributes(attribute.Int("messaging.message.body.size", len(data))))
 	defer span.End()
 	msg := message.NewMessage(id, data)
@@ -523,7 +528,7 @@ func (r *runner) fail(ctx context.Context, t *contracts.Turn, code, message stri
 	resp := contracts.FailedResponse(t.Request, *t.Failure, sources, t.Warnings)
 	t.Response = &resp
 	err := r.publish(ctx, contracts.StageCompleted, t)
-	if err == nil || IsAtCapacity(err) {
+	if err == nil || backpressure.IsAtCapacity(err) {
 		return err
 	}
 	// The whole turn could not be published: the client still gets a
@@ -549,11 +554,11 @@ func (r *runner) reusedOr(ctx context.Context, t *contracts.Turn, again bool, er
 // error completion under its own Nats-Msg-Id, so it is stored after the first
 // request's answer instead of being de-duplicated away.
 func (r *runner) failReused(ctx context.Context, t *contracts.Turn) error {
-	t.Failure = &contracts.Failure{Stage: r.st.Name, Code: CodeTurnIDReused, Message: fmt.Sprintf(
+	t.Failure = &contracts.Failure{Stage: r.st.Name, Code: contracts.CodeTurnIDReused, Message: fmt.Sprintf(
 		"turn id %q was already used in conversation %q by a different request; its answer stands: send this request with a new turn id", t.TurnId, t.ConversationId)}
 	resp := contracts.FailedResponse(t.Request, *t.Failure, nil, t.Warnings)
 	t.Response = &resp
-	data, err := marshalTurn(t)
+	data, err := turncodec.Marshal(t)
 	if err != nil {
 		return err
 	}

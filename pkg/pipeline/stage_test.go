@@ -17,6 +17,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turnreuse"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -49,7 +52,7 @@ func runStage(t *testing.T, nc *nats.Conn, h Handler, sc SubscriberConfig) {
 func submit(t *testing.T, js jetstream.JetStream, turn string) {
 	t.Helper()
 	req := contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: turn, Instruction: "x"}
-	if err := Submit(context.Background(), js, req); err != nil {
+	if err := client.Submit(context.Background(), js, req); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -300,7 +303,7 @@ func TestReusedTurnIDWithClaimedEvent(t *testing.T) {
 	}, SubscriberConfig{AckWait: 5 * time.Second, MaxDeliver: 3})
 	ctx := context.Background()
 	first := contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "big", Instruction: "first"}
-	if err := Submit(ctx, js, first); err != nil {
+	if err := client.Submit(ctx, js, first); err != nil {
 		t.Fatal(err)
 	}
 	if m := next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "big")); m.Headers().Get(contracts.HeaderClaim) == "" {
@@ -314,14 +317,14 @@ func TestReusedTurnIDWithClaimedEvent(t *testing.T) {
 	}
 	m := next(t, js, contracts.Subject(contracts.StageCompleted, "c1", "big"))
 	var done contracts.Turn
-	full, err := EventData(ctx, js, m.Headers(), m.Data())
+	full, err := claim.EventData(ctx, js, m.Headers(), m.Data())
 	if err == nil {
 		err = json.Unmarshal(full, &done)
 	}
-	if err != nil || done.Response == nil || done.Response.ErrorCode != CodeTurnIDReused {
+	if err != nil || done.Response == nil || done.Response.ErrorCode != contracts.CodeTurnIDReused {
 		t.Fatalf("second request: %v %+v", err, done.Response)
 	}
-	prev, err := recordedRequest(ctx, js, "c1", "big")
+	prev, err := turnreuse.RecordedRequest(ctx, js, "c1", "big")
 	if err != nil || prev == nil || prev.Instruction != "first" {
 		t.Fatalf("the first request's record: %+v %v", prev, err)
 	}

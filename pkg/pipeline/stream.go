@@ -27,7 +27,7 @@ import (
 //   - Requests (aptix.requested.>) go to APTIX_QUEUE, a work-queue stream
 //     with discard "new" and a hard cap (QueueMaxBytes): a request leaves it
 //     only when the retriever acknowledges it, and when it is full a client's
-//     publish is refused (ErrAtCapacity), loudly, never dropped.
+//     publish is refused (backpressure.ErrAtCapacity), loudly, never dropped.
 //   - Every later event goes to APTIX: limits retention, discard "new", no
 //     server-side age limit, and a hard cap of WorkMaxBytes+HistoryMaxBytes.
 //     History is bounded by the trimmer (trim.go), which purges by age
@@ -35,7 +35,7 @@ import (
 //     after the first one a stage has not acknowledged, and never a
 //     completion or dead letter younger than CompletionGrace.
 //   - Only the first stage brings new turns into APTIX, and it does so only
-//     while APTIX has headroom (admit.go); every other stage's publish moves
+//     while APTIX has headroom (capacity.go); every other stage's publish moves
 //     a turn already inside. A stage whose publish is refused retries with
 //     backoff and never acknowledges its input first, so nothing is lost and
 //     a full stream is backpressure, up to the client's refused publish.

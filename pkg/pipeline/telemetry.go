@@ -7,21 +7,13 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
-	"go.opentelemetry.io/otel/trace"
 )
-
-// tracerName is the instrumentation scope of the stage runtime's spans.
-const tracerName = "github.com/aptix-dev/aptix/pkg/pipeline"
-
-func tracer() trace.Tracer { return otel.Tracer(tracerName) }
 
 // SetupTelemetry installs the global tracer provider and the W3C TraceContext
 // + Baggage propagator. Exporters come from the standard OTEL_* variables
@@ -52,36 +44,6 @@ func SetupTelemetry(ctx context.Context, service string) (shutdown func(context.
 		return nil, err
 	}
 	return func(ctx context.Context) error { return errors.Join(tp.Shutdown(ctx), stopMetrics(ctx)) }, nil
-}
-
-// HeaderCarrier adapts nats.Header to OTel propagation without changing the
-// key's case: propagation.HeaderCarrier would write "Traceparent", and NATS
-// headers are case-sensitive (docs/architecture.md#subjects-and-headers).
-type HeaderCarrier nats.Header
-
-func (c HeaderCarrier) Get(key string) string {
-	if v := c[key]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-func (c HeaderCarrier) Set(key, value string) { c[key] = []string{value} }
-func (c HeaderCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
-// messagingAttrs are the OTel messaging attributes of a NATS event.
-func messagingAttrs(op, subject, msgID string) []attribute.KeyValue {
-	return []attribute.KeyValue{
-		semconv.MessagingSystemKey.String("nats"),
-		semconv.MessagingOperationTypeKey.String(op),
-		semconv.MessagingDestinationName(subject),
-		semconv.MessagingMessageID(msgID),
-	}
 }
 
 // StartTelemetry is SetupTelemetry for a main function: stop flushes the

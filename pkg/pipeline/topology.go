@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 )
 
 // StageSpec declares one stage of the pipeline: what it consumes, what it
@@ -60,10 +61,10 @@ var Stages = []StageSpec{
 	},
 	{
 		Name: "mapper", In: contracts.StageResponded, Out: contracts.StageCompleted,
-		KV:        []string{ConversationsBucket, UsageBucket},
-		Publishes: []string{UsageSubject + ".>"},
+		KV:        []string{store.ConversationsBucket, store.UsageBucket},
+		Publishes: []string{store.UsageSubject + ".>"},
 		// The usage fold runs in the mapper's process.
-		Acks: []string{UsageStream + "." + UsageFolder},
+		Acks: []string{store.UsageStream + "." + store.UsageFolder},
 		Trim: true,
 	},
 	{

@@ -22,7 +22,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	pipelineclient "github.com/aptix-dev/aptix/pkg/pipeline/client"
 )
 
 // Every container and network carries this label, so `make
@@ -179,7 +179,7 @@ type client struct {
 	t    *testing.T
 	nc   *nats.Conn
 	js   jetstream.JetStream
-	comp *pipeline.Completions
+	comp *pipelineclient.Completions
 }
 
 func (d *deployment) client(nodes ...*testcontainers.DockerContainer) *client {
@@ -205,7 +205,7 @@ func (d *deployment) client(nodes ...*testcontainers.DockerContainer) *client {
 		ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
 		_, err := js.Stream(ctx, contracts.StreamName)
 		if err == nil {
-			c.comp, err = pipeline.WatchCompletions(ctx, js, "*")
+			c.comp, err = pipelineclient.WatchCompletions(ctx, js, "*")
 		}
 		cancel()
 		if err == nil {
@@ -281,7 +281,7 @@ func (c *client) submit(req contracts.AgentExecuteRequest, within time.Duration)
 	deadline := time.Now().Add(within)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		err := pipeline.Submit(ctx, c.js, req)
+		err := pipelineclient.Submit(ctx, c.js, req)
 		cancel()
 		if err == nil {
 			return true

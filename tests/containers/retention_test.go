@@ -14,6 +14,8 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
+	pipelineclient "github.com/aptix-dev/aptix/pkg/pipeline/client"
 )
 
 // TestUpgradeFromSingleStream: a deployment on the single-stream
@@ -49,7 +51,7 @@ func TestUpgradeFromSingleStream(t *testing.T) {
 	}
 	before := turns("up-old", 60)
 	for _, r := range before {
-		if err := pipeline.Submit(ctx, ajs, r); err != nil {
+		if err := pipelineclient.Submit(ctx, ajs, r); err != nil {
 			t.Fatalf("publish on the old layout: %v", err)
 		}
 	}
@@ -72,7 +74,7 @@ func TestUpgradeFromSingleStream(t *testing.T) {
 	stored := 0
 	for _, r := range before {
 		wctx, wcancel := context.WithTimeout(d.ctx, max(time.Until(waitUntil), time.Second))
-		turn, err := pipeline.Await(wctx, c.js, r.ConversationId, r.TurnId)
+		turn, err := pipelineclient.Await(wctx, c.js, r.ConversationId, r.TurnId)
 		wcancel()
 		if err != nil {
 			t.Errorf("turn %s sent before the upgrade: %v", r.TurnId, err)
@@ -127,13 +129,13 @@ func TestTinyCapacityBackpressure(t *testing.T) {
 			id := fmt.Sprintf("cap-%03d", i)
 			ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 			defer cancel()
-			err := pipeline.Submit(ctx, c.js, contracts.AgentExecuteRequest{ConversationId: "cap", TurnId: id, Instruction: "turn " + id, RagScope: contracts.RagScopeNone})
+			err := pipelineclient.Submit(ctx, c.js, contracts.AgentExecuteRequest{ConversationId: "cap", TurnId: id, Instruction: "turn " + id, RagScope: contracts.RagScopeNone})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				accepted = append(accepted, id)
-			case pipeline.IsAtCapacity(err):
+			case backpressure.IsAtCapacity(err):
 				refused++
 			default:
 				t.Errorf("turn %s refused without saying why capacity: %v", id, err)

@@ -147,7 +147,7 @@ func RetryMsg(d DeadLetter) (*nats.Msg, error) {
 		h[k] = v
 	}
 	mark := strconv.FormatUint(d.Seq, 10)
-	h.Set(pipeline.HeaderRedrive, mark)
+	h.Set(contracts.HeaderRedrive, mark)
 	h.Set(contracts.HeaderMsgID, contracts.MsgID(conv, turn, stage)+".redrive-"+mark)
 	return &nats.Msg{Subject: d.Original, Header: h, Data: d.Data}, nil
 }

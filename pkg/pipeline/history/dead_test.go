@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 // TestRetryMsgDropsPublishDirectives: a dead letter stored before the
@@ -26,7 +25,7 @@ func TestRetryMsgDropsPublishDirectives(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"Nats-Msg-Id": "c1.t1.retrieved.redrive-7", pipeline.HeaderRedrive: "7",
+		"Nats-Msg-Id": "c1.t1.retrieved.redrive-7", contracts.HeaderRedrive: "7",
 		contracts.HeaderClaim: "claim-key", contracts.HeaderTraceparent: "00-1-2-01",
 	}
 	if len(m.Header) != len(want) {

@@ -22,7 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 )
 
 // InputError is a mistake in what the caller asked for (an unknown stage,
@@ -105,7 +105,7 @@ func ConversationEvents(ctx context.Context, js jetstream.JetStream, conversatio
 			if err != nil {
 				return nil, err
 			}
-			data, err := pipeline.EventData(ctx, js, m.Headers(), m.Data())
+			data, err := claim.EventData(ctx, js, m.Headers(), m.Data())
 			if err != nil {
 				data = m.Data() // the stub still says what it was
 			}
@@ -146,7 +146,7 @@ func TurnEvent(ctx context.Context, js jetstream.JetStream, stage, conv, turn st
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", subject, err)
 	}
-	data, err := pipeline.EventData(ctx, js, m.Header, m.Data)
+	data, err := claim.EventData(ctx, js, m.Header, m.Data)
 	if err != nil {
 		return nil, nil, err
 	}

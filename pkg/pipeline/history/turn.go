@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 // Stages are the stored stages of a turn, in order (the request itself
@@ -158,7 +157,7 @@ func ConversationTurns(ctx context.Context, js jetstream.JetStream, conv string,
 		}
 		_, _, turn, _ := contracts.ParseSubject(m.Subject())
 		// A replay that did not continue the conversation is a side branch.
-		if h := m.Headers(); branches || h.Get(pipeline.HeaderReplayOf) == "" || h.Get(pipeline.HeaderReplayContinue) == "true" {
+		if h := m.Headers(); branches || h.Get(contracts.HeaderReplayOf) == "" || h.Get(contracts.HeaderReplayContinue) == "true" {
 			turns = append(turns, turn)
 		}
 		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {

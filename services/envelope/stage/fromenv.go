@@ -9,6 +9,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/envelope/contextblock"
 	"github.com/aptix-dev/aptix/services/envelope/request"
@@ -63,7 +64,7 @@ func FromEnv(ctx context.Context, d pipeline.Deps, o Options) (pipeline.Stage, f
 		}
 		mcp = &m
 	}
-	convs, err := pipeline.OpenConversations(ctx, d.JS, d.Stream.Replicas)
+	convs, err := store.OpenConversations(ctx, d.JS, d.Stream.Replicas)
 	if err != nil {
 		return pipeline.Stage{}, nil, err
 	}

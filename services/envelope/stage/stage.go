@@ -11,6 +11,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/envelope/contextblock"
 	"github.com/aptix-dev/aptix/services/envelope/request"
@@ -19,9 +20,9 @@ import (
 // ConversationStore is where the envelope reads what the last turn sent.
 // The mapper writes the record after the completion, so Get must also
 // answer for a completion whose record is not written yet
-// (pipeline.Conversations.Get reads both at once).
+// (store.Conversations.Get reads both at once).
 type ConversationStore interface {
-	Get(ctx context.Context, conversationID string) (*pipeline.Conversation, error)
+	Get(ctx context.Context, conversationID string) (*store.Conversation, error)
 }
 
 // Envelope builds a turn's /responses body.

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 )
 
@@ -172,7 +171,7 @@ func TestReplayAction(t *testing.T) {
 	}
 	var got contracts.Turn
 	_ = json.Unmarshal(m.Data, &got)
-	if m.Header.Get(pipeline.HeaderReplayOf) != "t-1" || got.Envelope.Model != "other-model" || !strings.Contains(string(got.Envelope.Body), `"model":"other-model"`) {
+	if m.Header.Get(contracts.HeaderReplayOf) != "t-1" || got.Envelope.Model != "other-model" || !strings.Contains(string(got.Envelope.Body), `"model":"other-model"`) {
 		t.Fatalf("replayed event: headers %v envelope %+v", m.Header, got.Envelope)
 	}
 	// The new turn's page shows it in flight (its next stages have not run here).
@@ -210,7 +209,7 @@ func TestDeadActions(t *testing.T) {
 	}
 	q, _ := e.js.Stream(context.Background(), contracts.QueueStreamName)
 	m, err := q.GetLastMsgForSubject(context.Background(), contracts.Subject(contracts.StageRequested, "c-d", "t-a"))
-	if err != nil || m.Header.Get(pipeline.HeaderRedrive) != seqs[0] || m.Header.Get(contracts.HeaderDeadReason) != "" {
+	if err != nil || m.Header.Get(contracts.HeaderRedrive) != seqs[0] || m.Header.Get(contracts.HeaderDeadReason) != "" {
 		t.Fatalf("retried event: %v %v", err, m)
 	}
 	if left := deadSeqs(t, e); len(left) != 2 {

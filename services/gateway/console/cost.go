@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 )
 
 // Cost on the console: each turn's cost (from its completed event) and
@@ -18,14 +18,14 @@ import (
 // usageStore opens the accounting once, on first use.
 type usageStore struct {
 	mu sync.Mutex
-	u  *pipeline.Usage
+	u  *store.Usage
 }
 
-func (c *Console) usage(ctx context.Context) (*pipeline.Usage, error) {
+func (c *Console) usage(ctx context.Context) (*store.Usage, error) {
 	c.spend.mu.Lock()
 	defer c.spend.mu.Unlock()
 	if c.spend.u == nil {
-		u, err := pipeline.OpenUsage(ctx, c.js, 0)
+		u, err := store.OpenUsage(ctx, c.js, 0)
 		if err != nil {
 			return nil, err
 		}

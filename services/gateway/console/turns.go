@@ -18,6 +18,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 )
 
@@ -202,7 +203,7 @@ func (c *Console) conversationData(ctx context.Context, id string) (*conversatio
 			size, _ := strconv.Atoi(m.Headers().Get(nats.MsgSize))
 			ta.times[stage] = md.Timestamp
 			ta.msgs[stage] = msgInfo{seq: md.Sequence.Stream, size: size, trace: history.TraceID(m.Headers())}
-			if v := m.Headers().Get(pipeline.HeaderReplayOf); v != "" {
+			if v := m.Headers().Get(contracts.HeaderReplayOf); v != "" {
 				ta.replay = v
 			}
 			return true
@@ -236,7 +237,7 @@ func (c *Console) conversationData(ctx context.Context, id string) (*conversatio
 				if _, shown := turns[turn]; !shown {
 					return true
 				}
-				data, err := pipeline.EventData(ctx, c.js, m.Headers(), m.Data())
+				data, err := claim.EventData(ctx, c.js, m.Headers(), m.Data())
 				if err != nil {
 					return true
 				}
@@ -384,7 +385,7 @@ func (c *Console) turnData(ctx context.Context, conv, id string) (*turnData, err
 		summarize(&d.turnSummary, stage, t)
 		d.Request = pretty(t.Request)
 		if m := v.Msgs[stage]; m != nil {
-			d.ReplayOf = m.Header.Get(pipeline.HeaderReplayOf)
+			d.ReplayOf = m.Header.Get(contracts.HeaderReplayOf)
 		}
 	}
 	if t, ok := v.Turns[contracts.StageRetrieved]; ok && t.Retrieval != nil {
@@ -445,7 +446,7 @@ func (c *Console) turnEvents(ctx context.Context, conv, turn string) ([]eventVie
 	}
 	var out []eventView
 	err = readOrdered(ctx, s, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}, min(total, 500), func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
-		data, err := pipeline.EventData(ctx, c.js, m.Headers(), m.Data())
+		data, err := claim.EventData(ctx, c.js, m.Headers(), m.Data())
 		if err != nil {
 			data = m.Data()
 		}

@@ -8,13 +8,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 )
 
-// completions shares one pipeline.Completions watch among every request of
+// completions shares one client.Completions watch among every request of
 // the process, and replaces it every rotateEvery. Why: a gateway replica
 // sees every completion of the bus (other replicas', `aptix exec`'s), and
-// pipeline.Completions keeps each one nobody claims for as long as it runs.
+// client.Completions keeps each one nobody claims for as long as it runs.
 // A request takes the current watch before it submits (so its completion
 // cannot arrive before the watch started) and waits on that one; a replaced
 // watch stops when its last waiter is done, and what it kept goes with it.
@@ -32,7 +32,7 @@ type completions struct {
 }
 
 type watchGen struct {
-	c       *pipeline.Completions
+	c       *client.Completions
 	started time.Time
 	waiters int
 	retired bool
@@ -41,7 +41,7 @@ type watchGen struct {
 func newCompletions(ctx context.Context, js jetstream.JetStream, rotateEvery time.Duration) (*completions, error) {
 	c := &completions{js: js, rotateEvery: rotateEvery}
 	c.life, c.end = context.WithCancel(context.Background())
-	w, err := pipeline.WatchCompletions(context.WithoutCancel(ctx), js, "*")
+	w, err := client.WatchCompletions(context.WithoutCancel(ctx), js, "*")
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func (c *completions) acquire(ctx context.Context) *watchGen {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if time.Since(c.cur.started) > c.rotateEvery {
-		if w, err := pipeline.WatchCompletions(context.WithoutCancel(ctx), c.js, "*"); err == nil {
+		if w, err := client.WatchCompletions(context.WithoutCancel(ctx), c.js, "*"); err == nil {
 			old := c.cur
 			old.retired = true
 			if old.waiters == 0 {

@@ -15,7 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -84,7 +85,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	g := s.comps.acquire(ctx) // before the submit: the watch must predate the completion
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
-	err := pipeline.Submit(sctx, s.js, exec)
+	err := client.Submit(sctx, s.js, exec)
 	cancel()
 	if err != nil {
 		s.comps.release(g)
@@ -102,7 +103,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		s.settleAfter(ctx, meta)
 	}
-	if errors.Is(err, pipeline.ErrUnreadableCompletion) {
+	if errors.Is(err, client.ErrUnreadableCompletion) {
 		s.fail(w, &responses.Error{Status: http.StatusInternalServerError, Type: responses.TypeServer,
 			Message: fmt.Sprintf("Response %s completed, but its result could not be read (%v); GET /v1/responses/%s may return it.", meta.ID, err, meta.ID)})
 		return
@@ -116,7 +117,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("Response %s is still running after %s; GET /v1/responses/%s returns it once it completes.", meta.ID, s.cfg.SyncTimeout, meta.ID)})
 		return
 	}
-	if t.Failure != nil && t.Failure.Code == pipeline.CodeCancelled {
+	if t.Failure != nil && t.Failure.Code == store.CodeCancelled {
 		// Cancelled by POST …/cancel while this request waited: the answer
 		// is the cancelled response, as GET shows it, not an error.
 		if resp, err := s.current(ctx, meta); err == nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -73,7 +73,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	g := s.comps.acquire(ctx)
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
-	err := pipeline.Submit(sctx, s.js, req)
+	err := client.Submit(sctx, s.js, req)
 	cancel()
 	if err != nil {
 		s.comps.release(g)

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -74,7 +74,7 @@ func (s *Server) completedResponse(ctx context.Context, meta *responses.Meta, m 
 		return responses.Response{}, err
 	}
 	if st.Stage != contracts.StageCompleted || st.Turn == nil {
-		data, err := pipeline.EventData(ctx, s.js, m.Headers(), m.Data())
+		data, err := claim.EventData(ctx, s.js, m.Headers(), m.Data())
 		if err != nil {
 			return responses.Response{}, fmt.Errorf("read completion of %s: %w", meta.TurnID, err)
 		}

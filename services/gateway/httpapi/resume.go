@@ -12,7 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -69,7 +70,7 @@ func (s *Server) streamStored(w http.ResponseWriter, r *http.Request, meta *resp
 	done := make(chan error, 1)
 	streamed := false // the LLM caller streamed: its last delta is a done delta
 	go func() {
-		t, err := pipeline.Await(ctx, s.js, meta.ConversationID, meta.TurnID)
+		t, err := client.Await(ctx, s.js, meta.ConversationID, meta.TurnID)
 		streamed = err == nil && t.LLM != nil && t.LLM.Streamed
 		done <- err
 	}()
@@ -141,7 +142,7 @@ func (s *Server) streamStored(w http.ResponseWriter, r *http.Request, meta *resp
 			sse.done()
 			return
 		case <-cancelled.Done():
-			if grace == nil && errors.Is(context.Cause(cancelled), pipeline.ErrCancelled) {
+			if grace == nil && errors.Is(context.Cause(cancelled), store.ErrCancelled) {
 				grace = time.After(cancelGrace)
 			}
 			cancelled = context.Background() // seen: stop selecting it

@@ -1,6 +1,6 @@
 // Package httpapi is the gateway's HTTP adapter: OpenAI's Responses API on
 // net/http, over the Aptix pipeline. It is a client of the bus like `aptix
-// exec` (pipeline.Submit, one shared completion watch per process) and keeps
+// exec` (client.Submit, one shared completion watch per process) and keeps
 // nothing in memory another replica would need: response records and
 // conversation heads are in JetStream KV, the turns themselves in the stream.
 package httpapi
@@ -24,6 +24,10 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/console"
@@ -98,8 +102,8 @@ type Server struct {
 	stream jetstream.Stream
 	// deltas is the stream of stored deltas (resume.go).
 	deltas jetstream.Stream
-	// cancels holds the turn cancellations (pipeline.CancelBucket).
-	cancels *pipeline.Cancels
+	// cancels holds the turn cancellations (store.CancelBucket).
+	cancels *store.Cancels
 	hooks   *webhooks
 	dl      jetstream.ConsumeContext
 	mux     *http.ServeMux
@@ -109,7 +113,7 @@ type Server struct {
 	log    *slog.Logger
 	limits *rateLimits
 	// usage is the shared accounting: budgets and GET /v1/aptix/usage (usage.go).
-	usage *pipeline.Usage
+	usage *store.Usage
 	// console is the web console at /console/ (docs/console.md).
 	console *console.Console
 
@@ -183,10 +187,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.deltas, err = ensureDeltaStream(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
-	if s.cancels, err = pipeline.OpenCancels(ctx, js, cfg.Replicas); err != nil {
+	if s.cancels, err = store.OpenCancels(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
-	if s.usage, err = pipeline.OpenUsage(ctx, js, cfg.Replicas); err != nil {
+	if s.usage, err = store.OpenUsage(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
 	// One ordered consumer for the whole process, not one per request.
@@ -356,12 +360,12 @@ func (s *Server) submitError(err error) *responses.Error {
 		// The turn event (the request plus what the stages add) is over what
 		// NATS carries: the body was too large after all.
 		return responses.TooLarge(s.cfg.MaxBodyBytes)
-	case pipeline.IsAtCapacity(err):
+	case backpressure.IsAtCapacity(err):
 		return responses.Unavailable("Aptix is at capacity (the turn queue is full); retry later.")
-	case errors.Is(err, pipeline.ErrTurnIDReused):
+	case errors.Is(err, client.ErrTurnIDReused):
 		// The client's mistake, not the server's: the turn id names another
 		// request of this conversation, whose answer stands.
-		e := responses.BadRequest("turnId", pipeline.CodeTurnIDReused, err.Error())
+		e := responses.BadRequest("turnId", contracts.CodeTurnIDReused, err.Error())
 		e.Status = http.StatusConflict
 		return e
 	case s.cfg.NC.Status() != nats.CONNECTED, errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
@@ -392,7 +396,7 @@ func (s *Server) turnAt(ctx context.Context, conv, turn string) (stage string, t
 			}
 			continue
 		}
-		data, err := pipeline.EventData(ctx, s.js, m.Header, m.Data)
+		data, err := claim.EventData(ctx, s.js, m.Header, m.Data)
 		if err != nil {
 			return "", nil, at, err
 		}

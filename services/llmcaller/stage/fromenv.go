@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 )
@@ -42,11 +43,11 @@ func FromEnv(ctx context.Context, d pipeline.Deps, o Options) (pipeline.Stage, f
 	}
 	c := caller.New(o.Profiles, caller.Options{Results: results, History: history, HTTPClient: o.HTTPClient, Logger: d.Log,
 		ForgetConversations: caller.ForgetFromEnv(), Hop: pipeline.DeploymentMark(ctx, d.JS)})
-	usage, err := pipeline.OpenUsage(ctx, d.JS, d.Stream.Replicas)
+	usage, err := store.OpenUsage(ctx, d.JS, d.Stream.Replicas)
 	if err != nil {
 		return pipeline.Stage{}, nil, err
 	}
-	cancels, err := pipeline.OpenCancels(ctx, d.JS, d.Stream.Replicas)
+	cancels, err := store.OpenCancels(ctx, d.JS, d.Stream.Replicas)
 	if err != nil {
 		return pipeline.Stage{}, nil, err
 	}

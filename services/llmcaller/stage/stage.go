@@ -14,6 +14,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 )
 
@@ -27,7 +28,7 @@ type LLMCaller struct {
 	// during it has its call's context cancelled at once. Either way the
 	// turn ends with a cancelled rejection, so its completion (and webhook)
 	// still comes, and a redelivery never pays for it.
-	Cancels *pipeline.Cancels
+	Cancels *store.Cancels
 	// Budgets, when set, refuses a turn whose principal has already spent
 	// one of its budgets (contracts.AgentExecuteRequest.Budgets) before the
 	// model is called (docs/usage-and-budgets.md).
@@ -182,10 +183,10 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if errors.Is(context.Cause(callCtx), pipeline.ErrCancelled) {
+	if errors.Is(context.Cause(callCtx), store.ErrCancelled) {
 		_, reason, _, _ := l.Cancels.Reason(ctx, t.ConversationId, t.TurnId)
 		if reason == "" {
-			reason = pipeline.CodeCancelled
+			reason = store.CodeCancelled
 		}
 		// A background upstream response (capability reattach) keeps
 		// generating, and billing, after its stream is dropped: stop it too.

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 )
 
 // Options are what a composition root chooses for the mapper.
@@ -21,11 +22,11 @@ type Options struct {
 // calls it. The fold outlives the build's context: close stops it, and
 // returns once it has, so it runs until the stage has drained.
 func FromEnv(ctx context.Context, d pipeline.Deps, o Options) (pipeline.Stage, func(), error) {
-	convs, err := pipeline.OpenConversations(ctx, d.JS, d.Stream.Replicas)
+	convs, err := store.OpenConversations(ctx, d.JS, d.Stream.Replicas)
 	if err != nil {
 		return pipeline.Stage{}, nil, err
 	}
-	usage, err := pipeline.OpenUsage(ctx, d.JS, d.Stream.Replicas)
+	usage, err := store.OpenUsage(ctx, d.JS, d.Stream.Replicas)
 	if err != nil {
 		return pipeline.Stage{}, nil, err
 	}

@@ -13,12 +13,13 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/mapper/mapping"
 )
 
 // ConversationStore is where the mapper records a conversation's latest turn.
 type ConversationStore interface {
-	Put(ctx context.Context, conversationID string, rec pipeline.Conversation) error
+	Put(ctx context.Context, conversationID string, rec store.Conversation) error
 }
 
 // Mapper maps results.
@@ -63,7 +64,7 @@ func (m *Mapper) Stage() pipeline.Stage {
 // the redelivery finds the stored completion (Output) and only does the
 // records: the answer is never mapped or stored twice. A next turn that
 // reaches the envelope before the record is written still continues from
-// the completion (pipeline.Conversations.Get reads both).
+// the completion (store.Conversations.Get reads both).
 func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 	if t.LLM == nil || t.Envelope == nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "responded event has no llm or envelope section")
@@ -106,7 +107,7 @@ func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 	if m.Conversations == nil || !pipeline.UpdatesConversation(ctx) {
 		return nil
 	}
-	rec, ok := pipeline.ConversationOf(t, time.Now())
+	rec, ok := store.ConversationOf(t, time.Now())
 	if !ok {
 		return nil
 	}

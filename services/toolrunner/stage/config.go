@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/toolrunner/mcp"
 )
 
@@ -72,7 +73,7 @@ func FromEnv(ctx context.Context, d pipeline.Deps, o Options) (pipeline.Stage, f
 		closeTools()
 		return pipeline.Stage{}, nil, err
 	}
-	cancels, err := pipeline.OpenCancels(ctx, d.JS, d.Stream.Replicas)
+	cancels, err := store.OpenCancels(ctx, d.JS, d.Stream.Replicas)
 	if err != nil {
 		closeTools()
 		return pipeline.Stage{}, nil, err

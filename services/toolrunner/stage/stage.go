@@ -18,6 +18,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/toolrunner/loop"
 	"github.com/aptix-dev/aptix/services/toolrunner/mcp"
 )
@@ -52,7 +53,7 @@ type Runner struct {
 	// Timeout bounds each call (default 45s).
 	Timeout time.Duration
 	// Cancels makes a cancel stop the loop between and during rounds.
-	Cancels *pipeline.Cancels
+	Cancels *store.Cancels
 	// NC publishes the live mcp_* events of a streamed turn; nil disables them.
 	NC     *nats.Conn
 	Logger *slog.Logger
@@ -102,9 +103,9 @@ func (r *Runner) Handle(ctx context.Context, t *contracts.Turn) error {
 	if err == nil {
 		l.Step++
 	}
-	if errors.Is(context.Cause(ctx), pipeline.ErrCancelled) {
+	if errors.Is(context.Cause(ctx), store.ErrCancelled) {
 		l.Status = contracts.LoopCancelled
-		return pipeline.Reject(pipeline.CodeCancelled, "the response was cancelled during round %d of its tool loop; the running tools were stopped", l.Round+1)
+		return pipeline.Reject(store.CodeCancelled, "the response was cancelled during round %d of its tool loop; the running tools were stopped", l.Round+1)
 	}
 	return err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/stack"
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	retrieverstage "github.com/aptix-dev/aptix/services/retriever/stage"
@@ -95,7 +96,7 @@ type pipelineRun struct {
 	done   chan error
 	client *nats.Conn
 	js     jetstream.JetStream
-	comp   *pipeline.Completions
+	comp   *client.Completions
 	nc     *nats.Conn
 }
 
@@ -140,7 +141,7 @@ func startPipelineAPI(ctx context.Context, url string, sb upstream, chunks []con
 	if p.js, err = jetstream.New(p.client); err != nil {
 		return nil, err
 	}
-	if p.comp, err = pipeline.WatchCompletions(ctx, p.js, "*"); err != nil {
+	if p.comp, err = client.WatchCompletions(ctx, p.js, "*"); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -149,7 +150,7 @@ func startPipelineAPI(ctx context.Context, url string, sb upstream, chunks []con
 // turn submits one request and waits for its completion; an error result
 // counts as a failure.
 func (p *pipelineRun) turn(ctx context.Context, req contracts.AgentExecuteRequest) (contracts.Turn, error) {
-	if err := pipeline.Submit(ctx, p.js, req); err != nil {
+	if err := client.Submit(ctx, p.js, req); err != nil {
 		return contracts.Turn{}, err
 	}
 	t, err := p.comp.Wait(ctx, req.ConversationId, req.TurnId)

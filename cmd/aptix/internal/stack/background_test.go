@@ -19,7 +19,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/conformance"
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -434,7 +434,7 @@ func awaitTurn(t *testing.T, e *env, id string) contracts.Turn {
 	if err := json.Unmarshal(entry.Value(), &meta); err != nil {
 		t.Fatal(err)
 	}
-	turn, err := pipeline.Await(ctx, e.js, meta.ConversationID, meta.TurnID)
+	turn, err := client.Await(ctx, e.js, meta.ConversationID, meta.TurnID)
 	if err != nil {
 		t.Fatal(err)
 	}

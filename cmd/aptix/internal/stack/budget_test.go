@@ -16,8 +16,8 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -33,9 +33,9 @@ func priced(perMillion float64) func(*Config) {
 }
 
 // usageOf opens the accounting and waits until every completed turn is folded.
-func (e *env) usageOf() *pipeline.Usage {
+func (e *env) usageOf() *store.Usage {
 	e.t.Helper()
-	u, err := pipeline.OpenUsage(context.Background(), e.js, 1)
+	u, err := store.OpenUsage(context.Background(), e.js, 1)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestBudgetSpentWhileCallPaid(t *testing.T) {
 				return nil
 			}
 			// Another replica spends the rest of the budget while this call runs.
-			u, err := pipeline.OpenUsage(context.Background(), e.js, 1)
+			u, err := store.OpenUsage(context.Background(), e.js, 1)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -59,7 +61,7 @@ func fullStreams(t *testing.T, streams pipeline.StreamConfig) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	comp, err := pipeline.WatchCompletions(ctx, e.js, "*")
+	comp, err := client.WatchCompletions(ctx, e.js, "*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +83,13 @@ func fullStreams(t *testing.T, streams pipeline.StreamConfig) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			id := fmt.Sprintf("t%03d", i)
-			err := pipeline.Submit(ctx, e.js, contracts.AgentExecuteRequest{ConversationId: "burst", TurnId: id, Instruction: "turn " + id, RagScope: contracts.RagScopeNone})
+			err := client.Submit(ctx, e.js, contracts.AgentExecuteRequest{ConversationId: "burst", TurnId: id, Instruction: "turn " + id, RagScope: contracts.RagScopeNone})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				accepted = append(accepted, id)
-			case pipeline.IsAtCapacity(err):
+			case backpressure.IsAtCapacity(err):
 				refused.Add(1)
 			default:
 				other = append(other, err)

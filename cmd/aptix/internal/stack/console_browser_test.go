@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	retrieverstage "github.com/aptix-dev/aptix/services/retriever/stage"
 )
@@ -284,7 +284,7 @@ func TestConsoleBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
-		done, err := pipeline.Await(ctx, e.js, "c-dead", "t-dead")
+		done, err := client.Await(ctx, e.js, "c-dead", "t-dead")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +298,7 @@ func TestConsoleBrowser(t *testing.T) {
 	b.open("/console/live")
 	b.waitText("#live-status", "following")
 	go func() {
-		_ = pipeline.Submit(context.Background(), e.js, contracts.AgentExecuteRequest{ConversationId: "c-live", TurnId: "t-live", Instruction: "Stream me " + hostilePrompt, Stream: true})
+		_ = client.Submit(context.Background(), e.js, contracts.AgentExecuteRequest{ConversationId: "c-live", TurnId: "t-live", Instruction: "Stream me " + hostilePrompt, Stream: true})
 	}()
 	b.do("live row", chromedp.WaitVisible(chromedp.CSS(`tr[data-turn="t-live"] button.watch`)),
 		chromedp.Click(chromedp.CSS(`tr[data-turn="t-live"] button.watch`)))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -62,10 +63,10 @@ func TestTurnIDScopedPerConversation(t *testing.T) {
 		tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		req := contracts.AgentExecuteRequest{ConversationId: conv, TurnId: "shared", Instruction: text, RagScope: contracts.RagScopeNone}
-		if err := pipeline.Submit(tctx, e.js, req); err != nil {
+		if err := client.Submit(tctx, e.js, req); err != nil {
 			t.Fatalf("%s: %v", conv, err)
 		}
-		got, err := pipeline.Await(tctx, e.js, conv, "shared")
+		got, err := client.Await(tctx, e.js, conv, "shared")
 		if err != nil {
 			t.Fatalf("conversation %s, turn shared: no completion (%v)", conv, err)
 		}
@@ -91,7 +92,7 @@ func TestTurnIDScopedPerConversation(t *testing.T) {
 	}
 	// The same conversation, another request, within the window: refused.
 	again := contracts.AgentExecuteRequest{ConversationId: "alpha", TurnId: "shared", Instruction: "another question", RagScope: contracts.RagScopeNone}
-	if err := pipeline.Submit(ctx, e.js, again); !errors.Is(err, pipeline.ErrTurnIDReused) {
+	if err := client.Submit(ctx, e.js, again); !errors.Is(err, client.ErrTurnIDReused) {
 		t.Fatalf("a reused turn id within the window: %v", err)
 	}
 	// Another conversation within the window: a new turn of its own, at once.
@@ -105,14 +106,14 @@ func TestTurnIDScopedPerConversation(t *testing.T) {
 
 	// The same conversation, another request, past the window: answered
 	// turn_id_reused, never silence.
-	if err := pipeline.Submit(ctx, e.js, again); err != nil {
+	if err := client.Submit(ctx, e.js, again); err != nil {
 		t.Fatalf("a reused turn id past the window: %v", err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		got := e.await(ctx, "alpha", "shared").Response
 		if got.Kind == contracts.KindError {
-			if got.ErrorCode != pipeline.CodeTurnIDReused {
+			if got.ErrorCode != contracts.CodeTurnIDReused {
 				t.Fatalf("a reused turn id past the window: %+v", got)
 			}
 			break

@@ -14,6 +14,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	mapperstage "github.com/aptix-dev/aptix/services/mapper/stage"
 )
@@ -22,10 +23,10 @@ import (
 // instead of the write and decides whether it happens.
 type convStore struct {
 	inner mapperstage.ConversationStore
-	put   func(conv string, rec pipeline.Conversation) (write bool, err error)
+	put   func(conv string, rec store.Conversation) (write bool, err error)
 }
 
-func (s convStore) Put(ctx context.Context, conv string, rec pipeline.Conversation) error {
+func (s convStore) Put(ctx context.Context, conv string, rec store.Conversation) error {
 	write, err := s.put(conv, rec)
 	if err != nil || !write {
 		return err
@@ -73,7 +74,7 @@ func TestNextTurnBeforeConversationRecord(t *testing.T) {
 	var held atomic.Bool
 	e := newEnv(t, sandbox.Options{}, func(c *Config) {
 		c.Mapper = func(m *mapperstage.Mapper) {
-			m.Conversations = convStore{inner: m.Conversations, put: func(_ string, rec pipeline.Conversation) (bool, error) {
+			m.Conversations = convStore{inner: m.Conversations, put: func(_ string, rec store.Conversation) (bool, error) {
 				switch rec.TurnId {
 				case "t1":
 					return false, nil // lost: never written
@@ -88,7 +89,7 @@ func TestNextTurnBeforeConversationRecord(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	convs, err := pipeline.OpenConversations(ctx, e.js, 1)
+	convs, err := store.OpenConversations(ctx, e.js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestCompletionBeforeRecords(t *testing.T) {
 	var puts, records atomic.Int32
 	e = newEnv(t, sandbox.Options{}, priced(100), func(c *Config) {
 		c.Mapper = func(m *mapperstage.Mapper) {
-			m.Conversations = convStore{inner: m.Conversations, put: func(conv string, rec pipeline.Conversation) (bool, error) {
+			m.Conversations = convStore{inner: m.Conversations, put: func(conv string, rec store.Conversation) (bool, error) {
 				puts.Add(1)
 				if e.completedSeq(conv, rec.TurnId) == 0 {
 					t.Errorf("conversation record of %s written before its completion", rec.TurnId)
@@ -182,7 +183,7 @@ func TestMapperRedeliveredAfterCompletion(t *testing.T) {
 	e := newEnv(t, sandbox.Options{}, priced(100), func(c *Config) {
 		c.Stream = pipeline.StreamConfig{Duplicates: 100 * time.Millisecond}
 		c.Mapper = func(m *mapperstage.Mapper) {
-			m.Conversations = convStore{inner: m.Conversations, put: func(string, pipeline.Conversation) (bool, error) {
+			m.Conversations = convStore{inner: m.Conversations, put: func(string, store.Conversation) (bool, error) {
 				if puts.Add(1) == 1 {
 					time.Sleep(300 * time.Millisecond) // past the de-duplication window
 					return false, errors.New("conversation store unavailable")
@@ -204,7 +205,7 @@ func TestMapperRedeliveredAfterCompletion(t *testing.T) {
 	if err != nil || rep.Turns != 1 || rep.CostNanos != turn.Response.Cost.Nanos() {
 		t.Fatalf("totals %+v (%v), want 1 turn at %v", rep.Counts, err, turn.Response.Cost.Total)
 	}
-	convs, err := pipeline.OpenConversations(context.Background(), e.js, 1)
+	convs, err := store.OpenConversations(context.Background(), e.js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
@@ -71,7 +71,7 @@ func TestOversizeTurnsComplete(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	last, err := pipeline.Await(ctx, e.js, "big-conv", "c2")
+	last, err := client.Await(ctx, e.js, "big-conv", "c2")
 	if err != nil || last.Envelope == nil || !strings.Contains(string(last.Envelope.Tools), "tool_0499") {
 		t.Fatalf("continuation did not carry the recorded tools: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
@@ -28,12 +28,12 @@ func TestTurnIDReused(t *testing.T) {
 		t.Fatalf("first: %+v", r)
 	}
 	// The same request again (a client retry) is fine.
-	if err := pipeline.Submit(ctx, e.js, first); err != nil {
+	if err := client.Submit(ctx, e.js, first); err != nil {
 		t.Fatalf("a retry of the same request: %v", err)
 	}
 	second := first
 	second.Instruction = "a different question"
-	if err := pipeline.Submit(ctx, e.js, second); !errors.Is(err, pipeline.ErrTurnIDReused) {
+	if err := client.Submit(ctx, e.js, second); !errors.Is(err, client.ErrTurnIDReused) {
 		t.Fatalf("Submit of a reused turn id: %v", err)
 	}
 	// Published raw, with no Nats-Msg-Id: the retriever answers with an error completion.
@@ -45,7 +45,7 @@ func TestTurnIDReused(t *testing.T) {
 	for {
 		got := e.await(ctx, "reuse", "t1").Response
 		if got.Kind == contracts.KindError {
-			if got.ErrorCode != pipeline.CodeTurnIDReused || !strings.Contains(got.ErrorMessage, "new turn id") {
+			if got.ErrorCode != contracts.CodeTurnIDReused || !strings.Contains(got.ErrorMessage, "new turn id") {
 				t.Fatalf("reused: %+v", got)
 			}
 			break
@@ -85,7 +85,7 @@ func TestTurnIDReused(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := e.await(ctx, "reuse", "t1").Response; got.ErrorCode != pipeline.CodeTurnIDReused {
+	if got := e.await(ctx, "reuse", "t1").Response; got.ErrorCode != contracts.CodeTurnIDReused {
 		t.Fatalf("a reused id with an invalid request: %+v", got)
 	}
 	e.settled()
@@ -101,7 +101,7 @@ func TestHostileSubjectIDs(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	ctx := context.Background()
 	for _, tok := range []string{"*", ">"} {
-		if err := pipeline.Submit(ctx, e.js, contracts.AgentExecuteRequest{ConversationId: "bad", TurnId: tok, Instruction: "x"}); err == nil {
+		if err := client.Submit(ctx, e.js, contracts.AgentExecuteRequest{ConversationId: "bad", TurnId: tok, Instruction: "x"}); err == nil {
 			t.Fatalf("Submit accepted turn id %q", tok)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -80,7 +81,7 @@ func (e *env) turn(req contracts.AgentExecuteRequest) contracts.Turn {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := pipeline.Submit(ctx, e.js, req); err != nil {
+	if err := client.Submit(ctx, e.js, req); err != nil {
 		e.t.Fatal(err)
 	}
 	return e.await(ctx, req.ConversationId, req.TurnId)
@@ -88,7 +89,7 @@ func (e *env) turn(req contracts.AgentExecuteRequest) contracts.Turn {
 
 func (e *env) await(ctx context.Context, conv, turn string) contracts.Turn {
 	e.t.Helper()
-	t, err := pipeline.Await(ctx, e.js, conv, turn)
+	t, err := client.Await(ctx, e.js, conv, turn)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestStageCrashExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req := contracts.AgentExecuteRequest{ConversationId: "conv-crash", TurnId: "t1", Instruction: "survive", RagScope: contracts.RagScopeNone}
-	if err := pipeline.Submit(ctx, e.js, req); err != nil {
+	if err := client.Submit(ctx, e.js, req); err != nil {
 		t.Fatal(err)
 	}
 	for crashes.Load() == 0 {
@@ -415,7 +416,7 @@ func TestStopLetsTheTurnInFlightComplete(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("stages not ready")
 	}
-	if err := pipeline.Submit(context.Background(), js, contracts.AgentExecuteRequest{ConversationId: "c-stop", TurnId: "t-stop", Instruction: "hello"}); err != nil {
+	if err := client.Submit(context.Background(), js, contracts.AgentExecuteRequest{ConversationId: "c-stop", TurnId: "t-stop", Instruction: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); sb.Requests() == 0; time.Sleep(10 * time.Millisecond) {
@@ -434,7 +435,7 @@ func TestStopLetsTheTurnInFlightComplete(t *testing.T) {
 	}
 	actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer acancel()
-	got, err := pipeline.Await(actx, js, "c-stop", "t-stop")
+	got, err := client.Await(actx, js, "c-stop", "t-stop")
 	if err != nil {
 		t.Fatalf("the turn in flight did not complete before the stop: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	envelopestage "github.com/aptix-dev/aptix/services/envelope/stage"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 	llmstage "github.com/aptix-dev/aptix/services/llmcaller/stage"
@@ -68,8 +69,8 @@ func TestStagesMatchTopology(t *testing.T) {
 		{"llmcaller", caller.HistoryKVBucket, false},
 		{"llmcaller", caller.HistoryBucket, true},
 		{"toolrunner", toolstage.ResultsBucket, false},
-		{"mapper", pipeline.ConversationsBucket, false},
-		{"mapper", pipeline.UsageBucket, false},
+		{"mapper", store.ConversationsBucket, false},
+		{"mapper", store.UsageBucket, false},
 	} {
 		spec, _ := pipeline.StageByName(c.stage)
 		if list := map[bool][]string{false: spec.KV, true: spec.Objects}[c.objects]; !slices.Contains(list, c.bucket) {

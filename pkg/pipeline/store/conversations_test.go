@@ -1,4 +1,4 @@
-package pipeline
+package store_test
 
 import (
 	"context"
@@ -9,7 +9,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 )
 
 // storeCompletion stores a completion of conv/turn as the mapper would
@@ -21,7 +24,11 @@ func storeCompletion(t *testing.T, js jetstream.JetStream, conv, turn, kind, res
 	tn.Tools = &contracts.ToolLoop{Approvals: []contracts.PendingApproval{{ID: "apr_1", Server: "s"}}}
 	tn.Response = &contracts.AgentExecuteResponse{Kind: kind, ConversationId: conv, TurnId: turn, ResponseContinuationId: respID}
 	msg := nats.NewMsg(contracts.Subject(contracts.StageCompleted, conv, turn))
-	msg.Data = mustMarshal(t, &tn)
+	data, err := turncodec.Marshal(&tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg.Data = data
 	for k, v := range hdr {
 		msg.Header.Set(k, v)
 	}
@@ -37,14 +44,14 @@ func storeCompletion(t *testing.T, js jetstream.JetStream, conv, turn, kind, res
 func TestConversationsGetFromCompletion(t *testing.T) {
 	ctx := context.Background()
 	_, js := natstest.JetStream(t)
-	if _, err := EnsureStream(ctx, js, StreamConfig{}); err != nil {
+	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := OpenConversations(ctx, js, 1)
+	c, err := store.OpenConversations(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := func(want string) *Conversation {
+	get := func(want string) *store.Conversation {
 		t.Helper()
 		rec, err := c.Get(ctx, "c1")
 		if err != nil {
@@ -64,13 +71,13 @@ func TestConversationsGetFromCompletion(t *testing.T) {
 	// t1 completed; its record is not written yet.
 	t1 := storeCompletion(t, js, "c1", "t1", contracts.KindOK, "resp_1", nil)
 	rec := get("resp_1")
-	want, _ := ConversationOf(&t1, rec.UpdatedAt)
+	want, _ := store.ConversationOf(&t1, rec.UpdatedAt)
 	if rec.TurnId != "t1" || rec.Backend != "b1" || string(rec.Tools) != string(want.Tools) || len(rec.Approvals) != 1 || rec.Approvals[0].ID != "apr_1" || rec.UpdatedAt.IsZero() {
 		t.Fatalf("derived %+v, want %+v", rec, want)
 	}
 
 	// The record of t1, as the mapper writes it: the record answers.
-	if err := c.Put(ctx, "c1", Conversation{ResponseId: "resp_1_recorded", TurnId: "t1"}); err != nil {
+	if err := c.Put(ctx, "c1", store.Conversation{ResponseId: "resp_1_recorded", TurnId: "t1"}); err != nil {
 		t.Fatal(err)
 	}
 	get("resp_1_recorded")
@@ -79,11 +86,11 @@ func TestConversationsGetFromCompletion(t *testing.T) {
 	// the conversation where the record has it.
 	storeCompletion(t, js, "c1", "t2", contracts.KindError, "", nil)
 	get("resp_1_recorded")
-	storeCompletion(t, js, "c1", "t3", contracts.KindOK, "resp_3", map[string]string{HeaderReplayOf: "t1"})
+	storeCompletion(t, js, "c1", "t3", contracts.KindOK, "resp_3", map[string]string{contracts.HeaderReplayOf: "t1"})
 	get("resp_1_recorded")
 
 	// A replay that continues, and a plain later turn, move it on.
-	storeCompletion(t, js, "c1", "t4", contracts.KindOK, "resp_4", map[string]string{HeaderReplayOf: "t1", HeaderReplayContinue: "true"})
+	storeCompletion(t, js, "c1", "t4", contracts.KindOK, "resp_4", map[string]string{contracts.HeaderReplayOf: "t1", contracts.HeaderReplayContinue: "true"})
 	get("resp_4")
 	storeCompletion(t, js, "c1", "t5", contracts.KindOK, "resp_5", nil)
 	get("resp_5")

@@ -1,4 +1,4 @@
-package pipeline
+package store
 
 import (
 	"context"
@@ -14,10 +14,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 )
 
@@ -374,11 +376,34 @@ func (u *Usage) Pending(ctx context.Context) (uint64, error) {
 // observeSpend counts a folded turn's cost and tokens once, with the GenAI
 // attributes of its model.
 func observeSpend(ctx context.Context, r spend.Record) {
-	m := meters()
+	m := spendMeters()
 	attrs := metric.WithAttributes(attribute.String("gen_ai.provider.name", r.Backend), attribute.String("gen_ai.request.model", r.Model))
 	if r.Cost.Unpriced {
 		m.unpriced.Add(ctx, 1, attrs)
 		return
 	}
 	m.cost.Add(ctx, r.Cost.Total, attrs)
+}
+
+// spendInstruments are the fold's counters, created once from the global
+// meter provider in the pipeline's scope, as the stage runtime's are.
+type spendInstruments struct {
+	unpriced metric.Int64Counter
+	cost     metric.Float64Counter
+}
+
+var (
+	spendOnce sync.Once
+	spendInst spendInstruments
+)
+
+func spendMeters() *spendInstruments {
+	spendOnce.Do(func() {
+		m := otel.Meter(tracing.Name)
+		spendInst.cost, _ = m.Float64Counter("aptix.usage.cost", metric.WithUnit("{USD}"),
+			metric.WithDescription("Cost of completed turns at the profile's prices, counted once per turn"))
+		spendInst.unpriced, _ = m.Int64Counter("aptix.usage.unpriced_turns", metric.WithUnit("{turn}"),
+			metric.WithDescription("Completed turns whose model has no price"))
+	})
+	return &spendInst
 }

@@ -1,4 +1,4 @@
-package pipeline_test
+package client_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -33,7 +34,7 @@ func TestCompletionsDispatchByTurn(t *testing.T) {
 		}
 	}
 	complete("old", "old.completed") // before the watch: not delivered
-	comp, err := pipeline.WatchCompletions(ctx, js, "*")
+	comp, err := client.WatchCompletions(ctx, js, "*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,26 +74,6 @@ func TestCompletionsDispatchByTurn(t *testing.T) {
 	defer cancelShort()
 	if _, err := comp.Wait(short, "c", "old"); err == nil {
 		t.Fatal("a completion from before the watch was delivered")
-	}
-}
-
-// TestEnsureStreamUpdatesOnlyOnChange: an unchanged stream is left alone, a
-// changed setting is applied.
-func TestEnsureStreamUpdatesOnlyOnChange(t *testing.T) {
-	_, js := natstest.JetStream(t)
-	ctx := context.Background()
-	for _, work := range []int64{1 << 20, 1 << 20, 2 << 20} {
-		s, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{WorkMaxBytes: work, HistoryMaxBytes: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := s.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Config.MaxBytes != work+1<<20 {
-			t.Fatalf("max bytes %v, want %v", info.Config.MaxBytes, work+1<<20)
-		}
 	}
 }
 
@@ -157,7 +138,7 @@ func TestCompletionsDecodeOnlyWhenClaimed(t *testing.T) {
 	if got, err := comp.Wait(ctx, "c", "good"); err != nil || got.Response == nil || got.Response.Text != "fine" {
 		t.Fatalf("good: %+v %v", got, err)
 	}
-	if _, err := comp.Wait(ctx, "c", "garbled"); !errors.Is(err, pipeline.ErrUnreadableCompletion) {
+	if _, err := comp.Wait(ctx, "c", "garbled"); !errors.Is(err, client.ErrUnreadableCompletion) {
 		t.Fatalf("a garbled completion: %v", err)
 	}
 	if _, _, bad := comp.Counts(); bad != 1 {
@@ -167,13 +148,13 @@ func TestCompletionsDecodeOnlyWhenClaimed(t *testing.T) {
 
 // watchAll starts a server with the APTIX stream and a watch of every
 // conversation's completions, stopped when the test ends.
-func watchAll(t *testing.T, ctx context.Context) (jetstream.JetStream, *pipeline.Completions) {
+func watchAll(t *testing.T, ctx context.Context) (jetstream.JetStream, *client.Completions) {
 	t.Helper()
 	_, js := natstest.JetStream(t)
 	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	comp, err := pipeline.WatchCompletions(ctx, js, "*")
+	comp, err := client.WatchCompletions(ctx, js, "*")
 	if err != nil {
 		t.Fatal(err)
 	}

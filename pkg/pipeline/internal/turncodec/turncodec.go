@@ -1,4 +1,6 @@
-package pipeline
+// Package turncodec encodes and decodes the Turn document the way every stage
+// and reader of the pipeline does.
+package turncodec
 
 import (
 	jsonv2 "github.com/go-json-experiment/json"
@@ -14,10 +16,12 @@ import (
 // cost of a stage, so turns go through the v2 engine (the code of Go's
 // encoding/json/v2) with v1 semantics: same field names, same omitempty, same
 // output, about half the CPU (BenchmarkTurnCodec).
-var turnOptions = jsonv1.DefaultOptionsV1()
+var options = jsonv1.DefaultOptionsV1()
 
-func marshalTurn(t *contracts.Turn) ([]byte, error) { return jsonv2.Marshal(t, turnOptions) }
+// Marshal encodes a turn as encoding/json would.
+func Marshal(t *contracts.Turn) ([]byte, error) { return jsonv2.Marshal(t, options) }
 
-func unmarshalTurn(data []byte, t *contracts.Turn) error {
-	return jsonv2.Unmarshal(data, t, turnOptions)
+// Unmarshal decodes a turn as encoding/json would.
+func Unmarshal(data []byte, t *contracts.Turn) error {
+	return jsonv2.Unmarshal(data, t, options)
 }

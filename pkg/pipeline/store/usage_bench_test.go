@@ -1,4 +1,4 @@
-package pipeline_test
+package store_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 )
 
 // BenchmarkUsageFold measures how many turn records one folder adds to the
@@ -18,7 +18,7 @@ func BenchmarkUsageFold(b *testing.B) {
 	_, js := natstest.JetStream(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	u, err := pipeline.OpenUsage(ctx, js, 1)
+	u, err := store.OpenUsage(ctx, js, 1)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pipeline_test
+package store_test
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
+	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 )
 
 func usageRec(p, turn string, usd float64) spend.Record {
@@ -20,7 +20,7 @@ func usageRec(p, turn string, usd float64) spend.Record {
 }
 
 // waitFolded waits until the folder has added every record.
-func waitFolded(t *testing.T, u *pipeline.Usage) {
+func waitFolded(t *testing.T, u *store.Usage) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -42,16 +42,16 @@ func TestUsageCountedOnce(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	u, err := pipeline.OpenUsage(ctx, js, 1)
+	u, err := store.OpenUsage(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u2, err := pipeline.OpenUsage(ctx, js, 1)
+	u2, err := store.OpenUsage(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	for _, x := range []*pipeline.Usage{u, u2} {
+	for _, x := range []*store.Usage{u, u2} {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = x.Fold(ctx, slog.Default()) }()
 	}
@@ -106,9 +106,9 @@ func TestUsageTwoFoldersKeepNoStaleTotals(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var folders []*pipeline.Usage
+	var folders []*store.Usage
 	for range 2 {
-		u, err := pipeline.OpenUsage(ctx, js, 1)
+		u, err := store.OpenUsage(ctx, js, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

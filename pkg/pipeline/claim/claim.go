@@ -1,4 +1,6 @@
-package pipeline
+// Package claim is the claim check of the pipeline's events: an event too big
+// for one NATS message is stored in an object store and travels as a stub.
+package claim
 
 import (
 	"context"
@@ -22,11 +24,11 @@ import (
 // naming the object; every reader (stages, Await, Completions, `aptix
 // events`) resolves it through EventData. The objects expire with history.
 
-// claimHeadroom leaves room under the max payload for headers.
-const claimHeadroom = 64 << 10
+// headroom leaves room under the max payload for headers.
+const headroom = 64 << 10
 
-// claimStore is the lazily opened object store.
-type claimStore struct {
+// Store is the lazily opened object store.
+type Store struct {
 	js  jetstream.JetStream
 	ttl time.Duration
 
@@ -34,10 +36,16 @@ type claimStore struct {
 	obs jetstream.ObjectStore
 }
 
-// open creates the store on first use. A failure is not remembered (the
+// NewStore is the claim store on js, its objects expiring after ttl (with
+// history).
+func NewStore(js jetstream.JetStream, ttl time.Duration) *Store {
+	return &Store{js: js, ttl: ttl}
+}
+
+// Open creates the store on first use. A failure is not remembered (the
 // first caller's context may have been cancelled, or the server briefly
 // unreachable): the next big event tries again.
-func (c *claimStore) open(ctx context.Context) (jetstream.ObjectStore, error) {
+func (c *Store) Open(ctx context.Context) (jetstream.ObjectStore, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.obs != nil {
@@ -54,21 +62,21 @@ func (c *claimStore) open(ctx context.Context) (jetstream.ObjectStore, error) {
 	return obs, nil
 }
 
-// claimThreshold is the largest payload published inline on nc.
-func claimThreshold(nc *nats.Conn) int {
+// Threshold is the largest payload published inline on nc.
+func Threshold(nc *nats.Conn) int {
 	max := int(nc.MaxPayload())
 	if max <= 0 {
 		max = 1 << 20
 	}
-	return max - claimHeadroom
+	return max - headroom
 }
 
-// claimKey names an event's object: one per turn and stage (and round),
+// Key names an event's object: one per turn and stage (and round),
 // so a re-published event overwrites its own copy.
-func claimKey(subject, msgID string) string { return msgID + "@" + subject }
+func Key(subject, msgID string) string { return msgID + "@" + subject }
 
-// stub is the payload of a claimed event: enough to route and log it.
-func stub(conv, turnID, key string, size int) []byte {
+// Stub is the payload of a claimed event: enough to route and log it.
+func Stub(conv, turnID, key string, size int) []byte {
 	return fmt.Appendf(nil, `{"conversationId":%q,"turnId":%q,"claim":%q,"size":%d}`, conv, turnID, key, size)
 }
 

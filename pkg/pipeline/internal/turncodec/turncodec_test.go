@@ -1,4 +1,4 @@
-package pipeline
+package turncodec
 
 import (
 	"encoding/json"
@@ -37,7 +37,7 @@ func TestTurnCodecMatchesEncodingJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := marshalTurn(&turn)
+	got, err := Marshal(&turn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,14 +45,14 @@ func TestTurnCodecMatchesEncodingJSON(t *testing.T) {
 		t.Fatalf("encodings differ:\nv2: %.300s\nv1: %.300s", got, want)
 	}
 	var back contracts.Turn
-	if err := unmarshalTurn(want, &back); err != nil {
+	if err := Unmarshal(want, &back); err != nil {
 		t.Fatal(err)
 	}
 	again, _ := json.Marshal(&back)
 	if string(again) != string(want) {
 		t.Fatal("decode then encode does not round-trip")
 	}
-	if err := unmarshalTurn([]byte(`{"turnId":`), &back); err == nil {
+	if err := Unmarshal([]byte(`{"turnId":`), &back); err == nil {
 		t.Fatal("truncated JSON decoded without error")
 	}
 }
@@ -76,10 +76,10 @@ func BenchmarkTurnCodec(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
 			var t contracts.Turn
-			if err := unmarshalTurn(data, &t); err != nil {
+			if err := Unmarshal(data, &t); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := marshalTurn(&t); err != nil {
+			if _, err := Marshal(&t); err != nil {
 				b.Fatal(err)
 			}
 		}

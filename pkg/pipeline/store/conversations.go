@@ -1,4 +1,4 @@
-package pipeline
+package store
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 )
 
 // ConversationsBucket is the KV bucket of per-conversation state.
@@ -122,15 +124,15 @@ func (c *Conversations) Get(ctx context.Context, conversationID string) (*Conver
 	if !ok || rec != nil && rec.TurnId == turnID {
 		return rec, nil
 	}
-	if !updates(last.Header.Get(HeaderReplayOf), last.Header.Get(HeaderReplayContinue)) {
+	if !contracts.ReplayUpdatesConversation(last.Header.Get(contracts.HeaderReplayOf), last.Header.Get(contracts.HeaderReplayContinue)) {
 		return rec, nil
 	}
-	data, err := EventData(ctx, c.js, last.Header, last.Data)
+	data, err := claim.EventData(ctx, c.js, last.Header, last.Data)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", last.Subject, err)
 	}
 	var t contracts.Turn
-	if err := unmarshalTurn(data, &t); err != nil {
+	if err := turncodec.Unmarshal(data, &t); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", last.Subject, err)
 	}
 	derived, ok := ConversationOf(&t, last.Time)

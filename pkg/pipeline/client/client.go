@@ -1,4 +1,7 @@
-package pipeline
+// Package client is how a program hands turns to the pipeline and reads
+// their answers: Submit a request, then Await its completion, or follow
+// every completion with one consumer (WatchCompletions).
+package client
 
 import (
 	"context"
@@ -14,6 +17,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turnreuse"
 )
 
 // Submit publishes an execute event on aptix.requested.<conv>.<turn>, with
@@ -30,8 +38,8 @@ func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExec
 	}
 	subject := contracts.Subject(contracts.StageRequested, req.ConversationId, req.TurnId)
 	id := contracts.MsgID(req.ConversationId, req.TurnId, contracts.StageRequested)
-	ctx, span := tracer().Start(ctx, "send aptix."+contracts.StageRequested, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(messagingAttrs("send", subject, id)...),
+	ctx, span := tracing.Tracer().Start(ctx, "send aptix."+contracts.StageRequested, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(tracing.MessagingAttrs("send", subject, id)...),
 		trace.WithAttributes(attribute.String("aptix.conversation_id", req.ConversationId), attribute.String("aptix.turn_id", req.TurnId)))
 	defer span.End()
 	h := nats.Header{}
@@ -42,20 +50,24 @@ func Submit(ctx context.Context, js jetstream.JetStream, req contracts.AgentExec
 	h[contracts.HeaderCESource] = []string{"aptix/client"}
 	h[contracts.HeaderCETime] = []string{time.Now().UTC().Format(time.RFC3339Nano)}
 	h[contracts.HeaderCEContentType] = []string{contracts.CEContentTypeJSON}
-	otel.GetTextMapPropagator().Inject(ctx, HeaderCarrier(h))
+	otel.GetTextMapPropagator().Inject(ctx, tracing.HeaderCarrier(h))
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: h})
 	if err != nil {
-		return fmt.Errorf("publish %s: %w", subject, capacityError(err))
+		return fmt.Errorf("publish %s: %w", subject, backpressure.Wrap(err))
 	}
 	if ack.Duplicate {
 		// Stored before under this turn id: fine if it is the same request
 		// (a retry), an error if not (the new one was dropped).
-		if prev, err := firstRequest(ctx, js, req.ConversationId, req.TurnId); err == nil && prev != nil && !sameRequest(*prev, req) {
+		if prev, err := firstRequest(ctx, js, req.ConversationId, req.TurnId); err == nil && prev != nil && !turnreuse.SameRequest(*prev, req) {
 			return fmt.Errorf("%w: turn %s of conversation %s was already sent with a different request, whose answer stands: use a new turn id", ErrTurnIDReused, req.TurnId, req.ConversationId)
 		}
 	}
 	return nil
 }
+
+// ErrTurnIDReused is returned by Submit for a turn id already used by a
+// different request.
+var ErrTurnIDReused = errors.New(contracts.CodeTurnIDReused)
 
 // firstRequest is the request a turn id was accepted with: still queued, or
 // recorded by its retrieved event.
@@ -69,7 +81,7 @@ func firstRequest(ctx context.Context, js jetstream.JetStream, conv, turnID stri
 			return &r, nil
 		}
 	}
-	return recordedRequest(ctx, js, conv, turnID)
+	return turnreuse.RecordedRequest(ctx, js, conv, turnID)
 }
 
 // Await returns the turn's completed event. It reads the completed subject
@@ -134,11 +146,11 @@ func Await(ctx context.Context, js jetstream.JetStream, conversationID, turnID s
 			}
 			continue // nothing yet
 		}
-		data, err := EventData(ctx, js, m.Headers(), m.Data())
+		data, err := claim.EventData(ctx, js, m.Headers(), m.Data())
 		if err != nil {
 			return t, err
 		}
-		if err := unmarshalTurn(data, &t); err != nil {
+		if err := turncodec.Unmarshal(data, &t); err != nil {
 			return t, fmt.Errorf("decode completion: %w", err)
 		}
 		return t, nil

@@ -1,4 +1,4 @@
-package pipeline
+package client_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -16,7 +18,7 @@ func TestAwaitHonoursDeadlineWhenServerStops(t *testing.T) {
 	srv, url := natstest.Start(t)
 	_, js := natstest.Connect(t, url)
 	ctx := context.Background()
-	if _, err := EnsureStream(ctx, js, StreamConfig{}); err != nil {
+	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -26,7 +28,7 @@ func TestAwaitHonoursDeadlineWhenServerStops(t *testing.T) {
 		srv.Shutdown()
 	}()
 	start := time.Now()
-	_, err := Await(ctx, js, "c1", "t1")
+	_, err := client.Await(ctx, js, "c1", "t1")
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("Await returned after %s with a 2s deadline", took)
 	}

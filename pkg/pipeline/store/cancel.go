@@ -1,4 +1,7 @@
-package pipeline
+// Package store holds the pipeline's state outside the event streams, each in
+// JetStream: conversation continuation records (Conversations), turn
+// cancellations (Cancels) and usage accounting (Usage).
+package store
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package pipeline
+package client
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 )
 
 // Completions follows completed events with one ordered consumer and hands
@@ -57,16 +59,16 @@ var ErrUnreadableCompletion = errors.New("completion unreadable")
 // within ctx, retried briefly: the object store may be failing over.
 func (c *Completions) decode(ctx context.Context, m completion, conv, turnID string) (contracts.Turn, error) {
 	var t contracts.Turn
-	data, err := EventData(ctx, c.js, m.header, m.data)
+	data, err := claim.EventData(ctx, c.js, m.header, m.data)
 	for wait := 100 * time.Millisecond; err != nil && wait <= 400*time.Millisecond && ctx.Err() == nil; wait *= 2 {
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
-			data, err = EventData(ctx, c.js, m.header, m.data)
+			data, err = claim.EventData(ctx, c.js, m.header, m.data)
 		}
 	}
 	if err == nil {
-		err = unmarshalTurn(data, &t)
+		err = turncodec.Unmarshal(data, &t)
 	}
 	if err == nil && (t.TurnId != turnID || t.ConversationId != conv) {
 		err = fmt.Errorf("its event names turn %q of conversation %q", t.TurnId, t.ConversationId)
