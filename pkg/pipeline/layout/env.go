@@ -5,7 +5,8 @@ import (
 	"strconv"
 )
 
-// Env names of the stream limits every Aptix process reads (README "Deployment").
+// Env names of the stream limits every Aptix process reads
+// (docs/operations.md#streams-and-limits).
 const (
 	EnvReplicas        = "APTIX_STREAM_REPLICAS"
 	EnvQueueMaxBytes   = "APTIX_QUEUE_MAX_BYTES"
