@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -91,26 +92,16 @@ func Output(ctx context.Context, js jetstream.JetStream, conv, turnID string, st
 	}
 	var best *jetstream.RawStreamMsg
 	for _, stage := range stages {
-		m, err := s.GetLastMsgForSubject(ctx, contracts.Subject(stage, conv, turnID))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
+		m, err := runOutput(ctx, s, contracts.Subject(stage, conv, turnID))
 		if err != nil {
 			return nil, 0, fmt.Errorf("look up aptix.%s of %s: %w", stage, contracts.TurnKey(conv, turnID), err)
 		}
-		if best == nil || m.Sequence > best.Sequence {
+		if m != nil && (best == nil || m.Sequence > best.Sequence) {
 			best = m
 		}
 	}
 	if best == nil {
 		return nil, 0, nil
-	}
-	// A replay or a retried dead letter is a run of its own: what the
-	// turn's earlier run stored is not its output.
-	for _, k := range []string{HeaderReplayOf, HeaderRedrive} {
-		if best.Header.Get(k) != carried(ctx)[k] {
-			return nil, 0, nil
-		}
 	}
 	data, err := EventData(ctx, js, best.Header, best.Data)
 	if err != nil {
@@ -121,6 +112,56 @@ func Output(ctx context.Context, js jetstream.JetStream, conv, turnID string, st
 		return nil, 0, fmt.Errorf("decode %s: %w", best.Subject, err)
 	}
 	return &t, best.Sequence, nil
+}
+
+// runOutput is the newest event on subject that the run being handled
+// stored, or nil. Other runs store on the same subject: a turn id sent
+// again with another request is answered turn_id_reused there (under its
+// own Nats-Msg-Id, so it is stored after the turn's own completion), and a
+// replay or a retried dead letter is a run of its own. The newest event is
+// almost always the run's; when it is not, the subject's few events are
+// read from the oldest on, as nothing reads a subject backwards.
+func runOutput(ctx context.Context, s jetstream.Stream, subject string) (*jetstream.RawStreamMsg, error) {
+	last, err := s.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ofRun(ctx, last.Header) {
+		return last, nil
+	}
+	var found *jetstream.RawStreamMsg
+	for seq := uint64(1); seq < last.Sequence; seq++ {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.Sequence >= last.Sequence {
+			break
+		}
+		if ofRun(ctx, m.Header) {
+			found = m
+		}
+		seq = m.Sequence
+	}
+	return found, nil
+}
+
+// ofRun says whether an event with these headers was stored by the run
+// being handled: the same replay and redrive marks, and not a
+// turn_id_reused answer to another request.
+func ofRun(ctx context.Context, h nats.Header) bool {
+	for _, k := range []string{HeaderReplayOf, HeaderRedrive} {
+		if h.Get(k) != carried(ctx)[k] {
+			return false
+		}
+	}
+	return !isReuseMsgID(h.Get(contracts.HeaderMsgID))
 }
 
 // route is the stage a handled turn goes to.

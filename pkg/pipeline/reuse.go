@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -76,6 +77,11 @@ func reuseMsgID(conv, turnID string, req contracts.AgentExecuteRequest) string {
 	j, _ := json.Marshal(req)
 	sum := sha256.Sum256(j)
 	return contracts.MsgID(conv, turnID, contracts.StageCompleted) + ".reused-" + hex.EncodeToString(sum[:6])
+}
+
+// isReuseMsgID says whether id is a turn_id_reused completion's (reuseMsgID).
+func isReuseMsgID(id string) bool {
+	return strings.Contains(id, ".reused-")
 }
 
 type expectFirstKey struct{}
