@@ -92,7 +92,7 @@ func Output(ctx context.Context, js jetstream.JetStream, conv, turnID string, st
 	}
 	var best *jetstream.RawStreamMsg
 	for _, stage := range stages {
-		m, err := runOutput(ctx, s, contracts.Subject(stage, conv, turnID))
+		m, err := newestOn(ctx, s, contracts.Subject(stage, conv, turnID), func(h nats.Header) bool { return ofRun(ctx, h) })
 		if err != nil {
 			return nil, 0, fmt.Errorf("look up aptix.%s of %s: %w", stage, contracts.TurnKey(conv, turnID), err)
 		}
@@ -114,14 +114,15 @@ func Output(ctx context.Context, js jetstream.JetStream, conv, turnID string, st
 	return &t, best.Sequence, nil
 }
 
-// runOutput is the newest event on subject that the run being handled
-// stored, or nil. Other runs store on the same subject: a turn id sent
-// again with another request is answered turn_id_reused there (under its
-// own Nats-Msg-Id, so it is stored after the turn's own completion), and a
+// newestOn is the newest event on the turn's subject whose headers keep
+// says are the one looked for, or nil. Output looks for the run being
+// handled's: other runs store on the same subject: a turn id sent again
+// with another request is answered turn_id_reused there (under its own
+// Nats-Msg-Id, so it is stored after the turn's own completion), and a
 // replay or a retried dead letter is a run of its own. The newest event is
-// almost always the run's; when it is not, the subject's few events are
-// read from the oldest on, as nothing reads a subject backwards.
-func runOutput(ctx context.Context, s jetstream.Stream, subject string) (*jetstream.RawStreamMsg, error) {
+// almost always the one; when it is not, the subject's few events are read
+// from the oldest on, as nothing reads a subject backwards.
+func newestOn(ctx context.Context, s jetstream.Stream, subject string, keep func(nats.Header) bool) (*jetstream.RawStreamMsg, error) {
 	last, err := s.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
@@ -129,7 +130,7 @@ func runOutput(ctx context.Context, s jetstream.Stream, subject string) (*jetstr
 	if err != nil {
 		return nil, err
 	}
-	if ofRun(ctx, last.Header) {
+	if keep(last.Header) {
 		return last, nil
 	}
 	var found *jetstream.RawStreamMsg
@@ -144,7 +145,7 @@ func runOutput(ctx context.Context, s jetstream.Stream, subject string) (*jetstr
 		if m.Sequence >= last.Sequence {
 			break
 		}
-		if ofRun(ctx, m.Header) {
+		if keep(m.Header) {
 			found = m
 		}
 		seq = m.Sequence
