@@ -58,7 +58,7 @@ test-crash: ## kill -9 of `aptix up` with 200 turns in flight against `aptix san
 # absence fails the suite instead of skipping.
 .PHONY: test-powercut
 test-powercut: ## a simulated power loss under `aptix up` (FUSE, root): the 1s policy's window counted, sync=always loses nothing (~1 min)
-	cd cmd/aptix && APTIX_POWERCUT_TEST=1 $(GO) test -count=1 -timeout 10m -v -run '^TestPowerCut$$' . ./internal/powercut/
+	cd cmd/aptix && APTIX_POWERCUT_TEST=1 $(GO) test -count=1 -timeout 10m -v -run '^(TestPowerCut|TestCut.*)$$' . ./internal/powercut/
 
 # The web console in a real browser: Debian's chromium, headless, driven by
 # chromedp against the pipeline and the gateway in one test process; then the

@@ -127,11 +127,13 @@ func powerCutRun(t *testing.T, bin, policy string) {
 	up.kill(t)
 	cutAt := time.Now()
 	close(stop)
-	if err := pc.Cut(); err != nil {
+	report, err := pc.Cut()
+	if err != nil {
 		t.Fatal(err)
 	}
 	cut = true
-	t.Logf("page cache dropped %s after the kill", time.Since(cutAt).Round(time.Millisecond))
+	t.Logf("page cache dropped %s after the kill: %s", time.Since(cutAt).Round(time.Millisecond), report)
+	t.Logf("removed: %v", report.Paths)
 	wg.Wait()
 
 	// Power back: the same store, read straight from the backing dir.
@@ -172,11 +174,13 @@ func powerCutRun(t *testing.T, bin, policy string) {
 		}
 	}
 	st := sandboxStats(t, sbAddr)
+	var oldestLost time.Duration
 	count := func(ids []string) (lost, once, twice, paidTwice int) {
 		for _, id := range ids {
 			switch c := got[id]; {
 			case c == 0:
 				lost++
+				oldestLost = max(oldestLost, cutAt.Sub(acked[id]))
 			case c == 1:
 				once++
 			default:
@@ -190,8 +194,8 @@ func powerCutRun(t *testing.T, bin, policy string) {
 	}
 	oLost, oOnce, oTwice, oPaid := count(old)
 	rLost, rOnce, rTwice, rPaid := count(recent)
-	t.Logf("FIGURES sync=%s: %d turns acknowledged; %d more than %s before the cut: %d completed once, %d lost, %d completed twice, %d paid twice; %d in the last %s: %d completed once, %d lost, %d completed twice, %d paid twice; upstream: %d responses created",
-		policy, len(acked), len(old), powerCutMargin, oOnce, oLost, oTwice, oPaid, len(recent), powerCutMargin, rOnce, rLost, rTwice, rPaid, st.Created)
+	t.Logf("FIGURES sync=%s: %d turns acknowledged; %d more than %s before the cut: %d completed once, %d lost, %d completed twice, %d paid twice; %d in the last %s: %d completed once, %d lost (the oldest acknowledged %s before the cut), %d completed twice, %d paid twice; upstream: %d responses created",
+		policy, len(acked), len(old), powerCutMargin, oOnce, oLost, oTwice, oPaid, len(recent), powerCutMargin, rOnce, rLost, oldestLost.Round(time.Millisecond), rTwice, rPaid, st.Created)
 	if oOnce != len(old) {
 		t.Errorf("of %d turns acknowledged more than %s before the cut, %d lost and %d completed twice", len(old), powerCutMargin, oLost, oTwice)
 	}

@@ -130,17 +130,30 @@ func (p *FS) unmount() error {
 	return fmt.Errorf("powercut: unmount %s: %w", p.mnt, err)
 }
 
+// Report is what a cut did.
+type Report struct {
+	Removed  int      // files never fsynced
+	Paths    []string // the removed files, relative to the backing dir
+	Restored int      // files put back to their last fsync
+	Dropped  int64    // bytes past the durable lengths
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("%d files removed (never fsynced), %d put back to their last fsync (%d bytes past it dropped)", r.Removed, r.Restored, r.Dropped)
+}
+
 // Cut is the power loss: it unmounts (whoever still writes gets errors),
 // then puts every file in the backing dir back to its durable state. The
 // backing dir is then what the disk would hold when power returns.
-func (p *FS) Cut() error {
+func (p *FS) Cut() (Report, error) {
+	var r Report
 	if err := p.unmount(); err != nil {
-		return err
+		return r, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
-	return filepath.WalkDir(p.backing, func(path string, d fs.DirEntry, err error) error {
+	return r, filepath.WalkDir(p.backing, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
@@ -160,8 +173,16 @@ func (p *FS) Cut() error {
 			if err := os.Remove(path); err != nil {
 				return fmt.Errorf("powercut: cut %s: %w", path, err)
 			}
+			r.Removed++
+			if rel, err := filepath.Rel(p.backing, path); err == nil {
+				r.Paths = append(r.Paths, rel)
+			}
 			return nil
+		case len(dur.undo) == 0 && info.Size() == dur.size:
+			return nil // nothing written since its last fsync
 		}
+		r.Restored++
+		r.Dropped += max(info.Size()-dur.size, 0)
 		return restore(path, dur)
 	})
 }

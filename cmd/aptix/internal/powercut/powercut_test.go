@@ -104,8 +104,12 @@ func TestCutKeepsOnlyWhatWasFsynced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := p.Cut(); err != nil {
+	r, err := p.Cut()
+	if err != nil {
 		t.Fatal(err)
+	}
+	if r.Removed != 1 || r.Restored != 2 || r.Dropped != 6 {
+		t.Errorf("cut report: %s; want 1 removed, 2 restored (a.blk, b.idx), 6 bytes dropped", r)
 	}
 	for name, want := range map[string]string{"a.blk": "durable|", "b.idx": "0123456789", "d.dat": "synced", "e.dat": "osync"} {
 		if got := content(t, out(name)); got != want {
@@ -144,7 +148,7 @@ func TestCutRestoresPreexistingFile(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Cut(); err != nil {
+	if _, err := p.Cut(); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := os.ReadFile(filepath.Join(backing, "state")); err != nil || !bytes.Equal(got, old) {
