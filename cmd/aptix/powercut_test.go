@@ -16,7 +16,7 @@ import (
 
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/powercut"
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 )
 
 // EnvPowerCutTest runs TestPowerCut: it builds bin/aptix, mounts a FUSE
@@ -110,7 +110,7 @@ func powerCutRun(t *testing.T, bin, policy string) {
 				}
 				id := fmt.Sprintf("pc-w%d-t%d", w, i)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				err := pipeline.Submit(ctx, js, contracts.AgentExecuteRequest{ConversationId: "pc-c" + id, TurnId: id,
+				err := client.Submit(ctx, js, contracts.AgentExecuteRequest{ConversationId: "pc-c" + id, TurnId: id,
 					Mode: "DEFAULT", Instruction: "power cut " + id})
 				cancel()
 				if err != nil {
