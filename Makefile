@@ -52,6 +52,14 @@ test: ## run the fast tests of every module (embedded NATS, in-process stages, s
 test-crash: ## kill -9 of `aptix up` with 200 turns in flight against `aptix sandbox --latency 2s`: upstream creates counted at the sandbox (~2 min)
 	cd cmd/aptix && APTIX_CRASH_TEST=1 $(GO) test -count=1 -timeout 10m -v -run '^TestKill9PaysOnce$$' .
 
+# A power loss under `aptix up`: its data dir on a FUSE file system that keeps
+# only what was fsynced (cmd/aptix/internal/powercut), kill -9 and the page
+# cache dropped, then a restart. Needs root and /dev/fuse; under CI=true their
+# absence fails the suite instead of skipping.
+.PHONY: test-powercut
+test-powercut: ## a simulated power loss under `aptix up` (FUSE, root): the 1s policy's window counted, sync=always loses nothing (~1 min)
+	cd cmd/aptix && APTIX_POWERCUT_TEST=1 $(GO) test -count=1 -timeout 10m -v -run '^(TestPowerCut|TestCut.*)$$' . ./internal/powercut/
+
 # The web console in a real browser: Debian's chromium, headless, driven by
 # chromedp against the pipeline and the gateway in one test process; then the
 # 100 ms page budget with 10,000 conversations stored. Installs chromium with

@@ -1,5 +1,7 @@
 package contracts
 
+import "strings"
+
 // Replay and redrive marks: headers a replayed or retried event carries, and
 // which the stage runtime copies from a stage's input to its outputs, so
 // every later event of the turn carries them too.
@@ -21,3 +23,12 @@ const (
 func ReplayUpdatesConversation(replayOf, replayContinue string) bool {
 	return replayOf == "" || replayContinue == "true"
 }
+
+// ReusedAnswerMark is in the Nats-Msg-Id of a turn_id_reused completion,
+// stored on the turn's own completed subject after the turn's answer:
+// readers that look for a turn's own completion skip it.
+const ReusedAnswerMark = ".reused-"
+
+// IsReusedAnswerID says whether a Nats-Msg-Id is a turn_id_reused
+// completion's.
+func IsReusedAnswerID(id string) bool { return strings.Contains(id, ReusedAnswerMark) }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/subjectscan"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 )
 
@@ -83,9 +85,10 @@ func Emitted(ctx context.Context) error {
 }
 
 // Output returns the newest event stored for the turn on any of stages
-// (such as the stages a stage's Route can pick), with its stream
-// sequence, or nil when there is none. A redelivered stage that emits its
-// output looks here before doing its work again.
+// (such as the stages a stage's Route can pick) by the stage and run being
+// handled, with its stream sequence, or nil when there is none. A
+// redelivered stage that emits its output looks here before doing its work
+// again.
 func Output(ctx context.Context, js jetstream.JetStream, conv, turnID string, stages ...string) (*contracts.Turn, uint64, error) {
 	s, err := js.Stream(ctx, contracts.StreamName)
 	if err != nil {
@@ -93,26 +96,16 @@ func Output(ctx context.Context, js jetstream.JetStream, conv, turnID string, st
 	}
 	var best *jetstream.RawStreamMsg
 	for _, stage := range stages {
-		m, err := s.GetLastMsgForSubject(ctx, contracts.Subject(stage, conv, turnID))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
+		m, err := subjectscan.NewestOn(ctx, s, contracts.Subject(stage, conv, turnID), func(h nats.Header) bool { return ofRun(ctx, h) })
 		if err != nil {
 			return nil, 0, fmt.Errorf("look up aptix.%s of %s: %w", stage, contracts.TurnKey(conv, turnID), err)
 		}
-		if best == nil || m.Sequence > best.Sequence {
+		if m != nil && (best == nil || m.Sequence > best.Sequence) {
 			best = m
 		}
 	}
 	if best == nil {
 		return nil, 0, nil
-	}
-	// A replay or a retried dead letter is a run of its own: what the
-	// turn's earlier run stored is not its output.
-	for _, k := range []string{contracts.HeaderReplayOf, contracts.HeaderRedrive} {
-		if best.Header.Get(k) != carried(ctx)[k] {
-			return nil, 0, nil
-		}
 	}
 	data, err := claim.EventData(ctx, js, best.Header, best.Data)
 	if err != nil {
@@ -123,6 +116,27 @@ func Output(ctx context.Context, js jetstream.JetStream, conv, turnID string, st
 		return nil, 0, fmt.Errorf("decode %s: %w", best.Subject, err)
 	}
 	return &t, best.Sequence, nil
+}
+
+// ofRun says whether an event with these headers was stored by the stage
+// and the run being handled. Other writers store on the same subjects: a
+// turn id sent again with another request is answered turn_id_reused on
+// the turn's completed subject (under its own Nats-Msg-Id, so it is stored
+// after the turn's own completion); a replay or a retried dead letter is a
+// run of its own; and another stage publishes there too (the envelope's
+// toolround event asking for the loop's tools, which a redelivered envelope
+// can store again past the de-duplication window, after the LLM caller's
+// result).
+func ofRun(ctx context.Context, h nats.Header) bool {
+	for _, k := range []string{contracts.HeaderReplayOf, contracts.HeaderRedrive} {
+		if h.Get(k) != carried(ctx)[k] {
+			return false
+		}
+	}
+	if e, ok := ctx.Value(emitKey{}).(*emitState); ok && h.Get(contracts.HeaderCESource) != "aptix/"+e.r.st.Name {
+		return false
+	}
+	return !contracts.IsReusedAnswerID(h.Get(contracts.HeaderMsgID))
 }
 
 // route is the stage a handled turn goes to.

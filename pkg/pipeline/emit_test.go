@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -125,5 +126,81 @@ func TestEmitOutsideAHandler(t *testing.T) {
 	tn := contracts.NewTurn(contracts.AgentExecuteRequest{ConversationId: "c", TurnId: "t"})
 	if err := Emit(context.Background(), &tn); err == nil {
 		t.Fatal("Emit outside a handler succeeded")
+	}
+}
+
+// TestOutputSkipsOtherRuns: a turn id sent again with another request is
+// answered turn_id_reused on the turn's own completed subject, under its own
+// Nats-Msg-Id, and a retried dead letter's events carry their redrive mark.
+// Neither is the output of the run being handled: Output returns the
+// newest event of this run beneath them, not the other run's event or none
+// (a mapper redelivered after a reused completion was stored would take it
+// for its own answer and never store the turn's completion).
+func TestOutputSkipsOtherRuns(t *testing.T) {
+	ctx := context.Background()
+	_, js := natstest.JetStream(t)
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	pub := NewPublisher(js)
+	own := contracts.NewTurn(contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t1", Instruction: "x"})
+	own.Response = &contracts.AgentExecuteResponse{Kind: contracts.KindOK, ConversationId: "c1", TurnId: "t1", ResponseContinuationId: "resp_own"}
+	if err := publishEventID(ctx, pub, "test", contracts.StageCompleted, "c1", "t1", contracts.EventMsgID(&own, contracts.StageCompleted), mustMarshal(t, &own)); err != nil {
+		t.Fatal(err)
+	}
+	other := contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t1", Instruction: "another request"}
+	reused := contracts.NewTurn(other)
+	reused.Response = &contracts.AgentExecuteResponse{Kind: contracts.KindError, ConversationId: "c1", TurnId: "t1"}
+	if err := publishEventID(ctx, pub, "test", contracts.StageCompleted, "c1", "t1", reuseMsgID("c1", "t1", other), mustMarshal(t, &reused)); err != nil {
+		t.Fatal(err)
+	}
+	got, seq, err := Output(ctx, js, "c1", "t1", contracts.StageCompleted)
+	if err != nil || got == nil || got.Response == nil || got.Response.ResponseContinuationId != "resp_own" || seq == 0 {
+		t.Fatalf("Output after a turn_id_reused completion: %+v at %d (%v); want the turn's own completion", got, seq, err)
+	}
+
+	// A retried dead letter's completion, then (in the original run) a
+	// lookup: the redrive's is not the original's, and the reverse.
+	redriven := withCarried(ctx, message.Metadata{contracts.HeaderRedrive: "42"})
+	retry := own
+	retry.Response = &contracts.AgentExecuteResponse{Kind: contracts.KindOK, ConversationId: "c1", TurnId: "t1", ResponseContinuationId: "resp_retry"}
+	if err := publishEventID(redriven, pub, "test", contracts.StageCompleted, "c1", "t1", contracts.EventMsgID(&retry, contracts.StageCompleted), mustMarshal(t, &retry)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := Output(ctx, js, "c1", "t1", contracts.StageCompleted); err != nil || got == nil || got.Response.ResponseContinuationId != "resp_own" {
+		t.Fatalf("original run's Output after a redrive's completion: %+v (%v)", got, err)
+	}
+	if got, _, err := Output(redriven, js, "c1", "t1", contracts.StageCompleted); err != nil || got == nil || got.Response.ResponseContinuationId != "resp_retry" {
+		t.Fatalf("redrive's Output: %+v (%v)", got, err)
+	}
+	if got, _, err := Output(withCarried(ctx, message.Metadata{contracts.HeaderRedrive: "43"}), js, "c1", "t1", contracts.StageCompleted); err != nil || got != nil {
+		t.Fatalf("another redrive's Output: %+v (%v), want none", got, err)
+	}
+}
+
+// TestOutputIsTheStagesOwn: another stage's event on the same subjects
+// (the envelope's toolround event, stored again by a redelivered envelope
+// past the de-duplication window, after the LLM caller's result) is not the
+// handling stage's output.
+func TestOutputIsTheStagesOwn(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx := context.Background()
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	pub := NewPublisher(js)
+	own := contracts.NewTurn(contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t1", Instruction: "x"})
+	own.LLM = &contracts.LLMResult{Backend: "b", Status: 200}
+	if err := publishEventID(ctx, pub, "aptix/llmcaller", contracts.StageToolRound, "c1", "t1", "c1.t1.toolround.own", mustMarshal(t, &own)); err != nil {
+		t.Fatal(err)
+	}
+	asks := contracts.NewTurn(contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t1", Instruction: "x"})
+	if err := publishEventID(ctx, pub, "aptix/envelope", contracts.StageToolRound, "c1", "t1", "c1.t1.toolround.again", mustMarshal(t, &asks)); err != nil {
+		t.Fatal(err)
+	}
+	handling, _ := withEmit(ctx, &runner{st: Stage{Name: "llmcaller"}})
+	got, _, err := Output(handling, js, "c1", "t1", contracts.StageResponded, contracts.StageToolRound)
+	if err != nil || got == nil || got.LLM == nil {
+		t.Fatalf("Output in the LLM caller: %+v (%v), want its own result, not the envelope's newer event", got, err)
 	}
 }

@@ -27,7 +27,7 @@ import (
 func reuseMsgID(conv, turnID string, req contracts.AgentExecuteRequest) string {
 	j, _ := json.Marshal(req)
 	sum := sha256.Sum256(j)
-	return contracts.MsgID(conv, turnID, contracts.StageCompleted) + ".reused-" + hex.EncodeToString(sum[:6])
+	return contracts.MsgID(conv, turnID, contracts.StageCompleted) + contracts.ReusedAnswerMark + hex.EncodeToString(sum[:6])
 }
 
 type expectFirstKey struct{}

@@ -8,10 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/internal/subjectscan"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 )
 
@@ -121,25 +123,103 @@ func (c *Conversations) Get(ctx context.Context, conversationID string) (*Conver
 		return rec, nil
 	}
 	_, _, turnID, ok := contracts.ParseSubject(last.Subject)
-	if !ok || rec != nil && rec.TurnId == turnID {
-		return rec, nil
-	}
-	if !contracts.ReplayUpdatesConversation(last.Header.Get(contracts.HeaderReplayOf), last.Header.Get(contracts.HeaderReplayContinue)) {
-		return rec, nil
-	}
-	data, err := claim.EventData(ctx, c.js, last.Header, last.Data)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", last.Subject, err)
-	}
-	var t contracts.Turn
-	if err := turncodec.Unmarshal(data, &t); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", last.Subject, err)
-	}
-	derived, ok := ConversationOf(&t, last.Time)
 	if !ok {
 		return rec, nil
 	}
-	return &derived, nil
+	if leaves(last.Header) {
+		if rec != nil && rec.TurnId == turnID {
+			return rec, nil
+		}
+		derived, ok, err := c.derive(ctx, last)
+		if err != nil || ok {
+			return derived, err
+		}
+	}
+	// The newest completion leaves no record (a failed turn, a turn id
+	// reused, a replay that does not continue): the conversation is where
+	// the newest one between the record's completion and it that does
+	// leaves it, which a killed mapper may not have recorded yet, or a
+	// redelivered one may have recorded over.
+	return c.sinceRecord(ctx, conversationID, rec, last)
+}
+
+// leaves says, from its headers, whether a completion may leave the
+// conversation a record: not a turn_id_reused answer, nor a replay that
+// does not continue the conversation.
+func leaves(h nats.Header) bool {
+	return contracts.ReplayUpdatesConversation(h.Get(contracts.HeaderReplayOf), h.Get(contracts.HeaderReplayContinue)) && !contracts.IsReusedAnswerID(h.Get(contracts.HeaderMsgID))
+}
+
+// derive is the record a stored completion leaves, if it leaves one.
+func (c *Conversations) derive(ctx context.Context, m *jetstream.RawStreamMsg) (*Conversation, bool, error) {
+	data, err := claim.EventData(ctx, c.js, m.Header, m.Data)
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", m.Subject, err)
+	}
+	var t contracts.Turn
+	if err := turncodec.Unmarshal(data, &t); err != nil {
+		return nil, false, fmt.Errorf("decode %s: %w", m.Subject, err)
+	}
+	derived, ok := ConversationOf(&t, m.Time)
+	if !ok {
+		return nil, false, nil
+	}
+	return &derived, true, nil
+}
+
+// maxSinceRecord bounds how many completions Get reads past the record's:
+// the turns that failed in a row since the last answer, read only by the
+// turn after a failed one.
+const maxSinceRecord = 32
+
+// sinceRecord is the record the newest completion before last and after
+// the record's own leaves, or rec when none does (or more than
+// maxSinceRecord completions would have to be read to tell).
+func (c *Conversations) sinceRecord(ctx context.Context, conversationID string, rec *Conversation, last *jetstream.RawStreamMsg) (*Conversation, error) {
+	s, err := c.completions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	from := uint64(1)
+	if rec != nil {
+		m, err := subjectscan.NewestOn(ctx, s, contracts.Subject(contracts.StageCompleted, conversationID, rec.TurnId), leaves)
+		if err != nil {
+			return nil, fmt.Errorf("read the recorded completion of %s: %w", conversationID, err)
+		}
+		if m == nil {
+			return rec, nil // trimmed: nothing to start from
+		}
+		from = m.Sequence + 1
+	}
+	var found *Conversation
+	filter := contracts.Subject(contracts.StageCompleted, conversationID, "*")
+	for n := 0; from < last.Sequence && n < maxSinceRecord; n++ {
+		m, err := s.GetMsg(ctx, from, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the completions of %s: %w", conversationID, err)
+		}
+		if m.Sequence >= last.Sequence {
+			break
+		}
+		from = m.Sequence + 1
+		if !leaves(m.Header) {
+			continue
+		}
+		derived, ok, err := c.derive(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			found = derived
+		}
+	}
+	if found == nil || from < last.Sequence {
+		return rec, nil
+	}
+	return found, nil
 }
 
 // newestCompletion is the conversation's last stored completion, or nil.

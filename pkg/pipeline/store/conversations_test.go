@@ -102,3 +102,62 @@ func TestConversationsGetFromCompletion(t *testing.T) {
 		t.Fatalf("Record %+v (%v): Get must not write", rec, err)
 	}
 }
+
+// TestConversationsGetPastAFailedTurn: a completion whose record lags (its
+// mapper was killed after storing it, and is redelivered only after the ack
+// wait) is still what the next turn continues from when a later turn
+// failed: the failed turn's error completion, the newest, leaves the
+// conversation where the lagging completion has it, not where the record
+// does. The same holds for a record a redelivered mapper wrote late over a
+// later turn's, and for a turn_id_reused completion.
+func TestConversationsGetPastAFailedTurn(t *testing.T) {
+	ctx := context.Background()
+	_, js := natstest.JetStream(t)
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := store.OpenConversations(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(want string) {
+		t.Helper()
+		rec, err := c.Get(ctx, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if rec != nil {
+			got = rec.ResponseId
+		}
+		if got != want {
+			t.Fatalf("Get: response id %q (%+v), want %q", got, rec, want)
+		}
+	}
+	// The first turn's record is not written yet; the next turn failed.
+	storeCompletion(t, js, "c1", "t1", contracts.KindOK, "resp_1", nil)
+	storeCompletion(t, js, "c1", "t2", contracts.KindError, "", nil)
+	get("resp_1")
+
+	// t3 answered and recorded; t1's mapper, redelivered, writes its
+	// record late over t3's; t4 fails; a turn_id_reused completion of t1.
+	storeCompletion(t, js, "c1", "t3", contracts.KindOK, "resp_3", nil)
+	if err := c.Put(ctx, "c1", store.Conversation{ResponseId: "resp_3", TurnId: "t3"}); err != nil {
+		t.Fatal(err)
+	}
+	get("resp_3")
+	if err := c.Put(ctx, "c1", store.Conversation{ResponseId: "resp_1", TurnId: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	get("resp_3")
+	storeCompletion(t, js, "c1", "t4", contracts.KindError, "", nil)
+	get("resp_3")
+	storeCompletion(t, js, "c1", "t1", contracts.KindError, "", map[string]string{
+		contracts.HeaderMsgID: contracts.MsgID("c1", "t1", contracts.StageCompleted) + contracts.ReusedAnswerMark + "0123456789ab"})
+	get("resp_3")
+
+	// A replay that does not continue is passed over too.
+	storeCompletion(t, js, "c1", "t5", contracts.KindOK, "resp_5", nil)
+	storeCompletion(t, js, "c1", "t6", contracts.KindOK, "resp_6", map[string]string{contracts.HeaderReplayOf: "t5"})
+	get("resp_5")
+}

@@ -127,6 +127,16 @@ func openLocal(path, source string, log *slog.Logger) (idx bleve.Index, rebuilt 
 		if err := os.RemoveAll(path); err != nil {
 			return nil, "", fmt.Errorf("remove outdated local index: %w", err)
 		}
+	} else if errors.Is(err, bleve.ErrorIndexMetaMissing) || errors.Is(err, bleve.ErrorIndexMetaCorrupt) {
+		// bleve writes its metadata file without an fsync: a power loss
+		// soon after the index was created can leave the directory without
+		// it. The index is a cache of the chunk store, so it is rebuilt
+		// rather than stopping the server.
+		rebuilt = fmt.Sprintf("local index %s is damaged (%v)", path, err)
+		log.Warn("discarding the local index: rebuilding it from the chunk store", "path", path, "reason", rebuilt)
+		if err := os.RemoveAll(path); err != nil {
+			return nil, "", fmt.Errorf("remove damaged local index: %w", err)
+		}
 	} else if !errors.Is(err, bleve.ErrorIndexPathDoesNotExist) {
 		return nil, "", fmt.Errorf("open local index %s (is another retriever using this data dir?): %w", path, err)
 	}

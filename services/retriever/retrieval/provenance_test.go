@@ -2,6 +2,8 @@ package retrieval
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,5 +66,37 @@ func TestIndexSyncedFromAnotherServerIsRebuilt(t *testing.T) {
 	}
 	if got := find(t, ix, fresh); len(got) == 0 || got[0].Path != "new/fresh.go" {
 		t.Errorf("reopened index lost server B's file: %v", paths(got))
+	}
+}
+
+// TestIndexWithoutMetadataIsRebuilt: bleve writes its metadata file without
+// an fsync, so a power loss can leave the index directory without it (the
+// power-cut test found `aptix up` refusing to start on such a data dir).
+// The index is rebuilt from the chunk store instead.
+func TestIndexWithoutMetadataIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	_, js := natstest.JetStream(t)
+	e := &env{t: t, js: js}
+	root := t.TempDir()
+	write(t, root, "svc/handler.go", "package svc\n\n// PaymentHandler settles a payment.\nfunc PaymentHandler() {}\n")
+	e.index(root, "ws", "app")
+	ix, err := Open(context.Background(), js, Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Close()
+	if err := os.Remove(filepath.Join(dir, "chunks.bleve", "index_meta.json")); err != nil {
+		t.Fatal(err)
+	}
+	ix, err = Open(context.Background(), js, Options{DataDir: dir})
+	if err != nil {
+		t.Fatalf("an index without its metadata stops the retriever: %v", err)
+	}
+	defer ix.Close()
+	if why := ix.Rebuilt(); !strings.Contains(why, "damaged") {
+		t.Errorf("Rebuilt() = %q, want it to say the index was damaged", why)
+	}
+	if got := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "payment handler"}); len(got) == 0 || got[0].Path != "svc/handler.go" {
+		t.Errorf("the rebuilt index does not find the file: %v", paths(got))
 	}
 }
