@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -19,7 +19,7 @@ import (
 func TestExecHonoursTimeoutWhenServerStops(t *testing.T) {
 	srv, url := natstest.Start(t)
 	_, js := natstest.Connect(t, url)
-	if _, err := pipeline.EnsureStream(context.Background(), js, pipeline.StreamConfig{}); err != nil {
+	if _, err := layout.EnsureStream(context.Background(), js, layout.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	old := natsURL

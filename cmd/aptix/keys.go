@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 )
 
@@ -123,7 +123,7 @@ func withKeys(ctx context.Context, name string, f func(context.Context, *auth.Ke
 	if err != nil {
 		return err
 	}
-	replicas, _ := strconv.Atoi(envOr(pipeline.EnvReplicas, "1"))
+	replicas, _ := strconv.Atoi(envOr(layout.EnvReplicas, "1"))
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	k, err := auth.OpenKeys(ctx, js, replicas)

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // EnvMemoryLimit sets the soft memory limit of `aptix up`'s process.
@@ -22,7 +22,7 @@ func describeMemoryLimit(n int64) string {
 	if n <= 0 || n == math.MaxInt64 {
 		return "no soft limit (" + EnvMemoryLimit + "=2GiB sets one)"
 	}
-	return "soft limit " + pipeline.FormatBytes(n) + " (" + EnvMemoryLimit + "=off lifts it; past it the collector works harder, never refuses memory)"
+	return "soft limit " + layout.FormatBytes(n) + " (" + EnvMemoryLimit + "=off lifts it; past it the collector works harder, never refuses memory)"
 }
 
 // defaultMemoryLimit is the Go runtime's soft limit in `aptix up` when

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 )
@@ -37,7 +38,7 @@ func init() {
   aptix provision --dry-run --replicas 3 > aptix-jetstream.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			stream, err := pipeline.StreamConfigFromEnv()
+			stream, err := layout.StreamConfigFromEnv()
 			if err != nil {
 				return usagef("%w", err)
 			}
@@ -50,8 +51,8 @@ func init() {
 				// The consumers a provision creates: one per declared stage
 				// and the usage fold's.
 				consumers := map[string]jetstream.ConsumerConfig{store.UsageFolder: store.UsageConsumerConfig()}
-				for _, st := range pipeline.Stages {
-					consumers[pipeline.Durable(st.Name)] = pipeline.ConsumerConfig(st.Name, st.In, sc)
+				for _, st := range layout.Stages {
+					consumers[layout.Durable(st.Name)] = pipeline.ConsumerConfig(st.Name, st.In, sc)
 				}
 				plan["consumers"] = consumers
 				return writeJSON(cmd.OutOrStdout(), plan)
@@ -115,7 +116,7 @@ func init() {
 // CLI (the queue first; the retriever's consumer is on the queue). They are generated
 // from the same code the stages run, and a test keeps deploy/nats's copies
 // in step.
-func writeDefinitions(dir string, stream pipeline.StreamConfig, sc pipeline.SubscriberConfig) error {
+func writeDefinitions(dir string, stream layout.StreamConfig, sc pipeline.SubscriberConfig) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -125,8 +126,8 @@ func writeDefinitions(dir string, stream pipeline.StreamConfig, sc pipeline.Subs
 		store.UsageStream + ".stream.json":         store.UsageStreamConfig(stream.Replicas),
 		store.UsageFolder + ".consumer.json":       store.UsageConsumerConfig(),
 	}
-	for _, st := range pipeline.Stages {
-		files[pipeline.Durable(st.Name)+".consumer.json"] = pipeline.ConsumerConfig(st.Name, st.In, sc)
+	for _, st := range layout.Stages {
+		files[layout.Durable(st.Name)+".consumer.json"] = pipeline.ConsumerConfig(st.Name, st.In, sc)
 	}
 	for name, v := range files {
 		var b bytes.Buffer

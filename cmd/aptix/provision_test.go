@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -24,7 +25,7 @@ import (
 func TestDeployDefinitionsInStep(t *testing.T) {
 	for _, replicas := range []int{1, 3} {
 		dir := t.TempDir()
-		if err := writeDefinitions(dir, pipeline.StreamConfig{Replicas: replicas}, pipeline.SubscriberConfig{}); err != nil {
+		if err := writeDefinitions(dir, layout.StreamConfig{Replicas: replicas}, pipeline.SubscriberConfig{}); err != nil {
 			t.Fatal(err)
 		}
 		committed := filepath.Join("..", "..", "deploy", "nats", "jetstream", map[int]string{1: "r1", 3: "r3"}[replicas])
@@ -53,7 +54,7 @@ func TestProvisionDedupWindow(t *testing.T) {
 		env  string
 		want time.Duration
 	}{{"", 10 * time.Minute}, {"90s", 90 * time.Second}, {"1d", 24 * time.Hour}} {
-		t.Setenv(pipeline.EnvDedupWindow, c.env)
+		t.Setenv(layout.EnvDedupWindow, c.env)
 		out, err := run(t, "provision", "--dry-run")
 		if err != nil {
 			t.Fatal(err)
@@ -67,13 +68,13 @@ func TestProvisionDedupWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 		if plan.Stream.Duplicates != c.want || plan.Queue.Duplicates != c.want {
-			t.Fatalf("%s=%q: windows %v and %v, want %v", pipeline.EnvDedupWindow, c.env, plan.Stream.Duplicates, plan.Queue.Duplicates, c.want)
+			t.Fatalf("%s=%q: windows %v and %v, want %v", layout.EnvDedupWindow, c.env, plan.Stream.Duplicates, plan.Queue.Duplicates, c.want)
 		}
 	}
 	for _, bad := range []string{"10ms", "soon"} {
-		t.Setenv(pipeline.EnvDedupWindow, bad)
-		if _, err := run(t, "provision", "--dry-run"); err == nil || !strings.Contains(err.Error(), pipeline.EnvDedupWindow) {
-			t.Fatalf("%s=%q: %v", pipeline.EnvDedupWindow, bad, err)
+		t.Setenv(layout.EnvDedupWindow, bad)
+		if _, err := run(t, "provision", "--dry-run"); err == nil || !strings.Contains(err.Error(), layout.EnvDedupWindow) {
+			t.Fatalf("%s=%q: %v", layout.EnvDedupWindow, bad, err)
 		}
 	}
 }

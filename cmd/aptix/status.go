@@ -13,6 +13,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // status shows what an operator needs to judge capacity: the queue and the
@@ -27,7 +28,7 @@ func init() {
 			"APTIX_HISTORY_MAX_AGE, APTIX_COMPLETION_GRACE) next to what the server enforces.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := pipeline.StreamConfigFromEnv()
+			cfg, err := layout.StreamConfigFromEnv()
 			if err != nil {
 				return usagef("%w", err)
 			}
@@ -52,7 +53,7 @@ func init() {
 	root.AddCommand(cmd)
 }
 
-func printStatus(ctx context.Context, out io.Writer, js jetstream.JetStream, lim pipeline.StreamConfig) error {
+func printStatus(ctx context.Context, out io.Writer, js jetstream.JetStream, lim layout.StreamConfig) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "STREAM\tEVENTS\tSIZE\tSERVER CAP\tROLE")
 	for _, name := range []string{contracts.QueueStreamName, contracts.StreamName} {
@@ -70,19 +71,19 @@ func printStatus(ctx context.Context, out io.Writer, js jetstream.JetStream, lim
 		}
 		if name == contracts.StreamName {
 			role = fmt.Sprintf("work + history (history kept to %s and %s; completions at least %s)",
-				pipeline.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge, lim.CompletionGrace)
+				layout.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge, lim.CompletionGrace)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", name, msgs, pipeline.FormatBytes(int64(info.State.Bytes)),
-			pipeline.FormatBytes(info.Config.MaxBytes), role)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", name, msgs, layout.FormatBytes(int64(info.State.Bytes)),
+			layout.FormatBytes(info.Config.MaxBytes), role)
 	}
 	fmt.Fprintln(w)
 	replicas, _ := pipeline.MicroReplicas(js.Conn(), 300*time.Millisecond, 0)
 	dead, _ := history.DeadCounts(ctx, js)
 	stageServices := map[string]bool{}
 	fmt.Fprintln(w, "STAGE\tREPLICAS\tCONSUMES\tWAITING\tIN FLIGHT\tREDELIVERED\tDEAD")
-	for _, st := range pipeline.Stages {
+	for _, st := range layout.Stages {
 		stageServices["aptix-"+st.Name] = true
-		c, err := js.Consumer(ctx, contracts.StreamOf(st.In), pipeline.Durable(st.Name))
+		c, err := js.Consumer(ctx, contracts.StreamOf(st.In), layout.Durable(st.Name))
 		if err != nil {
 			fmt.Fprintf(w, "%s\t%d\t%s\t-\t-\t-\t%d (%v)\n", st.Name, replicas["aptix-"+st.Name], contracts.StageFilter(st.In), dead[st.Name], err)
 			continue
@@ -94,10 +95,10 @@ func printStatus(ctx context.Context, out io.Writer, js jetstream.JetStream, lim
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "STORE\tENTRIES\tSIZE")
 	for kv := range js.KeyValueStores(ctx).Status() {
-		fmt.Fprintf(w, "kv %s\t%d\t%s\n", kv.Bucket(), kv.Values(), pipeline.FormatBytes(int64(kv.Bytes())))
+		fmt.Fprintf(w, "kv %s\t%d\t%s\n", kv.Bucket(), kv.Values(), layout.FormatBytes(int64(kv.Bytes())))
 	}
 	for obs := range js.ObjectStores(ctx).Status() {
-		fmt.Fprintf(w, "object %s\t-\t%s\n", obs.Bucket(), pipeline.FormatBytes(int64(obs.Size())))
+		fmt.Fprintf(w, "object %s\t-\t%s\n", obs.Bucket(), layout.FormatBytes(int64(obs.Size())))
 	}
 	return w.Flush()
 }

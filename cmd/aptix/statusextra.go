@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // What `aptix status` adds to the streams and consumers: how many replicas
@@ -40,7 +40,7 @@ func otherServices(w io.Writer, replicas map[string]int, stages map[string]bool)
 }
 
 // watchStatus redraws the status screen every interval until ctx ends.
-func watchStatus(ctx context.Context, out io.Writer, js jetstream.JetStream, lim pipeline.StreamConfig, every time.Duration) error {
+func watchStatus(ctx context.Context, out io.Writer, js jetstream.JetStream, lim layout.StreamConfig, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

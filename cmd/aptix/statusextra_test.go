@@ -8,6 +8,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // TestStatusReplicasAndDead: every stage shows its one replica; after two
@@ -19,7 +20,7 @@ func TestStatusReplicasAndDead(t *testing.T) {
 	d.turn(contracts.AgentExecuteRequest{ConversationId: "c-s", TurnId: "s1", Instruction: "one"})
 	d.turn(contracts.AgentExecuteRequest{ConversationId: "c-s", TurnId: "s2", Instruction: "two"})
 	var out bytes.Buffer
-	if err := printStatus(d.ctx(), &out, d.js, pipeline.StreamConfig{}.Limits()); err != nil {
+	if err := printStatus(d.ctx(), &out, d.js, layout.StreamConfig{}.Limits()); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()

@@ -25,6 +25,7 @@ import (
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/fsync"
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/stack"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
@@ -271,7 +272,7 @@ type upRun struct {
 	natsAddr string
 	listen   string
 	model    string
-	streams  pipeline.StreamConfig
+	streams  layout.StreamConfig
 	subs     pipeline.SubscriberConfig
 	nkeyFile string // the nkey NATS requires beyond loopback, or ""
 	guardMCP bool   // the MCP endpoint requires the gateway's credentials
@@ -342,7 +343,7 @@ func (u *upRun) run(ctx context.Context, nc *nats.Conn) error {
 		natsAddr := u.natsAddr
 		lim := u.streams.Limits()
 		limitsLine := fmt.Sprintf("  Limits: queue %s, work %s, history %s / %s (APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES, APTIX_HISTORY_MAX_AGE)\n  Disk:   %s (APTIX_SYNC=always for an fsync on every write)\n  Memory: %s\n",
-			pipeline.FormatBytes(lim.QueueMaxBytes), pipeline.FormatBytes(lim.WorkMaxBytes), pipeline.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge, u.sync.Describe(), describeMemoryLimit(upMemoryLimit))
+			layout.FormatBytes(lim.QueueMaxBytes), layout.FormatBytes(lim.WorkMaxBytes), layout.FormatBytes(lim.HistoryMaxBytes), lim.HistoryMaxAge, u.sync.Describe(), describeMemoryLimit(upMemoryLimit))
 		natsAccess := ""
 		if u.nkeyFile != "" {
 			natsAccess = "credentials required: the nkey " + u.nkeyFile + ", which the CLI on this data dir uses by itself (elsewhere --nkey FILE); "
@@ -537,7 +538,7 @@ func keyFile(file string) (*sealbox.Keyring, error) {
 // stageNames lists the declared stages, all of which `up` runs.
 func stageNames() string {
 	var names []string
-	for _, st := range pipeline.Stages {
+	for _, st := range layout.Stages {
 		names = append(names, st.Name)
 	}
 	return strings.Join(names, ", ")

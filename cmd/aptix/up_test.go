@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while runUp writes to it.
@@ -342,7 +342,7 @@ func TestUpHelpNamesEveryStage(t *testing.T) {
 	if strings.Contains(cmd.Long, "four") {
 		t.Errorf("up --help: %s", cmd.Long)
 	}
-	for _, st := range pipeline.Stages {
+	for _, st := range layout.Stages {
 		if !strings.Contains(cmd.Long, st.Name) {
 			t.Errorf("up --help does not name the %s stage:\n%s", st.Name, cmd.Long)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 )
@@ -59,7 +59,7 @@ func init() {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			replicas, _ := strconv.Atoi(envOr(pipeline.EnvReplicas, "1"))
+			replicas, _ := strconv.Atoi(envOr(layout.EnvReplicas, "1"))
 			u, err := store.OpenUsage(ctx, js, replicas)
 			if err != nil {
 				return err

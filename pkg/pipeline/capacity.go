@@ -13,6 +13,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // untilStored retries publish while the stream is full, with growing delays,
@@ -53,8 +54,8 @@ const CodeAtCapacity = "at_capacity"
 
 // admission lets the first stage bring a new turn into APTIX only while
 // APTIX has room for every turn already inside to finish
-// (StreamConfig.admitBelow): its stored bytes plus, for every turn a stage
-// holds or has yet to take, the events that turn will still add up to its
+// (layout.StreamConfig.AdmitBelow): its stored bytes plus, for every turn a
+// stage holds or has yet to take, the events that turn will still add up to its
 // completion, each estimated at the larger of the stream's average event
 // size and its latest completion's (a turn's events grow stage by stage). A
 // turn's earlier events can be trimmed only once the next stage has them,
@@ -77,9 +78,9 @@ type admission struct {
 	logged  time.Time
 }
 
-func newAdmission(js jetstream.JetStream, c StreamConfig) *admission {
-	c = c.withDefaults()
-	return &admission{stream: c.JetStreamConfig().Name, js: js, below: c.admitBelow(), timeout: c.AdmitTimeout, interval: 100 * time.Millisecond}
+func newAdmission(js jetstream.JetStream, c layout.StreamConfig) *admission {
+	c = c.Limits()
+	return &admission{stream: c.JetStreamConfig().Name, js: js, below: c.AdmitBelow(), timeout: c.AdmitTimeout, interval: 100 * time.Millisecond}
 }
 
 // eventsLeft is how many more events a turn waiting at a stage adds to
@@ -159,12 +160,12 @@ func (a *admission) used(ctx context.Context) (int64, error) {
 			est = max(est, int64(len(m.Data)+len(m.Subject)+headerSize(m.Header)))
 		}
 		a.est = est
-		for _, stage := range Stages {
+		for _, stage := range layout.Stages {
 			left := eventsLeft[stage.Name]
 			if contracts.StreamOf(stage.In) != a.stream || left == 0 {
 				continue
 			}
-			c, err := s.Consumer(ctx, Durable(stage.Name))
+			c, err := s.Consumer(ctx, layout.Durable(stage.Name))
 			if err != nil {
 				continue
 			}

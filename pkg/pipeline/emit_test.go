@@ -13,10 +13,11 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
-var shortDedup = StreamConfig{Duplicates: 100 * time.Millisecond}
+var shortDedup = layout.StreamConfig{Duplicates: 100 * time.Millisecond}
 
 // runMid runs a test stage that does not admit turns (enveloped → responded).
 func runMid(t *testing.T, nc *nats.Conn, h Handler) {
@@ -47,7 +48,7 @@ func runMid(t *testing.T, nc *nats.Conn, h Handler) {
 func publishEnveloped(t *testing.T, nc *nats.Conn, conv, turnID string) {
 	t.Helper()
 	js, _ := jetstream.New(nc)
-	if _, err := EnsureStream(context.Background(), js, shortDedup); err != nil {
+	if _, err := layout.EnsureStream(context.Background(), js, shortDedup); err != nil {
 		t.Fatal(err)
 	}
 	tn := contracts.NewTurn(contracts.AgentExecuteRequest{ConversationId: conv, TurnId: turnID, Instruction: "x"})
@@ -138,7 +139,7 @@ func TestEmitOutsideAHandler(t *testing.T) {
 func TestOutputSkipsOtherRuns(t *testing.T) {
 	ctx := context.Background()
 	_, js := natstest.JetStream(t)
-	if _, err := EnsureStream(ctx, js, StreamConfig{}); err != nil {
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	pub := NewPublisher(js)
@@ -184,7 +185,7 @@ func TestOutputSkipsOtherRuns(t *testing.T) {
 func TestOutputIsTheStagesOwn(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx := context.Background()
-	if _, err := EnsureStream(ctx, js, StreamConfig{}); err != nil {
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	pub := NewPublisher(js)

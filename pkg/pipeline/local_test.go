@@ -9,6 +9,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -55,7 +56,7 @@ func TestLocalStageCapsEventsInFlight(t *testing.T) {
 		if got := peak.Load(); got != want {
 			t.Errorf("local=%v: %d events handled at once, want %d", local, got, want)
 		}
-		c, err := js.Consumer(context.Background(), contracts.QueueStreamName, Durable("retriever"))
+		c, err := js.Consumer(context.Background(), contracts.QueueStreamName, layout.Durable("retriever"))
 		if err != nil {
 			t.Fatal(err)
 		}

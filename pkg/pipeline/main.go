@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // Env names every stage binary reads.
@@ -25,18 +27,7 @@ const (
 	EnvMaxAckPending = "APTIX_MAX_ACK_PENDING"
 	EnvMaxDeliver    = "APTIX_MAX_DELIVER"
 	EnvAckWait       = "APTIX_ACK_WAIT"
-	EnvReplicas      = "APTIX_STREAM_REPLICAS"
 	EnvLogLevel      = "APTIX_LOG_LEVEL"
-	// Stream limits (stream.go; README "Deployment").
-	EnvQueueMaxBytes   = "APTIX_QUEUE_MAX_BYTES"
-	EnvWorkMaxBytes    = "APTIX_WORK_MAX_BYTES"
-	EnvHistoryMaxBytes = "APTIX_HISTORY_MAX_BYTES"
-	EnvHistoryMaxAge   = "APTIX_HISTORY_MAX_AGE"
-	EnvCompletionGrace = "APTIX_COMPLETION_GRACE"
-	EnvAdmitTimeout    = "APTIX_ADMIT_TIMEOUT"
-	// EnvDedupWindow is the streams' Nats-Msg-Id de-duplication window
-	// (StreamConfig.Duplicates; default 10m).
-	EnvDedupWindow = "APTIX_DEDUP_WINDOW"
 )
 
 // Deps is what every composition root (a stage binary through Main, the
@@ -49,7 +40,7 @@ type Deps struct {
 	Log *slog.Logger
 	// Stream are the limits the process applies; Stream.Replicas sizes the
 	// buckets a stage creates, as the streams are sized.
-	Stream StreamConfig
+	Stream layout.StreamConfig
 }
 
 // Build makes a stage once the connection is up (stages open their KV
@@ -130,7 +121,7 @@ func runMain(service string, build Build, log *slog.Logger) error {
 }
 
 // buildAndRun builds the stage on nc and runs it until ctx ends.
-func buildAndRun(ctx context.Context, nc *nats.Conn, build Build, streams StreamConfig, subs SubscriberConfig, log *slog.Logger) error {
+func buildAndRun(ctx context.Context, nc *nats.Conn, build Build, streams layout.StreamConfig, subs SubscriberConfig, log *slog.Logger) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -153,7 +144,7 @@ func buildAndRun(ctx context.Context, nc *nats.Conn, build Build, streams Stream
 	}
 	// The stage where turns end keeps history within its limits (its NATS
 	// user is the one allowed to purge APTIX in deploy/nats/auth.conf).
-	o := Options{Logger: log, Stream: streams, Trim: Trims(st.Name), Subscriber: subs}
+	o := Options{Logger: log, Stream: streams, Trim: layout.Trims(st.Name), Subscriber: subs}
 	started := time.Now()
 	for {
 		err := Run(ctx, nc, st, o)
@@ -197,16 +188,11 @@ func retryStartup(ctx context.Context, log *slog.Logger, what string, f func() e
 // and consumer settings (APTIX_MAX_ACK_PENDING, APTIX_MAX_DELIVER,
 // APTIX_ACK_WAIT) that every Aptix process running stages applies: the stage
 // binaries, `aptix up` and the in-process stack.
-func LimitsFromEnv() (StreamConfig, SubscriberConfig, error) {
-	streams, err := StreamConfigFromEnv()
+func LimitsFromEnv() (layout.StreamConfig, SubscriberConfig, error) {
+	streams, err := layout.StreamConfigFromEnv()
 	subs := SubscriberConfig{MaxAckPending: envInt(EnvMaxAckPending), MaxDeliver: envInt(EnvMaxDeliver), AckWait: envDuration(EnvAckWait)}
 	return streams, subs, err
 }
-
-// ReplicasFromEnv is APTIX_STREAM_REPLICAS (0 when unset): what a stage
-// binary creates or updates its buckets with, as the streams are, so a
-// bucket provisioned with three replicas is never scaled down to one.
-func ReplicasFromEnv() int { return envInt(EnvReplicas) }
 
 func envInt(key string) int {
 	n, _ := strconv.Atoi(os.Getenv(key))

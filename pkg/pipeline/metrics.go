@@ -17,6 +17,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // Metrics are recorded by the stage runtime, where every turn
@@ -79,7 +80,7 @@ func observeProcess(ctx context.Context, stage, in string, start time.Time, errT
 	attrs := []attribute.KeyValue{
 		attribute.String("messaging.system", "nats"), attribute.String("messaging.operation.name", "process"),
 		attribute.String("messaging.destination.name", contracts.StageFilter(in)),
-		attribute.String("messaging.consumer.group.name", Durable(stage)),
+		attribute.String("messaging.consumer.group.name", layout.Durable(stage)),
 	}
 	if errType != "" {
 		attrs = append(attrs, attribute.String("error.type", errType))

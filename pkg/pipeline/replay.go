@@ -17,6 +17,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // Replays and dead-letter retries re-drive a stored event into
@@ -132,7 +133,7 @@ func PublishReplay(ctx context.Context, js jetstream.JetStream, ev ReplayEvent) 
 	otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(msg.Metadata))
 	msg.SetContext(ctx)
 	pub := NewPublisher(js)
-	pub.claims = claim.NewStore(js, StreamConfig{}.withDefaults().HistoryMaxAge)
+	pub.claims = claim.NewStore(js, layout.StreamConfig{}.Limits().HistoryMaxAge)
 	pub.maxInline = claim.Threshold(js.Conn())
 	if err := pub.Publish(subject, msg); err != nil {
 		return backpressure.Wrap(err)

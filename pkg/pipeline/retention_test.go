@@ -12,6 +12,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -48,14 +49,14 @@ func publishN(t *testing.T, js jetstream.JetStream, stage string, n, size int) {
 func TestTrimmerNeverRemovesUnfinishedWork(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx := context.Background()
-	c := StreamConfig{HistoryMaxBytes: 8 << 10, WorkMaxBytes: 1 << 20, CompletionGrace: time.Hour}
+	c := layout.StreamConfig{HistoryMaxBytes: 8 << 10, WorkMaxBytes: 1 << 20, CompletionGrace: time.Hour}
 	if err := Provision(ctx, js, c, SubscriberConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, js, contracts.StageRetrieved, 50, 1000)
 	publishN(t, js, contracts.StageCompleted, 10, 1000)
 	// The envelope finishes the first 30 retrieved events and holds 5 more.
-	cons, _ := js.Consumer(ctx, contracts.StreamName, Durable("envelope"))
+	cons, _ := js.Consumer(ctx, contracts.StreamName, layout.Durable("envelope"))
 	batch, err := cons.Fetch(35)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func TestTrimmerNeverRemovesUnfinishedWork(t *testing.T) {
 func TestTrimmerReachesPastPinnedWork(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx := context.Background()
-	c := StreamConfig{HistoryMaxBytes: 45 << 10, WorkMaxBytes: 1 << 20, CompletionGrace: time.Nanosecond}
+	c := layout.StreamConfig{HistoryMaxBytes: 45 << 10, WorkMaxBytes: 1 << 20, CompletionGrace: time.Nanosecond}
 	if err := Provision(ctx, js, c, SubscriberConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestTrimmerReachesPastPinnedWork(t *testing.T) {
 func TestTrimmerRelievesAFullStreamOfCompletions(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx := context.Background()
-	c := StreamConfig{HistoryMaxBytes: 16 << 10, WorkMaxBytes: 64 << 10, CompletionGrace: time.Hour, PressureGrace: 2 * time.Second}
+	c := layout.StreamConfig{HistoryMaxBytes: 16 << 10, WorkMaxBytes: 64 << 10, CompletionGrace: time.Hour, PressureGrace: 2 * time.Second}
 	if err := Provision(ctx, js, c, SubscriberConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +148,8 @@ func TestTrimmerRelievesAFullStreamOfCompletions(t *testing.T) {
 	}
 	got := subjectCounts(t, js, contracts.StreamName)
 	t.Logf("purged %d, %d -> %d bytes, left %v", res.Purged, res.BytesBefore, res.BytesAfter, got)
-	if int64(res.BytesAfter) > c.admitBelow() {
-		t.Fatalf("stream still at %d bytes, over the admission mark %d", res.BytesAfter, c.admitBelow())
+	if int64(res.BytesAfter) > c.AdmitBelow() {
+		t.Fatalf("stream still at %d bytes, over the admission mark %d", res.BytesAfter, c.AdmitBelow())
 	}
 	if got[contracts.StageEnveloped] != 5 || got[contracts.StageCompleted] == 0 || got[contracts.StageCompleted] == 66 {
 		t.Fatalf("after relief: %v; want the 5 unfinished events and only part of the completions", got)
@@ -165,7 +166,7 @@ func TestTrimmerRelievesAFullStreamOfCompletions(t *testing.T) {
 func TestPublishRefusedWhenQueueFull(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx := context.Background()
-	if _, err := EnsureStream(ctx, js, StreamConfig{QueueMaxBytes: 4 << 10}); err != nil {
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{QueueMaxBytes: 4 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	accepted, refused := 0, 0
@@ -201,7 +202,7 @@ func TestMigrateFromSingleStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := SubscriberConfig{AckWait: time.Second}
-	for _, st := range Stages {
+	for _, st := range layout.Stages {
 		if _, err := s.CreateOrUpdateConsumer(ctx, ConsumerConfig(st.Name, st.In, sc)); err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +211,7 @@ func TestMigrateFromSingleStream(t *testing.T) {
 		submitOld(t, js, fmt.Sprintf("q%d", i))
 	}
 	publishN(t, js, contracts.StageRetrieved, 3, 100) // in flight at the envelope
-	oldRetriever, _ := s.Consumer(ctx, Durable("retriever"))
+	oldRetriever, _ := s.Consumer(ctx, layout.Durable("retriever"))
 	held, err := oldRetriever.Fetch(2) // an old retriever took two, then died
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func TestMigrateFromSingleStream(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := js.Consumer(ctx, contracts.StreamName, Durable("retriever")); err != nil {
+		if _, err := js.Consumer(ctx, contracts.StreamName, layout.Durable("retriever")); err != nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -235,7 +236,7 @@ func TestMigrateFromSingleStream(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	env, _ := js.Consumer(ctx, contracts.StreamName, Durable("envelope"))
+	env, _ := js.Consumer(ctx, contracts.StreamName, layout.Durable("envelope"))
 	if info, _ := env.Info(ctx); info.NumPending != 3+5 {
 		t.Fatalf("envelope has %d pending, want the 3 in flight before the upgrade and the 5 migrated turns", info.NumPending)
 	}

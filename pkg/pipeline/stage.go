@@ -1,3 +1,8 @@
+// Package pipeline is the one way an Aptix stage runs on NATS JetStream: a
+// watermill Router over durable pull consumers (subscriber.go, publisher.go),
+// with tracing, bounded retries with growing delays, dead letters, error
+// completions and graceful drain around every stage's handler (stage.go).
+// The four services supply only a Handler; nothing here knows AGN-00x.
 package pipeline
 
 import (
@@ -28,6 +33,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/tracing"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turnreuse"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // Version is reported by every stage's micro service.
@@ -85,7 +91,7 @@ const LocalMaxAckPending = 256
 
 // Options configure Run. Zero values take the defaults.
 type Options struct {
-	Stream     StreamConfig
+	Stream     layout.StreamConfig
 	Subscriber SubscriberConfig
 	Logger     *slog.Logger
 	// Ready is closed when the stage consumes.
@@ -139,11 +145,11 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	if _, err := EnsureStream(ctx, js, o.Stream); err != nil {
+	if _, err := layout.EnsureStream(ctx, js, o.Stream); err != nil {
 		return err
 	}
 	sc := o.Subscriber.withDefaults()
-	sc.Stream, sc.Durable, sc.CreateStream = contracts.StreamOf(st.In), Durable(st.Name), false
+	sc.Stream, sc.Durable, sc.CreateStream = contracts.StreamOf(st.In), layout.Durable(st.Name), false
 	if st.Local {
 		sc.MaxAckPending = min(sc.MaxAckPending, LocalMaxAckPending)
 	}
@@ -159,7 +165,7 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	// clean stop; what is lost or dead-lettered the stage logs itself.
 	sc.Logger = watermill.NewSlogLoggerWithLevelMapping(log, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug, slog.LevelError: slog.LevelWarn})
 	pub := NewPublisher(js)
-	pub.claims = claim.NewStore(js, o.Stream.withDefaults().HistoryMaxAge)
+	pub.claims = claim.NewStore(js, o.Stream.Limits().HistoryMaxAge)
 	pub.maxInline = claim.Threshold(nc)
 	r := &runner{st: st, o: o, sub: sc, pub: pub, js: js, log: log}
 	if contracts.StreamOf(st.In) != contracts.StreamOf(st.Out) {

@@ -20,6 +20,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turnreuse"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -185,7 +186,7 @@ func TestDrainFinishesInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "t1"))
-	c, _ := js.Consumer(context.Background(), contracts.QueueStreamName, Durable("retriever"))
+	c, _ := js.Consumer(context.Background(), contracts.QueueStreamName, layout.Durable("retriever"))
 	info, _ := c.Info(context.Background())
 	if info.NumAckPending != 0 || info.NumPending != 0 {
 		t.Fatalf("after drain: %d unacked, %d pending", info.NumAckPending, info.NumPending)
@@ -233,12 +234,12 @@ func TestMicroStatus(t *testing.T) {
 func TestProvisionIsIdempotent(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	for i := range 2 {
-		if err := Provision(context.Background(), js, StreamConfig{}, SubscriberConfig{}); err != nil {
+		if err := Provision(context.Background(), js, layout.StreamConfig{}, SubscriberConfig{}); err != nil {
 			t.Fatalf("run %d: %v", i, err)
 		}
 	}
-	for _, st := range Stages {
-		c, err := js.Consumer(context.Background(), contracts.StreamOf(st.In), Durable(st.Name))
+	for _, st := range layout.Stages {
+		c, err := js.Consumer(context.Background(), contracts.StreamOf(st.In), layout.Durable(st.Name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,28 +11,29 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // Trimmer keeps APTIX's history within HistoryMaxAge and HistoryMaxBytes
-// (stream.go explains why the server's own limits are not used): each pass
-// purges, subject by subject, the oldest events beyond those limits, but
+// (pkg/pipeline/layout's stream.go explains why the server's own limits
+// are not used): each pass purges, subject by subject, the oldest events beyond those limits, but
 // never an event at or after the first one its stage consumer has not
 // acknowledged, and never a completion or dead letter younger than
 // CompletionGrace. Purges are idempotent, so every replica may run one.
 type Trimmer struct {
 	js       jetstream.JetStream
-	c        StreamConfig
+	c        layout.StreamConfig
 	log      *slog.Logger
 	interval time.Duration
 	now      func() time.Time
 }
 
 // NewTrimmer returns a trimmer of the APTIX stream sized by c.
-func NewTrimmer(js jetstream.JetStream, c StreamConfig, log *slog.Logger) *Trimmer {
+func NewTrimmer(js jetstream.JetStream, c layout.StreamConfig, log *slog.Logger) *Trimmer {
 	if log == nil {
 		log = slog.Default()
 	}
-	c = c.withDefaults()
+	c = c.Limits()
 	return &Trimmer{js: js, c: c, log: log, interval: c.TrimEvery, now: time.Now}
 }
 
@@ -140,7 +141,7 @@ func (tr *Trimmer) relieve(ctx context.Context, s jetstream.Stream, res *TrimRes
 		return fmt.Errorf("stream %s: %w", contracts.StreamName, err)
 	}
 	st := info.State
-	if int64(st.Bytes) <= tr.c.pressureMark() || st.Msgs == 0 {
+	if int64(st.Bytes) <= tr.c.PressureMark() || st.Msgs == 0 {
 		return nil
 	}
 	limit, err := tr.seqAt(ctx, s, tr.now().Add(-tr.c.PressureGrace), st.FirstSeq, st.LastSeq)
@@ -158,8 +159,8 @@ func (tr *Trimmer) relieve(ctx context.Context, s jetstream.Stream, res *TrimRes
 	filter := contracts.StageFilter(contracts.StageCompleted)
 	avg := max(int64(st.Bytes/st.Msgs), 1)
 	cut := st.FirstSeq
-	for int64(st.Bytes) > tr.c.admitBelow() && cut < limit {
-		over := int64(st.Bytes) - tr.c.admitBelow()
+	for int64(st.Bytes) > tr.c.AdmitBelow() && cut < limit {
+		over := int64(st.Bytes) - tr.c.AdmitBelow()
 		cut = min(limit, cut+uint64((over+avg-1)/avg))
 		if err := s.Purge(ctx, jetstream.WithPurgeSubject(filter), jetstream.WithPurgeSequence(cut)); err != nil {
 			return fmt.Errorf("purge %s below %d: %w", filter, cut, err)
@@ -190,11 +191,11 @@ type purge struct {
 // webhooks) has yet to take or acknowledge, up to the history age.
 func (tr *Trimmer) plan(ctx context.Context, s jetstream.Stream, lastSeq, cut, grace, ageCut uint64) []purge {
 	var out []purge
-	for _, st := range Stages {
+	for _, st := range layout.Stages {
 		if contracts.StreamOf(st.In) != contracts.StreamName {
 			continue
 		}
-		out = append(out, purge{contracts.StageFilter(st.In), min(cut, tr.floor(ctx, s, Durable(st.Name), lastSeq))})
+		out = append(out, purge{contracts.StageFilter(st.In), min(cut, tr.floor(ctx, s, layout.Durable(st.Name), lastSeq))})
 	}
 	completed := min(cut, grace)
 	for _, name := range completionReaders(ctx, s) {
@@ -205,8 +206,9 @@ func (tr *Trimmer) plan(ctx context.Context, s jetstream.Stream, lastSeq, cut, g
 		purge{contracts.DeadPrefix + ".>", min(cut, grace)},
 	)
 	// Requests left in APTIX by the single-stream layout are history once no
-	// consumer there still reads them (migrate.go deletes it when drained).
-	if _, err := s.Consumer(ctx, Durable("retriever")); errors.Is(err, jetstream.ErrConsumerNotFound) {
+	// consumer there still reads them (layout.DrainOldQueue deletes it when
+	// drained).
+	if _, err := s.Consumer(ctx, layout.Durable("retriever")); errors.Is(err, jetstream.ErrConsumerNotFound) {
 		out = append(out, purge{contracts.StageFilter(contracts.StageRequested), min(cut, grace)})
 	}
 	return out

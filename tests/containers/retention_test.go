@@ -16,6 +16,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 	pipelineclient "github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // TestUpgradeFromSingleStream: a deployment on the single-stream
@@ -44,7 +45,7 @@ func TestUpgradeFromSingleStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range pipeline.Stages {
+	for _, st := range layout.Stages {
 		if _, err := old.CreateOrUpdateConsumer(ctx, pipeline.ConsumerConfig(st.Name, st.In, pipeline.SubscriberConfig{AckWait: 4 * time.Second})); err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +95,7 @@ func TestUpgradeFromSingleStream(t *testing.T) {
 	if len(got) != 60 || stored != 60 || acked != 20 || len(after) != 20 || dups != 0 {
 		t.Fatal("a turn was lost or completed twice across the upgrade")
 	}
-	if _, err := ajs.Consumer(ctx, contracts.StreamName, pipeline.Durable("retriever")); err == nil {
+	if _, err := ajs.Consumer(ctx, contracts.StreamName, layout.Durable("retriever")); err == nil {
 		t.Fatal("the old retriever consumer is still on APTIX after the migration")
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -18,7 +18,7 @@ func TestAwaitHonoursDeadlineWhenServerStops(t *testing.T) {
 	srv, url := natstest.Start(t)
 	_, js := natstest.Connect(t, url)
 	ctx := context.Background()
-	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -21,7 +21,7 @@ func TestCompletionsDispatchByTurn(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	complete := func(turn, msgID string) {
@@ -151,7 +151,7 @@ func TestCompletionsDecodeOnlyWhenClaimed(t *testing.T) {
 func watchAll(t *testing.T, ctx context.Context) (jetstream.JetStream, *client.Completions) {
 	t.Helper()
 	_, js := natstest.JetStream(t)
-	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	comp, err := client.WatchCompletions(ctx, js, "*")

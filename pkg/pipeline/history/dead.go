@@ -13,6 +13,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // Dead letters are events a stage gave up on (pkg/pipeline's runner):
@@ -38,7 +39,7 @@ func DeadFilter(stage string) (string, error) {
 	if stage == "" {
 		return contracts.DeadPrefix + ".>", nil
 	}
-	for _, st := range pipeline.Stages {
+	for _, st := range layout.Stages {
 		if st.Name == stage {
 			return contracts.DeadSubject(stage), nil
 		}

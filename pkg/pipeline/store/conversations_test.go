@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 )
@@ -44,7 +44,7 @@ func storeCompletion(t *testing.T, js jetstream.JetStream, conv, turn, kind, res
 func TestConversationsGetFromCompletion(t *testing.T) {
 	ctx := context.Background()
 	_, js := natstest.JetStream(t)
-	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := store.OpenConversations(ctx, js, 1)
@@ -113,7 +113,7 @@ func TestConversationsGetFromCompletion(t *testing.T) {
 func TestConversationsGetPastAFailedTurn(t *testing.T) {
 	ctx := context.Background()
 	_, js := natstest.JetStream(t)
-	if _, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{}); err != nil {
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := store.OpenConversations(ctx, js, 1)

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 type deadData struct {
@@ -40,7 +40,7 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := deadData{Stage: stage, Letters: letters, Now: c.cfg.Now(), Notice: r.URL.Query().Get("notice")}
-	for _, st := range pipeline.Stages {
+	for _, st := range layout.Stages {
 		d.Stages = append(d.Stages, struct {
 			Name  string
 			Count uint64

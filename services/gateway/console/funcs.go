@@ -8,8 +8,8 @@ import (
 	"html/template"
 	"time"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // funcs format values for the templates. None returns template.HTML: what
@@ -55,11 +55,11 @@ var funcs = template.FuncMap{
 	"bytes": func(n any) string {
 		switch v := n.(type) {
 		case int:
-			return pipeline.FormatBytes(int64(v))
+			return layout.FormatBytes(int64(v))
 		case int64:
-			return pipeline.FormatBytes(v)
+			return layout.FormatBytes(v)
 		case uint64:
-			return pipeline.FormatBytes(int64(v))
+			return layout.FormatBytes(int64(v))
 		}
 		return fmt.Sprint(n)
 	},

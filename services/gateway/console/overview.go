@@ -14,6 +14,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 )
 
@@ -144,11 +145,11 @@ func (c *Console) overviewData(ctx context.Context) (*overviewData, error) {
 		}
 		dead, _ = history.DeadCounts(ctx, c.js)
 		var cwg sync.WaitGroup
-		for _, st := range pipeline.Stages {
+		for _, st := range layout.Stages {
 			cwg.Add(1)
 			go func() {
 				defer cwg.Done()
-				ci, err := c.js.Consumer(ctx, contracts.StreamOf(st.In), pipeline.Durable(st.Name))
+				ci, err := c.js.Consumer(ctx, contracts.StreamOf(st.In), layout.Durable(st.Name))
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -165,7 +166,7 @@ func (c *Console) overviewData(ctx context.Context) (*overviewData, error) {
 		return nil, winErr
 	}
 	stageNames := map[string]bool{}
-	for _, st := range pipeline.Stages {
+	for _, st := range layout.Stages {
 		stageNames["aptix-"+st.Name] = true
 		row := stageRow{Name: st.Name, Consumes: contracts.StageFilter(st.In), Replicas: replicas["aptix-"+st.Name], Dead: dead[st.Name]}
 		if ci := cinfo[st.Name]; ci != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/envelope/contextblock"
@@ -42,7 +43,7 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	nc, js := natstest.JetStream(t)
-	if err := pipeline.Provision(context.Background(), js, pipeline.StreamConfig{}, pipeline.SubscriberConfig{}); err != nil {
+	if err := pipeline.Provision(context.Background(), js, layout.StreamConfig{}, pipeline.SubscriberConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	return &env{t: t, nc: nc, js: js}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // ConfigFromEnv fills what every gateway reads from its environment: the
@@ -16,7 +16,7 @@ import (
 // both call it, so the two cannot read different settings (aptix up
 // ignored the body and sync limits while the binary honoured them).
 func ConfigFromEnv(cfg *Config) error {
-	cfg.Replicas, _ = strconv.Atoi(os.Getenv(pipeline.EnvReplicas))
+	cfg.Replicas, _ = strconv.Atoi(os.Getenv(layout.EnvReplicas))
 	if v := os.Getenv("APTIX_HTTP_MAX_BODY"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {

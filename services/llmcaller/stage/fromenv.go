@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
@@ -30,7 +31,7 @@ func FromEnv(ctx context.Context, d pipeline.Deps, o Options) (pipeline.Stage, f
 		}
 	}
 	// The stream first: the deployment mark is derived from it.
-	if _, err := pipeline.EnsureStream(ctx, d.JS, d.Stream); err != nil {
+	if _, err := layout.EnsureStream(ctx, d.JS, d.Stream); err != nil {
 		return pipeline.Stage{}, nil, err
 	}
 	results, err := caller.NewKVResultStore(ctx, d.JS)

@@ -16,13 +16,14 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
 // tinyStreams is small enough that a burst of turns overflows the queue and
 // APTIX many times over, with history trimmed every 200 ms.
-var tinyStreams = pipeline.StreamConfig{
+var tinyStreams = layout.StreamConfig{
 	QueueMaxBytes: 16 << 10, WorkMaxBytes: 256 << 10, HistoryMaxBytes: 64 << 10,
 	CompletionGrace: time.Second, TrimEvery: 200 * time.Millisecond,
 }
@@ -52,7 +53,7 @@ func TestFullStreamsWithinGraceLoseNothing(t *testing.T) {
 	fullStreams(t, streams)
 }
 
-func fullStreams(t *testing.T, streams pipeline.StreamConfig) {
+func fullStreams(t *testing.T, streams layout.StreamConfig) {
 	e := newEnv(t, sandbox.Options{Latency: 2 * time.Second}, func(c *Config) {
 		c.Stream = streams
 		p, _ := c.Profiles.Get("sandbox")

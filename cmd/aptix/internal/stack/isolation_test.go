@@ -15,8 +15,8 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -26,7 +26,7 @@ import (
 // environment (the stack reads APTIX_DEDUP_WINDOW as `aptix up` does) and
 // returns how long to wait to be past it.
 func shortDedup(t *testing.T) time.Duration {
-	t.Setenv(pipeline.EnvDedupWindow, "1s")
+	t.Setenv(layout.EnvDedupWindow, "1s")
 	return 1500 * time.Millisecond
 }
 

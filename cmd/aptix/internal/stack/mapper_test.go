@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -181,7 +181,7 @@ func TestCompletionBeforeRecords(t *testing.T) {
 func TestMapperRedeliveredAfterCompletion(t *testing.T) {
 	var puts atomic.Int32
 	e := newEnv(t, sandbox.Options{}, priced(100), func(c *Config) {
-		c.Stream = pipeline.StreamConfig{Duplicates: 100 * time.Millisecond}
+		c.Stream = layout.StreamConfig{Duplicates: 100 * time.Millisecond}
 		c.Mapper = func(m *mapperstage.Mapper) {
 			m.Conversations = convStore{inner: m.Conversations, put: func(string, store.Conversation) (bool, error) {
 				if puts.Add(1) == 1 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -18,7 +19,7 @@ import (
 // pastDedup redelivers a failed event after the stream's de-duplication
 // window: a second publish of the same output would be stored again.
 func pastDedup(c *Config) {
-	c.Stream = pipeline.StreamConfig{Duplicates: 100 * time.Millisecond}
+	c.Stream = layout.StreamConfig{Duplicates: 100 * time.Millisecond}
 	c.Subscriber = pipeline.SubscriberConfig{AckWait: 5 * time.Second, MaxDeliver: 4,
 		Backoff: []time.Duration{400 * time.Millisecond}, DrainTimeout: 3 * time.Second}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/envelope/contextblock"
 	"github.com/aptix-dev/aptix/services/envelope/request"
@@ -41,7 +42,7 @@ type Config struct {
 	// as every stage binary reads it (pipeline.LimitsFromEnv:
 	// APTIX_QUEUE_MAX_BYTES, APTIX_WORK_MAX_BYTES, APTIX_HISTORY_MAX_BYTES,
 	// APTIX_MAX_ACK_PENDING, ...).
-	Stream     pipeline.StreamConfig
+	Stream     layout.StreamConfig
 	Subscriber pipeline.SubscriberConfig
 	HTTPClient *http.Client
 	Logger     *slog.Logger
@@ -82,7 +83,7 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	if err != nil {
 		return err
 	}
-	if cfg.Stream == (pipeline.StreamConfig{}) {
+	if cfg.Stream == (layout.StreamConfig{}) {
 		cfg.Stream = streams
 	}
 	cfg.Stream.Duplicates = cmp.Or(cfg.Stream.Duplicates, streams.Duplicates)
@@ -91,7 +92,7 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 	cfg.Subscriber.AckWait = cmp.Or(cfg.Subscriber.AckWait, subs.AckWait)
 	// The stream before any stage: the LLM caller's deployment mark is
 	// derived from it, and every stage's consumer is created on it.
-	if _, err := pipeline.EnsureStream(ctx, js, cfg.Stream); err != nil {
+	if _, err := layout.EnsureStream(ctx, js, cfg.Stream); err != nil {
 		return err
 	}
 	stages, closeStages, err := build(ctx, pipeline.Deps{NC: nc, JS: js, Log: cfg.Logger, Stream: cfg.Stream}, cfg)
@@ -110,7 +111,7 @@ func Run(ctx context.Context, nc *nats.Conn, cfg Config, ready chan<- struct{}) 
 		r := make(chan struct{})
 		readies = append(readies, r)
 		// The stage where turns end keeps history within its limits.
-		o := pipeline.Options{Stream: cfg.Stream, Subscriber: cfg.Subscriber, Logger: cfg.Logger, Ready: r, Trim: pipeline.Trims(st.Name)}
+		o := pipeline.Options{Stream: cfg.Stream, Subscriber: cfg.Subscriber, Logger: cfg.Logger, Ready: r, Trim: layout.Trims(st.Name)}
 		if hook := cfg.BeforePublish[st.Name]; hook != nil {
 			o.BeforePublish = hook
 		}
@@ -245,7 +246,7 @@ func groupState(js jetstream.JetStream, group []*runningStage, deadline time.Tim
 	defer cancel()
 	var p groupProgress
 	for _, rs := range group {
-		c, err := js.Consumer(ctx, contracts.StreamOf(rs.in), pipeline.Durable(rs.name))
+		c, err := js.Consumer(ctx, contracts.StreamOf(rs.in), layout.Durable(rs.name))
 		if err != nil {
 			return p, false
 		}
@@ -262,7 +263,7 @@ func groupState(js jetstream.JetStream, group []*runningStage, deadline time.Tim
 }
 
 // build calls each selected stage's constructor, the one its binary calls
-// too, in the order of the declared topology (pipeline.Stages). close
+// too, in the order of the declared topology (layout.Stages). close
 // releases what the built stages started, last built first.
 func build(ctx context.Context, d pipeline.Deps, cfg Config) (stages []pipeline.Stage, close func(), err error) {
 	constructors := map[string]func() (pipeline.Stage, func(), error){
@@ -290,7 +291,7 @@ func build(ctx context.Context, d pipeline.Deps, cfg Config) (stages []pipeline.
 			closers[i]()
 		}
 	}
-	for _, spec := range pipeline.Stages {
+	for _, spec := range layout.Stages {
 		if !selected(cfg.Only, spec.Name) {
 			continue
 		}

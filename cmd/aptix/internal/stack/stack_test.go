@@ -18,6 +18,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -117,9 +118,9 @@ func (e *env) count(subject string) uint64 {
 func (e *env) settled() {
 	e.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for _, st := range pipeline.Stages {
+	for _, st := range layout.Stages {
 		for {
-			c, err := e.js.Consumer(context.Background(), contracts.StreamOf(st.In), pipeline.Durable(st.Name))
+			c, err := e.js.Consumer(context.Background(), contracts.StreamOf(st.In), layout.Durable(st.Name))
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
 				break // a stage this test never ran holds nothing
 			}

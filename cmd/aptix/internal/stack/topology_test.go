@@ -6,6 +6,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	envelopestage "github.com/aptix-dev/aptix/services/envelope/stage"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
@@ -16,7 +17,7 @@ import (
 )
 
 // TestStagesMatchTopology: each service's Stage() consumes and emits what
-// pipeline.Stages declares for it (the table provision, the permissions and
+// layout.Stages declares for it (the table provision, the permissions and
 // the trimming are derived from), a stage with routes has a Route, and the
 // stores the table names are the services' own buckets.
 func TestStagesMatchTopology(t *testing.T) {
@@ -36,7 +37,7 @@ func TestStagesMatchTopology(t *testing.T) {
 		"mapper":     (&mapperstage.Mapper{}).Stage(),
 		"toolrunner": (&toolstage.Runner{}).Stage(),
 	}
-	for _, spec := range pipeline.Stages {
+	for _, spec := range layout.Stages {
 		st, ok := services[spec.Name]
 		if !ok {
 			t.Errorf("declared stage %s has no service here", spec.Name)
@@ -59,7 +60,7 @@ func TestStagesMatchTopology(t *testing.T) {
 		}
 	}
 	for name := range services {
-		t.Errorf("service %s is not in pipeline.Stages", name)
+		t.Errorf("service %s is not in layout.Stages", name)
 	}
 	for _, c := range []struct {
 		stage, bucket string
@@ -72,7 +73,7 @@ func TestStagesMatchTopology(t *testing.T) {
 		{"mapper", store.ConversationsBucket, false},
 		{"mapper", store.UsageBucket, false},
 	} {
-		spec, _ := pipeline.StageByName(c.stage)
+		spec, _ := layout.StageByName(c.stage)
 		if list := map[bool][]string{false: spec.KV, true: spec.Objects}[c.objects]; !slices.Contains(list, c.bucket) {
 			t.Errorf("%s writes %s, which the topology does not declare", c.stage, c.bucket)
 		}

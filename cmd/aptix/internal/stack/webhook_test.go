@@ -22,7 +22,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -320,7 +320,7 @@ func TestGatewayWebhookSlowReceiverBlocksNoOne(t *testing.T) {
 // never sent.
 func TestGatewayWebhookPendingOutlivesTrim(t *testing.T) {
 	e := newEnv(t, sandbox.Options{}, func(c *Config) {
-		c.Stream = pipeline.StreamConfig{HistoryMaxBytes: 1 << 10, CompletionGrace: time.Second, TrimEvery: 200 * time.Millisecond}
+		c.Stream = layout.StreamConfig{HistoryMaxBytes: 1 << 10, CompletionGrace: time.Second, TrimEvery: 200 * time.Millisecond}
 	})
 	rc := newReceiver(t, 1)
 	cfg := httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 5 * time.Second, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}

@@ -1,10 +1,10 @@
-package pipeline_test
+package layout_test
 
 import (
 	"context"
 	"testing"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
@@ -14,7 +14,7 @@ func TestEnsureStreamUpdatesOnlyOnChange(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx := context.Background()
 	for _, work := range []int64{1 << 20, 1 << 20, 2 << 20} {
-		s, err := pipeline.EnsureStream(ctx, js, pipeline.StreamConfig{WorkMaxBytes: work, HistoryMaxBytes: 1 << 20})
+		s, err := layout.EnsureStream(ctx, js, layout.StreamConfig{WorkMaxBytes: work, HistoryMaxBytes: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}

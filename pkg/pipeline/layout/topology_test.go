@@ -1,7 +1,6 @@
-package pipeline
+package layout
 
 import (
-	"context"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"github.com/nats-io/nats-server/v2/conf"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
 
 // natsUser is one user of deploy/nats/auth.conf.
@@ -20,7 +18,7 @@ type natsUser struct {
 
 func authUsers(t *testing.T) map[string]natsUser {
 	t.Helper()
-	doc, err := conf.ParseFile(filepath.Join("..", "..", "deploy", "nats", "auth.conf"))
+	doc, err := conf.ParseFile(filepath.Join("..", "..", "..", "deploy", "nats", "auth.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,53 +156,5 @@ func TestTopologyClosed(t *testing.T) {
 	}
 	if !Trims("mapper") || Trims("envelope") || Trims("no-such-stage") {
 		t.Error("Trims does not follow the table")
-	}
-}
-
-// TestProvisionStagesNamesWhatItMade: the consumers ProvisionStages reports
-// are the ones on the server, one per declared stage.
-func TestProvisionStagesNamesWhatItMade(t *testing.T) {
-	_, js := natstest.JetStream(t)
-	ctx := context.Background()
-	made, err := ProvisionStages(ctx, js, StreamConfig{}, SubscriberConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var onServer []string
-	for _, stream := range []string{contracts.QueueStreamName, contracts.StreamName} {
-		s, err := js.Stream(ctx, stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name := range s.ConsumerNames(ctx).Name() {
-			onServer = append(onServer, name)
-		}
-	}
-	slices.Sort(made)
-	slices.Sort(onServer)
-	if !slices.Equal(made, onServer) || len(made) != len(Stages) {
-		t.Fatalf("reported %v, on the server %v, %d stages", made, onServer, len(Stages))
-	}
-	for _, st := range Stages {
-		if !slices.Contains(made, Durable(st.Name)) {
-			t.Errorf("no consumer for %s", st.Name)
-		}
-	}
-}
-
-// TestAdmissionKnowsEveryStage: admission estimates what each turn inside
-// APTIX still adds from the stage it waits at, so every declared stage
-// consuming from APTIX needs its estimate (and no other name has one).
-func TestAdmissionKnowsEveryStage(t *testing.T) {
-	for _, st := range Stages {
-		_, ok := eventsLeft[st.Name]
-		if inside := contracts.StreamOf(st.In) == contracts.StreamName; inside != ok {
-			t.Errorf("%s: consumes from %s, has an admission estimate: %v", st.Name, contracts.StreamOf(st.In), ok)
-		}
-	}
-	for name := range eventsLeft {
-		if _, ok := StageByName(name); !ok {
-			t.Errorf("admission estimate for %s, which is not a declared stage", name)
-		}
 	}
 }

@@ -1,9 +1,10 @@
-// Package pipeline is the one way an Aptix stage runs on NATS JetStream: a
-// watermill Router over durable pull consumers (subscriber.go, publisher.go),
-// with tracing, bounded retries with growing delays, dead letters, error
-// completions and graceful drain around every stage's handler (stage.go).
-// The four services supply only a Handler; nothing here knows AGN-00x.
-package pipeline
+// Package layout is the bus layout every Aptix process agrees on: the
+// APTIX_QUEUE and APTIX streams and their limits (StreamConfig,
+// EnsureStream), the declared stages (Stages) and the durable consumer
+// names they read through, the move from the single-stream layout, and the
+// size and age parsers the limits are written with. The stage runtime
+// (pkg/pipeline) imports it; it imports no part of the runtime.
+package layout
 
 import (
 	"context"
@@ -30,12 +31,12 @@ import (
 //     publish is refused (backpressure.ErrAtCapacity), loudly, never dropped.
 //   - Every later event goes to APTIX: limits retention, discard "new", no
 //     server-side age limit, and a hard cap of WorkMaxBytes+HistoryMaxBytes.
-//     History is bounded by the trimmer (trim.go), which purges by age
+//     History is bounded by the trimmer (pkg/pipeline's trim.go), which purges by age
 //     (HistoryMaxAge) and size (HistoryMaxBytes) but never an event at or
 //     after the first one a stage has not acknowledged, and never a
 //     completion or dead letter younger than CompletionGrace.
 //   - Only the first stage brings new turns into APTIX, and it does so only
-//     while APTIX has headroom (capacity.go); every other stage's publish moves
+//     while APTIX has headroom (pkg/pipeline's capacity.go); every other stage's publish moves
 //     a turn already inside. A stage whose publish is refused retries with
 //     backoff and never acknowledges its input first, so nothing is lost and
 //     a full stream is backpressure, up to the client's refused publish.
@@ -49,7 +50,7 @@ import (
 // that deadlock out of APTIX: clients can fill only the queue.
 
 // StreamConfig sizes the APTIX_QUEUE and APTIX streams. Zero values take the
-// defaults; the Env* variables in main.go set them for every process.
+// defaults; the Env* variables (env.go) set them for every process.
 type StreamConfig struct {
 	// Replicas is 1 for a single node, 3 for a cluster.
 	Replicas int
@@ -70,7 +71,7 @@ type StreamConfig struct {
 	// (APTIX_COMPLETION_GRACE, default 10 minutes).
 	CompletionGrace time.Duration
 	// PressureGrace is the shorter grace a completion keeps when APTIX is
-	// nearly full of them (past pressureMark): admission reserves room by
+	// nearly full of them (past PressureMark): admission reserves room by
 	// estimate, so a burst of small turns can fill the work room with
 	// completions still in their CompletionGrace, and then turns already
 	// paid could not store their results. Default: CompletionGrace, at
@@ -185,23 +186,24 @@ func DedupWindowFromEnv() (time.Duration, error) {
 	return d, nil
 }
 
-// Limits returns the configuration with every default applied, for display.
+// Limits returns the configuration with every default applied: what the
+// streams are made with, what the runtime applies, and what status prints.
 func (c StreamConfig) Limits() StreamConfig { return c.withDefaults() }
 
-// admitBelow is the mark under which the first stage may bring a new turn
+// AdmitBelow is the mark under which the first stage may bring a new turn
 // in, counting the events every turn inside will still add (admission):
 // half the work room stays free beyond that for events larger than the
 // estimate, tool rounds, and error completions.
-func (c StreamConfig) admitBelow() int64 {
+func (c StreamConfig) AdmitBelow() int64 {
 	c = c.withDefaults()
 	return c.HistoryMaxBytes + c.WorkMaxBytes/2
 }
 
-// pressureMark is the size past which the trimmer shortens the completions'
-// grace to PressureGrace (Trimmer.relieve): an eighth of the work room
+// PressureMark is the size past which the trimmer shortens the completions'
+// grace to PressureGrace (pipeline.Trimmer.relieve): an eighth of the work room
 // before the stream's hard cap, which leaves every turn inside room to
 // finish while completions in their grace age out.
-func (c StreamConfig) pressureMark() int64 {
+func (c StreamConfig) PressureMark() int64 {
 	c = c.withDefaults()
 	return c.HistoryMaxBytes + c.WorkMaxBytes - c.WorkMaxBytes/8
 }
@@ -287,45 +289,3 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 
 // Durable is the consumer name of a stage: one per stage, shared by its replicas.
 func Durable(stage string) string { return "aptix-" + stage }
-
-// ConsumerConfig is the durable consumer a stage reads its input through.
-func ConsumerConfig(stage, inStage string, sc SubscriberConfig) jetstream.ConsumerConfig {
-	sc = sc.withDefaults()
-	return jetstream.ConsumerConfig{
-		Durable:       Durable(stage),
-		Description:   "Aptix " + stage + " stage: consumes aptix." + inStage + " from " + contracts.StreamOf(inStage),
-		FilterSubject: contracts.StageFilter(inStage),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       sc.AckWait,
-		MaxDeliver:    sc.MaxDeliver,
-		MaxAckPending: sc.MaxAckPending,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}
-}
-
-// Provision creates the streams and every stage's consumer, for operators who
-// manage JetStream objects ahead of the services (`aptix provision`).
-func Provision(ctx context.Context, js jetstream.JetStream, c StreamConfig, sc SubscriberConfig) error {
-	_, err := ProvisionStages(ctx, js, c, sc)
-	return err
-}
-
-// ProvisionStages is Provision returning the durable consumers it created
-// or updated, one per declared stage (Stages), so what `aptix provision`
-// prints is what it made.
-func ProvisionStages(ctx context.Context, js jetstream.JetStream, c StreamConfig, sc SubscriberConfig) ([]string, error) {
-	if _, err := EnsureStream(ctx, js, c); err != nil {
-		return nil, err
-	}
-	var made []string
-	var errs []error
-	for _, st := range Stages {
-		stream, durable := st.Consumer()
-		if _, err := js.CreateOrUpdateConsumer(ctx, stream, ConsumerConfig(st.Name, st.In, sc)); err != nil {
-			errs = append(errs, fmt.Errorf("consumer %s: %w", durable, err))
-			continue
-		}
-		made = append(made, durable)
-	}
-	return made, errors.Join(errs...)
-}

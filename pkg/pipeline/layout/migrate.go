@@ -1,10 +1,9 @@
-package pipeline
+package layout
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -51,21 +50,6 @@ func migrateSingleStream(ctx context.Context, js jetstream.JetStream, c StreamCo
 		return fmt.Errorf("create stream %s: %w", contracts.QueueStreamName, err)
 	}
 	return nil
-}
-
-// drainOldQueueInBackground is started by the stage that consumes requests
-// (the retriever): only it may publish them everywhere (deploy/nats/auth.conf),
-// and another stage fetching the old consumer's requests would only spend
-// their deliveries.
-func drainOldQueueInBackground(ctx context.Context, js jetstream.JetStream, log *slog.Logger) {
-	if _, err := js.Consumer(ctx, contracts.StreamName, Durable("retriever")); err != nil {
-		return
-	}
-	go func() {
-		if _, err := DrainOldQueue(context.WithoutCancel(ctx), js, 10*time.Minute); err != nil {
-			log.Warn("moving requests from the single-stream layout failed; the next start retries", "err", err)
-		}
-	}()
 }
 
 // DrainOldQueue moves the requests still pending on the single-stream
