@@ -15,7 +15,10 @@ import (
 
 // A Local stage takes no more than LocalMaxAckPending events at once, even
 // when the deployment's MaxAckPending (sized for the model stages) is far
-// larger; a stage that is not Local keeps the deployment's setting.
+// larger; a stage that is not Local keeps the deployment's setting. (The
+// stage is one the topology does not name, so Stage.Local alone decides;
+// the topology's own local stages are checked by
+// TestProvisionKeepsTheLocalCap.)
 func TestLocalStageCapsEventsInFlight(t *testing.T) {
 	for _, local := range []bool{true, false} {
 		nc, js := natstest.JetStream(t)
@@ -34,7 +37,7 @@ func TestLocalStageCapsEventsInFlight(t *testing.T) {
 		ready := make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
-			done <- Run(ctx, nc, Stage{Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved, Handle: handle, Local: local},
+			done <- Run(ctx, nc, Stage{Name: "localtest", In: contracts.StageRequested, Out: contracts.StageRetrieved, Handle: handle, Local: local},
 				Options{Subscriber: SubscriberConfig{MaxAckPending: 4 * turns}, Logger: quiet, Ready: ready})
 		}()
 		<-ready
@@ -56,7 +59,7 @@ func TestLocalStageCapsEventsInFlight(t *testing.T) {
 		if got := peak.Load(); got != want {
 			t.Errorf("local=%v: %d events handled at once, want %d", local, got, want)
 		}
-		c, err := js.Consumer(context.Background(), contracts.QueueStreamName, layout.Durable("retriever"))
+		c, err := js.Consumer(context.Background(), contracts.QueueStreamName, layout.Durable("localtest"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,10 @@ import (
 // ConsumerConfig is the durable consumer a stage reads its input through.
 func ConsumerConfig(stage, inStage string, sc SubscriberConfig) jetstream.ConsumerConfig {
 	sc = sc.withDefaults()
+	if isLocal(Stage{Name: stage}) {
+		// As the stage itself sets it (Run): provision must not undo it.
+		sc.MaxAckPending = min(sc.MaxAckPending, LocalMaxAckPending)
+	}
 	return jetstream.ConsumerConfig{
 		Durable:       layout.Durable(stage),
 		Description:   "Aptix " + stage + " stage: consumes aptix." + inStage + " from " + contracts.StreamOf(inStage),

@@ -40,3 +40,24 @@ func TestProvisionStagesNamesWhatItMade(t *testing.T) {
 		}
 	}
 }
+
+// TestProvisionKeepsTheLocalCap: the consumers provision writes for the
+// stages that wait only on the bus carry the cap those stages set
+// themselves when they start, so a provision run and a stage start never
+// undo each other; a model stage keeps the deployment's setting.
+func TestProvisionKeepsTheLocalCap(t *testing.T) {
+	sc := SubscriberConfig{MaxAckPending: 5000}
+	for _, st := range layout.Stages {
+		got := ConsumerConfig(st.Name, st.In, sc).MaxAckPending
+		want := 5000
+		if st.Local {
+			want = LocalMaxAckPending
+		}
+		if got != want {
+			t.Errorf("%s: provisioned MaxAckPending %d, want %d", st.Name, got, want)
+		}
+	}
+	if !isLocal(Stage{Name: "envelope"}) || isLocal(Stage{Name: "llmcaller"}) {
+		t.Fatal("the topology's local stages are not the runtime's")
+	}
+}

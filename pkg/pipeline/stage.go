@@ -75,14 +75,17 @@ type Stage struct {
 	// Counters, when set, adds the stage's own counters to its micro
 	// service stats (e.g. the LLM caller's re-attached and repeated calls).
 	Counters func() map[string]int64
-	// Local says the handler waits on nothing but this process and the bus
-	// (no model, no tool): its events in flight are capped at
-	// LocalMaxAckPending whatever larger MaxAckPending a deployment sets
-	// for the stages that wait on models. Past that cap a local stage's
-	// handlers only queue on the bus's acks, each holding its event decoded
-	// and encoded and two goroutines' stacks, while the events it has not
-	// taken wait in the stream at no cost to the process.
+	// Local caps the stage's events in flight at LocalMaxAckPending, as
+	// the topology declares for the stages that wait only on the bus
+	// (layout.StageSpec.Local); a stage the topology does not name (a test's)
+	// can ask for it here.
 	Local bool
+}
+
+// isLocal says whether a stage takes at most LocalMaxAckPending events at once.
+func isLocal(st Stage) bool {
+	spec, ok := layout.StageByName(st.Name)
+	return st.Local || ok && spec.Local
 }
 
 // LocalMaxAckPending is the in-flight cap of a Local stage (Stage.Local):
@@ -150,7 +153,7 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	}
 	sc := o.Subscriber.withDefaults()
 	sc.Stream, sc.Durable, sc.CreateStream = contracts.StreamOf(st.In), layout.Durable(st.Name), false
-	if st.Local {
+	if isLocal(st) {
 		sc.MaxAckPending = min(sc.MaxAckPending, LocalMaxAckPending)
 	}
 	log := o.Logger

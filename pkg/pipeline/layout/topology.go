@@ -33,13 +33,19 @@ type StageSpec struct {
 	// Trim runs the history trimmer in the stage's process: the stage where
 	// turns end, whose NATS user alone may purge APTIX.
 	Trim bool
+	// Local says the stage waits on nothing but its process and the bus (no
+	// model, no tool): it takes at most a small number of events at once
+	// (pipeline.LocalMaxAckPending), whatever a deployment sets for the
+	// stages that wait on models; more would only queue on the bus's acks,
+	// holding memory without adding throughput.
+	Local bool
 }
 
 // Stages is the pipeline's topology, in pipeline order (the toolrunner,
 // off the main line, last).
 var Stages = []StageSpec{
 	{
-		Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved,
+		Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved, Local: true,
 		// The queue's keeper message, and requests moved from a
 		// single-stream deployment's old consumer (migrate.go), which it
 		// acknowledges on APTIX.
@@ -47,7 +53,7 @@ var Stages = []StageSpec{
 		Acks:      []string{contracts.StreamName + "." + Durable("retriever")},
 	},
 	{
-		Name: "envelope", In: contracts.StageRetrieved, Out: contracts.StageEnveloped,
+		Name: "envelope", In: contracts.StageRetrieved, Out: contracts.StageEnveloped, Local: true,
 		// A turn with server-side tools goes to the toolrunner first.
 		Routes: []string{contracts.StageToolRound},
 	},
@@ -60,7 +66,7 @@ var Stages = []StageSpec{
 		Publishes: []string{contracts.DeltaPrefix + ".>"},
 	},
 	{
-		Name: "mapper", In: contracts.StageResponded, Out: contracts.StageCompleted,
+		Name: "mapper", In: contracts.StageResponded, Out: contracts.StageCompleted, Local: true,
 		KV:        []string{store.ConversationsBucket, store.UsageBucket},
 		Publishes: []string{store.UsageSubject + ".>"},
 		// The usage fold runs in the mapper's process.

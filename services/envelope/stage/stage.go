@@ -42,7 +42,7 @@ type Envelope struct {
 
 // Stage returns the pipeline stage.
 func (e *Envelope) Stage() pipeline.Stage {
-	return pipeline.Stage{Name: "envelope", In: contracts.StageRetrieved, Out: contracts.StageEnveloped, Handle: e.Handle, Route: route, Local: true}
+	return pipeline.Stage{Name: "envelope", In: contracts.StageRetrieved, Out: contracts.StageEnveloped, Handle: e.Handle, Route: route}
 }
 
 // route sends a turn with server-side tools to the toolrunner first, which

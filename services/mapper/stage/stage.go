@@ -52,7 +52,7 @@ func usageRecord(ctx context.Context, t *contracts.Turn) spend.Record {
 
 // Stage returns the pipeline stage.
 func (m *Mapper) Stage() pipeline.Stage {
-	return pipeline.Stage{Name: "mapper", In: contracts.StageResponded, Out: contracts.StageCompleted, Handle: m.Handle, Local: true}
+	return pipeline.Stage{Name: "mapper", In: contracts.StageResponded, Out: contracts.StageCompleted, Handle: m.Handle}
 }
 
 // Handle fills turn.Response, stores the completed event and then records

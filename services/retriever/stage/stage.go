@@ -39,7 +39,7 @@ type Retriever struct {
 
 // Stage returns the pipeline stage.
 func (r *Retriever) Stage() pipeline.Stage {
-	return pipeline.Stage{Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved, Handle: r.Handle, Local: true}
+	return pipeline.Stage{Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved, Handle: r.Handle}
 }
 
 // Handle validates the request and fills turn.Retrieval.
