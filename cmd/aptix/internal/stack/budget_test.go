@@ -312,6 +312,9 @@ func TestBudgetSpentWhileCallPaid(t *testing.T) {
 	budget := []contracts.Budget{{USD: 0.5, Period: contracts.PeriodDay}}
 	calls := e.sb.Requests()
 	got := e.turn(contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t2", Instruction: "paid once", Principal: "bus:p", Budgets: budget})
+	// The responded event is stored before the crash point, so the turn
+	// can complete before the crash and its redelivery: wait for both.
+	e.settled()
 	if !crashed.Load() || got.Response.Kind == contracts.KindError {
 		t.Fatalf("crashed %v, response %+v", crashed.Load(), got.Response)
 	}
