@@ -22,27 +22,10 @@ var shortDedup = layout.StreamConfig{Duplicates: 100 * time.Millisecond}
 // runMid runs a test stage that does not admit turns (enveloped → responded).
 func runMid(t *testing.T, nc *nats.Conn, h Handler) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
 	// Redelivered after the stream's de-duplication window: a second
 	// publish of the output would be stored.
 	sc := SubscriberConfig{AckWait: 5 * time.Second, MaxDeliver: 4, Backoff: []time.Duration{400 * time.Millisecond}}
-	go func() {
-		done <- Run(ctx, nc, Stage{Name: "llmcaller", In: contracts.StageEnveloped, Out: contracts.StageResponded, Handle: h}, Options{Stream: shortDedup, Subscriber: sc, Logger: quiet, Ready: ready})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("stage stopped: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("stage not ready")
-	}
+	runStageOf(t, nc, Stage{Name: "llmcaller", In: contracts.StageEnveloped, Out: contracts.StageResponded, Handle: h}, Options{Stream: shortDedup, Subscriber: sc})
 }
 
 func publishEnveloped(t *testing.T, nc *nats.Conn, conv, turnID string) {

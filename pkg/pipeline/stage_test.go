@@ -29,12 +29,20 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // runStage runs a test stage (requested → retrieved) until the test ends.
 func runStage(t *testing.T, nc *nats.Conn, h Handler, sc SubscriberConfig) {
 	t.Helper()
+	runStageOf(t, nc, Stage{Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved, Handle: h}, Options{Subscriber: sc})
+}
+
+// runStageOf runs st with o (quiet unless o has a logger) until the test ends.
+func runStageOf(t *testing.T, nc *nats.Conn, st Stage, o Options) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, nc, Stage{Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved, Handle: h}, Options{Subscriber: sc, Logger: quiet, Ready: ready})
-	}()
+	if o.Logger == nil {
+		o.Logger = quiet
+	}
+	o.Ready = ready
+	go func() { done <- Run(ctx, nc, st, o) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -135,8 +135,11 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	var found *contracts.Turn // the output an earlier handling stored, if the caller's lookup found it
 	if l.JS != nil {
 		// A first delivery whose call record finds the key taken looks here
-		// too (a redelivery has looked already, and looks again).
+		// too. A redelivery has looked already, above: nothing was stored.
 		in.Stored = func(ctx context.Context) (*contracts.LLMResult, error) {
+			if pipeline.Delivered(ctx) > 1 {
+				return nil, nil
+			}
 			out, err := l.stored(ctx, t)
 			if out == nil || err != nil {
 				return nil, err
