@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -190,13 +189,8 @@ func retryStartup(ctx context.Context, log *slog.Logger, what string, f func() e
 // binaries, `aptix up` and the in-process stack.
 func LimitsFromEnv() (layout.StreamConfig, SubscriberConfig, error) {
 	streams, err := layout.StreamConfigFromEnv()
-	subs := SubscriberConfig{MaxAckPending: envInt(EnvMaxAckPending), MaxDeliver: envInt(EnvMaxDeliver), AckWait: envDuration(EnvAckWait)}
+	subs := SubscriberConfig{MaxAckPending: layout.IntFromEnv(EnvMaxAckPending), MaxDeliver: layout.IntFromEnv(EnvMaxDeliver), AckWait: envDuration(EnvAckWait)}
 	return streams, subs, err
-}
-
-func envInt(key string) int {
-	n, _ := strconv.Atoi(os.Getenv(key))
-	return n
 }
 
 func envDuration(key string) time.Duration {

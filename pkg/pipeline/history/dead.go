@@ -44,7 +44,7 @@ func DeadFilter(stage string) (string, error) {
 			return contracts.DeadSubject(stage), nil
 		}
 	}
-	return "", inputf("stage %q: want retriever, envelope, llmcaller, toolrunner or mapper", stage)
+	return "", inputf("stage %q: want one of %s", stage, layout.StageNames())
 }
 
 // DeadLetters reads the dead letters of one stage (or all), oldest first.

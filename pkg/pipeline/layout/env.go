@@ -23,9 +23,11 @@ const (
 // ReplicasFromEnv is APTIX_STREAM_REPLICAS (0 when unset): what a stage
 // binary creates or updates its buckets with, as the streams are, so a
 // bucket provisioned with three replicas is never scaled down to one.
-func ReplicasFromEnv() int { return envInt(EnvReplicas) }
+func ReplicasFromEnv() int { return IntFromEnv(EnvReplicas) }
 
-func envInt(key string) int {
+// IntFromEnv is an integer setting, 0 when unset or not a number: every
+// Aptix setting treats 0 as "the default".
+func IntFromEnv(key string) int {
 	n, _ := strconv.Atoi(os.Getenv(key))
 	return n
 }

@@ -132,7 +132,7 @@ func (c StreamConfig) withDefaults() StreamConfig {
 func StreamConfigFromEnv() (StreamConfig, error) {
 	var c StreamConfig
 	var errs []error
-	c.Replicas = envInt(EnvReplicas)
+	c.Replicas = IntFromEnv(EnvReplicas)
 	for _, b := range []struct {
 		key string
 		dst *int64

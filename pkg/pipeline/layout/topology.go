@@ -2,6 +2,7 @@ package layout
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
@@ -82,6 +83,16 @@ var Stages = []StageSpec{
 		KV:        []string{"aptix_tool_results"},
 		Publishes: []string{contracts.DeltaPrefix + ".>"},
 	},
+}
+
+// StageNames lists the declared stages, "retriever, envelope, …", for
+// help texts and error messages.
+func StageNames() string {
+	names := make([]string, len(Stages))
+	for i, s := range Stages {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // StageByName is the declared stage of a service; ok is false for a name
