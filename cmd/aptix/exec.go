@@ -87,7 +87,7 @@ func buildRequest(f execFlags, instruction string) (contracts.AgentExecuteReques
 		RagScope: f.scope, ActiveFiles: f.activeFiles, Tags: f.tags, Stream: f.stream, MaxOutputTokens: f.maxOutputTokens,
 	}
 	if req.ConversationId == "" {
-		req.ConversationId = "c-" + newID()
+		req.ConversationId, req.NewConversation = "c-"+newID(), true
 	}
 	if req.TurnId == "" {
 		req.TurnId = newID()

@@ -59,6 +59,12 @@ type AgentExecuteRequest struct {
 	TurnId string `json:"turnId" jsonschema:"pattern=^[A-Za-z0-9_-]+$,maxLength=128"`
 	// ResponseContinuationId is the previous /responses id; empty on the first turn.
 	ResponseContinuationId string `json:"responseContinuationId,omitempty"`
+	// NewConversation says the client generated ConversationId for this
+	// turn, so there is nothing to continue: the envelope skips looking up
+	// the conversation's record and newest completion (two store round trips
+	// on the turn's path). A conversation id used before is then not
+	// continued; its later turns continue from this one.
+	NewConversation bool `json:"newConversation,omitempty"`
 
 	Mode        string `json:"mode,omitempty"`
 	Instruction string `json:"instruction" jsonschema:"minLength=1,maxLength=262144"`

@@ -99,7 +99,8 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 	// the original's continuation in the request, and the record, which may
 	// have moved on since, is not consulted (unless the replay continues the
 	// conversation: --continue, or a whole conversation replayed into a new one).
-	if e.Conversations != nil && pipeline.UpdatesConversation(ctx) {
+	// A turn that starts its conversation has nothing on record to read.
+	if e.Conversations != nil && !req.NewConversation && pipeline.UpdatesConversation(ctx) {
 		rec, err := e.Conversations.Get(ctx, req.ConversationId)
 		if err != nil {
 			return err // transient: retried

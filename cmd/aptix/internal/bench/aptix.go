@@ -181,7 +181,7 @@ func (p *pipelineRun) close() error {
 func benchRequest(run string, i int) contracts.AgentExecuteRequest {
 	id := fmt.Sprintf("%s-%d", run, i)
 	return contracts.AgentExecuteRequest{
-		ConversationId: "bench-" + id, TurnId: id, Mode: "ANALYZE",
+		ConversationId: "bench-" + id, NewConversation: true, TurnId: id, Mode: "ANALYZE",
 		Instruction:         "Explain how the HTTP client reuses connections and where timeouts are enforced.",
 		ConversationContext: &contracts.ConversationContext{SystemPrompt: "You are a senior Go reviewer. Answer precisely and cite chunk ids."},
 		ToolsJson:           benchTools,

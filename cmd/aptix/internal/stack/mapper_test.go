@@ -213,3 +213,30 @@ func TestMapperRedeliveredAfterCompletion(t *testing.T) {
 		t.Fatalf("record %+v (%v), want the stored completion's response id %s", rec, err, turn.Response.ResponseContinuationId)
 	}
 }
+
+// TestNewConversationReadsNothing: a turn that says it starts its
+// conversation is not continued from what is on record (the envelope skips
+// both lookups), even when the id was used before; the next turn continues
+// from it.
+func TestNewConversationReadsNothing(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	send := func(turn string, fresh bool) contracts.Turn {
+		return e.turn(contracts.AgentExecuteRequest{ConversationId: "c-fresh", TurnId: turn, Instruction: "go on " + turn,
+			NewConversation: fresh, RagScope: contracts.RagScopeNone})
+	}
+	send("t1", true)
+	if sent := sentBody(t, e.sb.LastRequest()); sent["previous_response_id"] != nil {
+		t.Fatalf("turn 1 previous_response_id %v, want none", sent["previous_response_id"])
+	}
+	e.settled()
+	r2 := send("t2", true).Response
+	if sent := sentBody(t, e.sb.LastRequest()); sent["previous_response_id"] != nil {
+		t.Fatalf("turn 2 said it starts the conversation, yet continued from %v", sent["previous_response_id"])
+	}
+	e.settled()
+	send("t3", false)
+	if sent := sentBody(t, e.sb.LastRequest()); sent["previous_response_id"] != r2.ResponseContinuationId {
+		t.Fatalf("turn 3 previous_response_id %v, want turn 2's %s", sent["previous_response_id"], r2.ResponseContinuationId)
+	}
+	e.settled()
+}
