@@ -115,6 +115,9 @@ type Report struct {
 	// StageMsC1 is each stage's mean handling time per event at
 	// concurrency 1 (handler, store round trips, publish).
 	StageMsC1 map[string]float64 `json:"stageMsC1,omitempty"`
+	// TimelineC1 is where a turn's time goes at concurrency 1, from the
+	// events' stored times (timeline.go).
+	TimelineC1 Timeline `json:"timelineC1"`
 	// Writes and GatewayWrites are the durable writes (messages stored,
 	// counted by the server) per turn at concurrency 1, bus and gateway: all
 	// of them, over the latency run.
@@ -238,11 +241,19 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if err != nil {
 		return r, err
 	}
+	sent := make([]sentTurn, o.LatencyTurns)
 	r.Aptix[1] = closedLoop(ctx, o.LatencyTurns, 1, func(ctx context.Context, i int) error {
-		_, err := p.turn(ctx, benchRequest("c1", i))
+		req := benchRequest("c1", i)
+		t0 := time.Now()
+		_, err := p.turn(ctx, req)
+		sent[i] = sentTurn{conv: req.ConversationId, turn: req.TurnId, sent: t0, answer: time.Now()}
 		return err
 	})
 	r.StageMsC1 = stageMs(busy, stageBusy(p.client))
+	// The last turns (at most 500) of the run, read back after it.
+	if r.TimelineC1, err = timeline(ctx, p.js, sent[max(0, len(sent)-500):]); err != nil {
+		return r, err
+	}
 	after, err := storedSeqs(ctx, p.js)
 	if err != nil {
 		return r, err

@@ -27,6 +27,10 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("concurrency %d: aptix %+v chain %+v", c, r.Aptix[c], r.Chain[c])
 		}
 	}
+	// Every timed turn's events are read back; each gap is a positive time.
+	if tl := r.TimelineC1; tl.Turns != 20 || tl.ToRetrieved <= 0 || tl.ToEnveloped <= 0 || tl.ToResponded <= 0 || tl.ToCompleted <= 0 || tl.ToClient <= 0 {
+		t.Errorf("timeline at concurrency 1: %+v", tl)
+	}
 	if r.AptixChat[1].Latency.N != 20 || r.AptixChat[1].PerSecond <= 0 {
 		t.Errorf("chat backend samples: %+v", r.AptixChat)
 	}

@@ -47,6 +47,9 @@ func Table(w io.Writer, r Report) error {
 		fmt.Fprintf(w, "stage handling at concurrency 1, ms per event (handler, its store round trips, its publish): retriever %.3f, envelope %.3f, llmcaller %.3f (model call included), mapper %.3f\n",
 			r.StageMsC1["retriever"], r.StageMsC1["envelope"], r.StageMsC1["llmcaller"], r.StageMsC1["mapper"])
 	}
+	if r.TimelineC1.Turns > 0 {
+		fmt.Fprintf(w, "a turn's critical path at concurrency 1, from the events' stored times: %s\n", r.TimelineC1)
+	}
 	for _, c := range sortedKeys(r.Ratios.ThroughputVsChain) {
 		fmt.Fprintf(w, "throughput aptix / chain at concurrency %d: %.2f (CPU per op chain / aptix: %.2f; Aptix's own CPU per turn beyond the chain and the direct call: %.3f ms)\n",
 			c, r.Ratios.ThroughputVsChain[c], r.Ratios.CPUChainOverAptix[c], r.Aptix[c].CPUMsPerOp-r.Chain[c].CPUMsPerOp-r.Direct.CPUMsPerOp)
@@ -121,7 +124,7 @@ func missCause(goal string, r Report) string {
 	case "addedLatencyP50<=0.5ms":
 		st := r.StageMsC1
 		return fmt.Sprintf("p50 %.3f ms over the direct call's %.3f; the five-hop bus floor alone is %.3f ms here (so the goal leaves %.3f ms for four stages' decoding, handling and store round trips), and the stages' handling (store round trips, JSON, publish) is retriever %.3f + envelope %.3f + llmcaller %.3f (model call included) + mapper %.3f ms",
-			a1.Latency.P50, d.Latency.P50, ch.Latency.P50, 0.5-ch.Latency.P50, st["retriever"], st["envelope"], st["llmcaller"], st["mapper"])
+			a1.Latency.P50, d.Latency.P50, ch.Latency.P50, 0.5-ch.Latency.P50, st["retriever"], st["envelope"], st["llmcaller"], st["mapper"]) + timelineNote(r.TimelineC1)
 	case "throughput>=90%ofCeiling64", "throughput>=90%ofCeiling256", "cpuPerTurn<=1.5xChain64", "cpuPerTurn<=1.5xChain256":
 		c := 64
 		if strings.HasSuffix(goal, "256") {
