@@ -63,7 +63,6 @@ type Options struct {
 	Hop string
 }
 
-
 // Caller calls backends named by profiles. It is safe for concurrent use.
 type Caller struct {
 	set    *profiles.Set

@@ -27,19 +27,19 @@ type turn struct {
 	final   bool              // the result is worth storing (set by Call)
 
 	// Re-attach (reattach.go, started.go).
-	bg         bool          // created in background mode: the upstream keeps the call
-	prior      *Started      // the record an earlier delivery left, if any
-	rec        *startLog     // writes this delivery's records; nil without CallRecords
-	calls      int           // upstream calls made for the turn before this one
-	upID       string        // the upstream response id, once response.created named it
-	createdSeq int           // the sequence number of that response.created
-	upSeq      int           // seqBase + sequence number of the stream event being read (-1: none)
-	seqBase    int           // added to upstream sequence numbers: lifted for a call replacing a lost one
-	relayed    int           // highest upstream sequence number whose deltas were relayed (-1: none)
-	skip       int           // a resumed stream relays no delta at or below this sequence number
-	recorded   bool          // the record naming upID is written (waited for before the first delta)
-	unchecked  bool          // the pay-once lookup was skipped (Input.FirstDelivery)
-	conflict   bool          // ... and the first call record found the key taken: nothing was sent
+	bg         bool      // created in background mode: the upstream keeps the call
+	prior      *Started  // the record an earlier delivery left, if any
+	rec        *startLog // writes this delivery's records; nil without CallRecords
+	calls      int       // upstream calls made for the turn before this one
+	upID       string    // the upstream response id, once response.created named it
+	createdSeq int       // the sequence number of that response.created
+	upSeq      int       // seqBase + sequence number of the stream event being read (-1: none)
+	seqBase    int       // added to upstream sequence numbers: lifted for a call replacing a lost one
+	relayed    int       // highest upstream sequence number whose deltas were relayed (-1: none)
+	skip       int       // a resumed stream relays no delta at or below this sequence number
+	recorded   bool      // the record naming upID is written (waited for before the first delta)
+	unchecked  bool      // the pay-once lookup was skipped (Input.FirstDelivery)
+	conflict   bool      // ... and the first call record found the key taken: nothing was sent
 
 	// Tool-call emulation (emulate.go): the parser, and the hold-back
 	// filters of the streamed text parts by item id and content index.
