@@ -77,58 +77,124 @@ func ConversationEvents(ctx context.Context, js jetstream.JetStream, conversatio
 	}
 	var events []Event
 	for _, filter := range []string{contracts.ConversationFilter(conversation), contracts.DeadPrefix + ".>"} {
-		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
+		total, err := stored(ctx, stream, filter, nil)
 		if err != nil {
-			return nil, fmt.Errorf("stream info: %w", err)
+			return nil, err
 		}
-		var total uint64
-		for _, n := range info.State.Subjects {
-			total += n
-		}
-		if total == 0 {
-			continue
-		}
-		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", filter, err)
-		}
-		for read := uint64(0); read < total; {
-			m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-			if err != nil {
-				if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
-					break // the stream was trimmed while reading
-				}
-				return nil, fmt.Errorf("read %s: %w", filter, err)
+		err = read(ctx, js, stream, []string{filter}, total, func(m jetstream.Msg, e Event) {
+			if e.Data == nil {
+				e.Data = m.Data() // the stub still says what it was
 			}
-			read++
-			md, err := m.Metadata()
-			if err != nil {
-				return nil, err
-			}
-			data, err := claim.EventData(ctx, js, m.Headers(), m.Data())
-			if err != nil {
-				data = m.Data() // the stub still says what it was
-			}
-			e := Event{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: data}
 			if stage, conv, turn, ok := contracts.ParseSubject(m.Subject()); ok && conv == conversation {
 				e.Stage, e.Turn = stage, turn
 			} else if orig := m.Headers().Get(contracts.HeaderDeadSubject); orig != "" {
 				_, conv, turn, ok := contracts.ParseSubject(orig)
 				if !ok || conv != conversation {
-					continue
+					return
 				}
 				e.Stage, e.Turn = "dead."+m.Headers().Get(contracts.HeaderDeadStage), turn
 			} else {
-				continue
+				return
 			}
 			events = append(events, e)
-			if md.NumPending == 0 {
-				break
-			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	sort.Slice(events, func(i, j int) bool { return events[i].Seq < events[j].Seq })
 	return events, nil
+}
+
+// StageEvents reads the conversation's events of the given stages, in
+// stream order: one ordered consumer filtered on exactly those subjects
+// (aptix.<stage>.<conversation>.>), so nothing else is read. A claim-checked
+// event that cannot be resolved any more is left out.
+func StageEvents(ctx context.Context, js jetstream.JetStream, conversation string, stages ...string) ([]Event, error) {
+	stream, err := js.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
+	}
+	want := map[string]bool{}
+	filters := make([]string, 0, len(stages))
+	for _, st := range stages {
+		if !want[st] {
+			want[st] = true
+			filters = append(filters, contracts.SubjectPrefix+"."+st+"."+conversation+".>")
+		}
+	}
+	total, err := stored(ctx, stream, contracts.ConversationFilter(conversation), want)
+	if err != nil {
+		return nil, err
+	}
+	var events []Event
+	err = read(ctx, js, stream, filters, total, func(m jetstream.Msg, e Event) {
+		stage, conv, turn, ok := contracts.ParseSubject(m.Subject())
+		if !ok || conv != conversation || !want[stage] || e.Data == nil {
+			return
+		}
+		e.Stage, e.Turn = stage, turn
+		events = append(events, e)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return events, nil
+}
+
+// stored counts the messages the stream holds under filter, only those of
+// the stages in stages when it is not nil.
+func stored(ctx context.Context, stream jetstream.Stream, filter string, stages map[string]bool) (uint64, error) {
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return 0, fmt.Errorf("stream info: %w", err)
+	}
+	var total uint64
+	for subj, n := range info.State.Subjects {
+		if stages != nil {
+			if stage, _, _, ok := contracts.ParseSubject(subj); !ok || !stages[stage] {
+				continue
+			}
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// read hands each of the (at most total) messages under filters to each, in
+// stream order, with its payload resolved (Data nil when a claim could not
+// be: the stub is then in the message).
+func read(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, filters []string, total uint64, each func(jetstream.Msg, Event)) error {
+	if total == 0 {
+		return nil
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", strings.Join(filters, ", "), err)
+	}
+	for read := uint64(0); read < total; {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+				return nil // the stream was trimmed while reading
+			}
+			return fmt.Errorf("read %s: %w", strings.Join(filters, ", "), err)
+		}
+		read++
+		md, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		data, err := claim.EventData(ctx, js, m.Headers(), m.Data())
+		if err != nil {
+			data = nil
+		}
+		each(m, Event{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: data})
+		if md.NumPending == 0 {
+			return nil
+		}
+	}
+	return nil
 }
 
 // TurnEvent reads the last event of a turn at a stage, resolving a

@@ -60,7 +60,10 @@ var Stages = []StageSpec{
 	},
 	{
 		Name: "llmcaller", In: contracts.StageEnveloped, Out: contracts.StageResponded,
-		// A result calling server-side tools goes to the toolrunner.
+		// A result calling server-side tools goes to the toolrunner. The
+		// history stores are written for backends without
+		// previous_response_id only; conversation recovery reads the
+		// conversation's events (APTIX), which needs no publish permission.
 		Routes:    []string{contracts.StageToolRound},
 		KV:        []string{"aptix_llm_results", "aptix_history_kv"},
 		Objects:   []string{"aptix_history"},

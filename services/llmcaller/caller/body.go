@@ -87,16 +87,17 @@ func (b body) inputItems() ([]json.RawMessage, error) {
 	}
 	var items []json.RawMessage
 	// The v2 engine, as openBody: the input is most of the body (the
-	// context block), and every call keeps its items (recover.go).
+	// context block), and a replayed call stores its items (turn.record).
 	if err := jsonv2.Unmarshal(raw, &items, v1Semantics); err != nil {
 		return nil, fmt.Errorf("input is neither a string nor an array of items: %w", err)
 	}
 	return items, nil
 }
 
-// keptItems is the record keep stores: a link to the previous response
-// (when there is one), the input items and the output items, as one JSON
-// array. An input array is spliced in as it is, not split into items and
+// keptItems is the record of one call that conversation recovery follows
+// (recover.go; releases before it stored one per turn): a link to the
+// previous response (when there is one), the input items and the output
+// items, as one JSON array. An input array is spliced in as it is, not split into items and
 // joined again: it holds the context block, most of a turn's bytes.
 func (b body) keptItems(output []json.RawMessage) ([]byte, error) {
 	var head []json.RawMessage

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -40,14 +39,15 @@ type Options struct {
 	// by the call's key (Input.TurnID), and a repeated call returns the
 	// stored result.
 	Results ResultStore
-	// History keeps conversation items: replayed as input for backends
-	// without previous_response_id, and for any backend kept so a
-	// conversation survives the backend losing a response (recover.go).
+	// History keeps conversation items replayed as input for backends
+	// without previous_response_id. Recovery (recover.go) also reads the
+	// records earlier releases kept there for every backend.
 	History HistoryStore
-	// ForgetConversations skips keeping items for recovery on backends that
-	// thread by previous_response_id (saves one object-store write per turn;
-	// such a conversation then cannot be recovered). Env APTIX_KEEP_HISTORY=off.
-	ForgetConversations bool
+	// Calls is where recovery reads a conversation's earlier model calls
+	// when a backend that threads by previous_response_id has lost the
+	// response a turn continues from (recover.go): the stage reads the
+	// conversation's events. Nil: only History's old records are followed.
+	Calls CallLog
 	// HTTPClient carries the requests; default a client that keeps up to 1024 idle connections per host.
 	HTTPClient *http.Client
 	// Logger; default slog.Default().
@@ -62,12 +62,6 @@ type Options struct {
 	// deployment refuses it as a loop. Empty sends none.
 	Hop string
 }
-
-// EnvKeepHistory set to "off" sets Options.ForgetConversations.
-const EnvKeepHistory = "APTIX_KEEP_HISTORY"
-
-// ForgetFromEnv reads EnvKeepHistory.
-func ForgetFromEnv() bool { return os.Getenv(EnvKeepHistory) == "off" }
 
 // Caller calls backends named by profiles. It is safe for concurrent use.
 type Caller struct {
@@ -146,8 +140,7 @@ type Input struct {
 	// calls keeps it (the LLM caller stage: its output event), or nil and
 	// no error when it is not there. The result is then not written to
 	// Options.Results, which keeps only the call record, and a pay-once
-	// lookup asks Stored before it reads the record. Use CallBeforeKept to
-	// store the result before the kept history is waited for.
+	// lookup asks Stored before it reads the record.
 	Stored func(ctx context.Context) (*contracts.LLMResult, error)
 }
 
@@ -156,34 +149,19 @@ type Input struct {
 // the result, never a panic or Go error; when ctx itself was cancelled the
 // result carries an error and ctx.Err() tells the caller why.
 func (c *Caller) Call(ctx context.Context, in Input) contracts.LLMResult {
-	res, kept := c.CallBeforeKept(ctx, in)
-	kept()
-	return res
-}
-
-// CallBeforeKept is Call returning as soon as the result is had: the
-// conversation's kept history (recover.go) may still be being written, and
-// kept waits for it. A caller that stores the result itself (Input.Stored)
-// stores it first, so the write nothing in this turn reads is off its path.
-func (c *Caller) CallBeforeKept(ctx context.Context, in Input) (contracts.LLMResult, func()) {
-	res, again, kept := c.call(ctx, in)
+	res, again := c.call(ctx, in)
 	if again {
 		// A first delivery skipped the lookup and its call record found the
 		// key taken: look it up as a redelivery does. Nothing was sent.
 		in.FirstDelivery = false
-		res, _, kept = c.call(ctx, in)
+		res, _ = c.call(ctx, in)
 	}
-	return res, func() {
-		if kept != nil {
-			<-kept
-		}
-	}
+	return res
 }
 
 // call is Call; again reports that a first delivery's unchecked call record
-// found the turn's key taken, before any request was sent. kept, when not
-// nil, is closed once the kept history is written.
-func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, again bool, kept <-chan struct{}) {
+// found the turn's key taken, before any request was sent.
+func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, again bool) {
 	start := time.Now()
 	res = contracts.LLMResult{Backend: in.Backend, Model: in.Model, Streamed: in.Stream}
 	var t *turn
@@ -210,7 +188,7 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 	prof, err := c.set.Get(in.Backend)
 	if err != nil {
 		res.Error = &contracts.UpstreamError{Type: "aptix_config", Message: err.Error()}
-		return res, false, nil
+		return res, false
 	}
 	res.Backend, res.Model = prof.Name, prof.Model(in.Model)
 	log := c.log.With("turn", in.TurnID, "conversation", in.ConversationID, "backend", prof.Name, "model", res.Model)
@@ -222,11 +200,11 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 	if in.TurnID != "" {
 		cached, f := c.claim(ctx, in.TurnID, in.Stored, unchecked, log)
 		if cached != nil {
-			return *cached, false, nil
+			return *cached, false
 		}
 		if f == nil {
 			res.Error = &contracts.UpstreamError{Type: "cancelled", Message: fmt.Sprintf("call cancelled while the same turn was in flight: %v", ctx.Err())}
-			return res, false, nil
+			return res, false
 		}
 		defer func() { c.release(in.TurnID, f, res, t != nil && t.final) }()
 		prior, rev = f.started, f.rev
@@ -252,7 +230,7 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 	final := t.run(&res) && ctx.Err() == nil
 	if t.conflict {
 		log.Info("the turn's pay-once key is taken although this is the event's first delivery; looking it up")
-		return res, true, nil
+		return res, true
 	}
 	t.final = final
 	res.DurationMs = float64(time.Since(start).Microseconds()) / 1000
@@ -278,8 +256,7 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 	} else {
 		log.Info("LLM call done", "status", res.Status, "attempts", res.Attempts, "ms", res.DurationMs)
 	}
-	// The kept history (recover.go) is written beside the result.
-	return res, false, t.kept
+	return res, false
 }
 
 // done sends the final "done" delta so a live subscriber stops waiting.

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -191,4 +192,41 @@ func fixedServer(t *testing.T, status int, header map[string]string, body string
 	}))
 	t.Cleanup(ts.Close)
 	return ts, count
+}
+
+// callLog is a caller.CallLog over the calls made through wrap, as the
+// stage's reads a conversation's calls from its events.
+type callLog struct {
+	mu    sync.Mutex
+	calls map[string][]caller.LoggedCall
+}
+
+func (l *callLog) Calls(_ context.Context, conv string) ([]caller.LoggedCall, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]caller.LoggedCall(nil), l.calls[conv]...), nil
+}
+
+func (l *callLog) add(conv string, call caller.LoggedCall) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.calls == nil {
+		l.calls = map[string][]caller.LoggedCall{}
+	}
+	l.calls[conv] = append(l.calls[conv], call)
+}
+
+// wrap logs every call c makes with its result, as the pipeline stores the
+// enveloped event and the result's event.
+func (l *callLog) wrap(c *caller.Caller) loggedCaller { return loggedCaller{c, l} }
+
+type loggedCaller struct {
+	c   *caller.Caller
+	log *callLog
+}
+
+func (lc loggedCaller) Call(ctx context.Context, in caller.Input) contracts.LLMResult {
+	res := lc.c.Call(ctx, in)
+	lc.log.add(in.ConversationID, caller.LoggedCall{Backend: in.Backend, Body: in.Body, Result: res})
+	return res
 }

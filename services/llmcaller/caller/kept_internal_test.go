@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestKeptItemsSplicesAsItemsWould: the record keep stores, with the input
+// TestKeptItemsSplicesAsItemsWould: the record recovery follows, with the input
 // spliced in as it is, decodes to the items the link, the input split into
 // items and the output would make.
 func TestKeptItemsSplicesAsItemsWould(t *testing.T) {

@@ -69,9 +69,11 @@ func (s *kvResults) Put(ctx context.Context, turnID string, r contracts.LLMResul
 // HistoryStore over them. A turn's record usually fits a KV value and goes
 // to the KV bucket (one stored message); one that does not, or whose id is
 // no valid key, goes to the object store, which chunks values of any size.
-// Every turn keeps a record, and the benchmark's profile showed the object
-// store's put (a metadata read, a chunk and a metadata message) as a tenth
-// of a turn's CPU; the KV put is one message.
+// Every turn on a backend without previous_response_id writes a record
+// (releases before conversation recovery read the events wrote one for
+// every turn), and the benchmark's profile showed the object store's put (a
+// metadata read, a chunk and a metadata message) as a tenth of a turn's
+// CPU; the KV put is one message.
 func NewKVHistoryStore(ctx context.Context, js jetstream.JetStream) (HistoryStore, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: HistoryKVBucket, Description: "aptix: conversation items per response id, records that fit a value",
@@ -193,7 +195,7 @@ func validKey(id string) bool {
 // (the body sent, the response received) and are valid JSON already, so they
 // are joined as they are: json.Marshal validated and compacted every item
 // again, which the benchmark's profile showed as a third of the LLM caller's
-// CPU (every turn keeps its items). An empty item, which no decoder yields,
+// CPU (every replayed turn stores its items). An empty item, which no decoder yields,
 // goes the slow way and fails there.
 func encodeItems(items []json.RawMessage) ([]byte, error) {
 	n := 2

@@ -176,8 +176,7 @@ func TestStoredResult(t *testing.T) {
 			var kept *contracts.LLMResult // where the stage would emit it
 			in := caller.Input{ConversationID: "c", TurnID: "c.turn-s", Body: simpleBody(t, "stored elsewhere"), FirstDelivery: true,
 				Stored: func(context.Context) (*contracts.LLMResult, error) { return kept, nil }}
-			first, wait := c.CallBeforeKept(context.Background(), in)
-			wait()
+			first := c.Call(context.Background(), in)
 			if first.Error != nil || first.Cached {
 				t.Fatalf("first %+v", first)
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
@@ -12,14 +13,42 @@ import (
 // Conversation recovery: a backend that threads by
 // previous_response_id may lose the response a conversation continues from
 // (an in-process sandbox restarted, a stored response expired or deleted)
-// while Aptix's conversation record still names it. Every turn therefore
-// also keeps its own items (input sent, output received) in the history
-// store, linked to the response it continued from, so that when the backend
-// answers previous_response_not_found the caller can send the whole
-// conversation as input instead, once, and say so in the turn's warnings.
+// while Aptix's conversation record still names it. When the backend answers
+// previous_response_not_found the caller sends the whole conversation as
+// input instead, once, and says so in the turn's warnings.
+//
+// Nothing is written for this on a turn's path: the conversation's items are
+// in its stored events already (each model call's body in its enveloped
+// event, its output in the responded or toolround event after it), and
+// recovery, which is rare, reads them there (CallLog). Records kept per turn
+// by releases before that, in the history store, are still followed where
+// the events are gone.
 
-// linkType marks the first item of a kept record: the response the record's
-// turn continued from, whose own record holds the earlier items.
+// CallLog is where recovery finds a conversation's earlier model calls. The
+// LLM caller stage reads them from the conversation's events in the APTIX
+// stream, so they are there for as long as the stream keeps those events.
+type CallLog interface {
+	// Calls returns the conversation's model calls that have a stored
+	// result, oldest first.
+	Calls(ctx context.Context, conversationID string) ([]LoggedCall, error)
+}
+
+// LoggedCall is one model call as the turn's events keep it.
+type LoggedCall struct {
+	// Backend is the profile the call went to.
+	Backend string
+	// Body is the /responses body the call was made with, as it was handed
+	// to the caller (Input.Body).
+	Body json.RawMessage
+	// Result is the call's result (contracts.LLMResult: the upstream body,
+	// verbatim in UpstreamBody under tool emulation, and how many input
+	// items were dropped to fit the context window).
+	Result contracts.LLMResult
+}
+
+// linkType marks the first item of a record: the response the record's call
+// continued from, whose own record holds the earlier items. Records kept by
+// earlier releases use it too.
 const linkType = "aptix_previous_response"
 
 type link struct {
@@ -27,33 +56,112 @@ type link struct {
 	ID   string `json:"id"`
 }
 
-// maxChain bounds how many linked records recovery follows (a conversation
-// of more turns than this is recovered from its last maxChain turns only
-// when the older records have expired; otherwise it is an error).
+// maxChain bounds how many linked records recovery follows.
 const maxChain = 1000
 
-// keep stores this turn's items under its response id, linked to the
-// response it continued from.
-func (t *turn) keep(ctx context.Context, sent body, respBody string) {
-	s, ok := summarize(respBody)
-	if !ok || s.ID == "" {
-		return
+// recoverySource returns the records recovery follows for a conversation:
+// those rebuilt from its logged calls first, then those earlier releases
+// kept in the history store. nil when the caller has neither.
+func (c *Caller) recoverySource(conversationID string) HistoryStore {
+	if c.o.Calls == nil && c.o.History == nil {
+		return nil
 	}
-	record, err := sent.keptItems(s.Output)
-	if err != nil {
-		return
-	}
-	// Written beside the pay-once result, not before it: Call waits for
-	// both before it returns (the object store put is several round trips,
-	// which the benchmark's profile showed in series with the result's).
-	done := make(chan struct{})
-	t.kept = done
-	go func() {
-		defer close(done)
-		if err := putRecord(context.WithoutCancel(ctx), t.c.o.History, s.ID, record); err != nil {
-			t.log.Warn("keeping conversation history failed; this conversation cannot be recovered if the backend loses it", "response", s.ID, "err", err)
+	return &recoveryRecords{c: c, conv: conversationID}
+}
+
+// recoveryRecords is a read-only HistoryStore over a conversation's logged
+// calls (read at the first Get) and the history store.
+type recoveryRecords struct {
+	c    *Caller
+	conv string
+
+	once  sync.Once
+	err   error
+	calls []LoggedCall
+	byID  map[string]int // response id -> the first call that produced it
+}
+
+func (r *recoveryRecords) load(ctx context.Context) error {
+	r.once.Do(func() {
+		if r.c.o.Calls == nil {
+			return
 		}
-	}()
+		if r.calls, r.err = r.c.o.Calls.Calls(ctx, r.conv); r.err != nil {
+			r.err = fmt.Errorf("read the calls of conversation %s: %w", r.conv, r.err)
+			return
+		}
+		r.byID = make(map[string]int, len(r.calls))
+		for i, call := range r.calls {
+			if call.Result.Error != nil {
+				continue
+			}
+			if s, ok := summarize(upstreamBody(call.Result)); ok && s.ID != "" {
+				if _, seen := r.byID[s.ID]; !seen {
+					r.byID[s.ID] = i
+				}
+			}
+		}
+	})
+	return r.err
+}
+
+// Get returns the record of responseID: a link to the response its call
+// continued from (when there was one), the input items sent and the output
+// items received.
+func (r *recoveryRecords) Get(ctx context.Context, responseID string) ([]json.RawMessage, error) {
+	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	if i, ok := r.byID[responseID]; ok {
+		return r.c.record(r.calls[i])
+	}
+	if r.c.o.History == nil {
+		return nil, ErrHistoryNotFound
+	}
+	return r.c.o.History.Get(ctx, responseID)
+}
+
+func (r *recoveryRecords) Put(context.Context, string, []json.RawMessage) error {
+	return errors.New("recovery records are read-only")
+}
+
+// record rebuilds the items of a logged call as the call sent and received
+// them: the input the caller sent (with the oldest items dropped again when
+// the call dropped some to fit its context window) and the upstream output.
+func (c *Caller) record(call LoggedCall) ([]json.RawMessage, error) {
+	b, err := openBody(call.Body)
+	if err != nil {
+		return nil, err
+	}
+	if call.Result.TruncatedItems > 0 {
+		if prof, err := c.set.Get(call.Backend); err == nil {
+			if _, err := truncateAuto(b, prof.ContextWindow); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s, ok := summarize(upstreamBody(call.Result))
+	if !ok {
+		return nil, errors.New("the call's response body is not JSON")
+	}
+	rec, err := b.keptItems(s.Output)
+	if err != nil {
+		return nil, err
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(rec, &items); err != nil {
+		return nil, fmt.Errorf("decode record of response %s: %w", s.ID, err)
+	}
+	return items, nil
+}
+
+// upstreamBody is the body the backend sent: under tool emulation the
+// result's Body is rewritten and the verbatim one is UpstreamBody.
+func upstreamBody(r contracts.LLMResult) string {
+	if r.UpstreamBody != "" {
+		return r.UpstreamBody
+	}
+	return r.Body
 }
 
 // loadChain returns every item of the conversation up to and including
@@ -62,11 +170,11 @@ func loadChain(ctx context.Context, hs HistoryStore, id string) ([]json.RawMessa
 	var records [][]json.RawMessage
 	for n := 0; id != ""; n++ {
 		if n == maxChain {
-			return nil, fmt.Errorf("%w: the conversation is longer than %d kept turns", errHistoryMissing, maxChain)
+			return nil, fmt.Errorf("%w: the conversation is longer than %d stored calls", errHistoryMissing, maxChain)
 		}
 		items, err := hs.Get(ctx, id)
 		if errors.Is(err, ErrHistoryNotFound) {
-			return nil, fmt.Errorf("%w: no kept items for response %q", errHistoryMissing, id)
+			return nil, fmt.Errorf("%w: no stored items for response %q", errHistoryMissing, id)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("load history of %q: %w", id, err)
@@ -120,30 +228,12 @@ func recoverBody(ctx context.Context, hs HistoryStore, b body, conversationID st
 	if err != nil {
 		return nil, "", err
 	}
-	warning := fmt.Sprintf("the backend no longer has response %s, which conversation %s continued from: Aptix sent the conversation's %d kept items as input instead (previous_response_id dropped for this turn)",
+	warning := fmt.Sprintf("the backend no longer has response %s, which conversation %s continued from: Aptix sent the conversation's %d earlier items, read from its stored events, as input instead (previous_response_id dropped for this turn)",
 		prev, conversationID, len(earlier))
 	return enc, warning, nil
 }
 
 // startOver is the hint an unrecoverable continuation error carries.
 func startOver(conversationID string) string {
-	return fmt.Sprintf("; Aptix keeps no history to recover conversation %q from: start a new conversation (another conversation id, e.g. `aptix exec --conversation NEW …`), or send the earlier turns as input items", conversationID)
-}
-
-// rawPutter is a HistoryStore that stores an encoded record as it is.
-type rawPutter interface {
-	PutRaw(ctx context.Context, responseID string, record []byte) error
-}
-
-// putRecord stores an encoded record (keptItems), as it is when the store
-// can take it so.
-func putRecord(ctx context.Context, hs HistoryStore, responseID string, record []byte) error {
-	if rp, ok := hs.(rawPutter); ok {
-		return rp.PutRaw(ctx, responseID, record)
-	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(record, &items); err != nil {
-		return fmt.Errorf("decode kept record of response %s: %w", responseID, err)
-	}
-	return hs.Put(ctx, responseID, items)
+	return fmt.Sprintf("; Aptix no longer holds the history to recover conversation %q from (a conversation's events are kept for APTIX_HISTORY_MAX_AGE): start a new conversation (another conversation id, e.g. `aptix exec --conversation NEW …`), or send the earlier turns as input items", conversationID)
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -16,16 +17,18 @@ import (
 
 // TestRecoverLostResponse: a backend that threads by
 // previous_response_id restarts and forgets the response a conversation
-// continues from. The next turn is sent again with the conversation's kept
-// items as input, once, and says so in its warnings; without kept history
-// the error says how to start over.
+// continues from. The next turn is sent again with the conversation's
+// items (rebuilt from its logged calls, as the stage reads them from the
+// events) as input, once, and says so in its warnings; without them the
+// error says how to start over.
 func TestRecoverLostResponse(t *testing.T) {
 	var current atomic.Pointer[sandbox.Server]
 	current.Store(sandbox.New(sandbox.Options{Logger: quiet}))
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { current.Load().ServeHTTP(w, r) }))
 	t.Cleanup(ts.Close)
 	set := profileSet(ts.URL, func(p *profiles.Profile) { p.Capabilities.SupportsPreviousResponseID = true })
-	c := caller.New(set, caller.Options{Logger: quiet, History: caller.NewMemHistoryStore()})
+	calls := &callLog{}
+	c := calls.wrap(caller.New(set, caller.Options{Logger: quiet, History: caller.NewMemHistoryStore(), Calls: calls}))
 	ctx := context.Background()
 
 	turn1 := c.Call(ctx, caller.Input{ConversationID: "conv", TurnID: "t1", Body: requestBody(t, map[string]any{"input": []any{
@@ -74,5 +77,68 @@ func TestRecoverLostResponse(t *testing.T) {
 	res := bare.Call(ctx, caller.Input{ConversationID: "conv-x", TurnID: "t5", Body: requestBody(t, map[string]any{"previous_response_id": "resp_gone", "input": "hi"})})
 	if res.Error == nil || res.Error.Code != "previous_response_not_found" || !strings.Contains(res.Error.Message, `conversation "conv-x"`) || !strings.Contains(res.Error.Message, "new conversation") {
 		t.Fatalf("unrecoverable: %+v", res.Error)
+	}
+}
+
+// TestRecoverFromOldRecords: records earlier releases kept per turn in the
+// history store are still followed where the conversation's calls end:
+// here the newest call is logged (its result rewritten by tool emulation,
+// so its verbatim upstream body is what the model said), the two before it
+// are only in old records.
+func TestRecoverFromOldRecords(t *testing.T) {
+	ts, fresh := startSandbox(t, sandbox.Options{}) // knows none of the ids below
+	set := profileSet(ts.URL, nil)
+	item := func(v map[string]any) json.RawMessage {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	said := func(text string) map[string]any {
+		return map[string]any{"type": "message", "role": "assistant", "content": []map[string]string{{"type": "output_text", "text": text}}}
+	}
+	old := caller.NewMemHistoryStore()
+	ctx := context.Background()
+	if err := old.Put(ctx, "resp_old1", []json.RawMessage{item(message("system", "boot")), item(message("user", "one")), item(said("first answer"))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Put(ctx, "resp_old2", []json.RawMessage{item(map[string]any{"type": "aptix_previous_response", "id": "resp_old1"}),
+		item(message("user", "two")), item(said("second answer"))}); err != nil {
+		t.Fatal(err)
+	}
+	calls := &callLog{}
+	verbatim, _ := json.Marshal(map[string]any{"id": "resp_new3", "output": []any{said("third answer")}})
+	rewritten, _ := json.Marshal(map[string]any{"id": "resp_new3", "output": []any{said("REWRITTEN")}})
+	calls.add("conv", caller.LoggedCall{Backend: "sb", Body: requestBody(t, map[string]any{"previous_response_id": "resp_old2", "input": "three"}),
+		Result: contracts.LLMResult{Status: 200, Body: string(rewritten), UpstreamBody: string(verbatim)}})
+	c := caller.New(set, caller.Options{Logger: quiet, History: old, Calls: calls})
+	res := c.Call(ctx, caller.Input{ConversationID: "conv", TurnID: "t4", Body: requestBody(t, map[string]any{"previous_response_id": "resp_new3", "input": "four"})})
+	if res.Error != nil || len(res.Warnings) != 1 {
+		t.Fatalf("not recovered: %+v %q", res.Error, res.Warnings)
+	}
+	var sent struct {
+		Prev  string            `json:"previous_response_id"`
+		Input []json.RawMessage `json:"input"`
+	}
+	if err := json.Unmarshal(fresh.LastRequest(), &sent); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, it := range sent.Input {
+		var m struct {
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if err := json.Unmarshal(it, &m); err != nil || len(m.Content) == 0 {
+			t.Fatalf("item %s", it)
+		}
+		texts = append(texts, m.Role+":"+m.Content[0].Text)
+	}
+	want := "system:boot user:one assistant:first answer user:two assistant:second answer user:three assistant:third answer user:four"
+	if sent.Prev != "" || strings.Join(texts, " ") != want {
+		t.Fatalf("recovered input %q (previous_response_id %q), want %q", strings.Join(texts, " "), sent.Prev, want)
 	}
 }

@@ -27,20 +27,19 @@ type turn struct {
 	final   bool              // the result is worth storing (set by Call)
 
 	// Re-attach (reattach.go, started.go).
-	bg         bool          // created in background mode: the upstream keeps the call
-	prior      *Started      // the record an earlier delivery left, if any
-	rec        *startLog     // writes this delivery's records; nil without CallRecords
-	calls      int           // upstream calls made for the turn before this one
-	upID       string        // the upstream response id, once response.created named it
-	createdSeq int           // the sequence number of that response.created
-	upSeq      int           // seqBase + sequence number of the stream event being read (-1: none)
-	seqBase    int           // added to upstream sequence numbers: lifted for a call replacing a lost one
-	relayed    int           // highest upstream sequence number whose deltas were relayed (-1: none)
-	skip       int           // a resumed stream relays no delta at or below this sequence number
-	recorded   bool          // the record naming upID is written (waited for before the first delta)
-	unchecked  bool          // the pay-once lookup was skipped (Input.FirstDelivery)
-	conflict   bool          // ... and the first call record found the key taken: nothing was sent
-	kept       chan struct{} // closed when the kept history is stored (recover.go)
+	bg         bool      // created in background mode: the upstream keeps the call
+	prior      *Started  // the record an earlier delivery left, if any
+	rec        *startLog // writes this delivery's records; nil without CallRecords
+	calls      int       // upstream calls made for the turn before this one
+	upID       string    // the upstream response id, once response.created named it
+	createdSeq int       // the sequence number of that response.created
+	upSeq      int       // seqBase + sequence number of the stream event being read (-1: none)
+	seqBase    int       // added to upstream sequence numbers: lifted for a call replacing a lost one
+	relayed    int       // highest upstream sequence number whose deltas were relayed (-1: none)
+	skip       int       // a resumed stream relays no delta at or below this sequence number
+	recorded   bool      // the record naming upID is written (waited for before the first delta)
+	unchecked  bool      // the pay-once lookup was skipped (Input.FirstDelivery)
+	conflict   bool      // ... and the first call record found the key taken: nothing was sent
 
 	// Tool-call emulation (emulate.go): the parser, and the hold-back
 	// filters of the streamed text parts by item id and content index.
@@ -150,10 +149,11 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 		}
 	}
 	if recoverable(out.err) && !replay && t.parent.Err() == nil && !(t.in.Stream && t.emitted) {
-		if again, warning, err := recoverBody(turnCtx, t.c.o.History, b, t.in.ConversationID); err != nil {
+		if again, warning, err := recoverBody(turnCtx, t.c.recoverySource(t.in.ConversationID), b, t.in.ConversationID); err != nil {
+			t.log.Warn("backend lost the response this turn continues from; the conversation cannot be recovered", "err", err)
 			out.err.Message += startOver(t.in.ConversationID)
 		} else {
-			t.log.Warn("backend lost the response this turn continues from; recovering from kept history", "warning", warning)
+			t.log.Warn("backend lost the response this turn continues from; recovering from the conversation's stored events", "warning", warning)
 			res.Attempts++
 			if out = t.attempt(turnCtx, client, again); out.err == nil {
 				res.Warnings = append(res.Warnings, warning)
@@ -164,10 +164,10 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 	if t.parent.Err() != nil {
 		return false
 	}
+	// A backend that threads by previous_response_id has nothing written
+	// here: recovery reads the conversation's events (recover.go).
 	if res.Error == nil && replay && t.c.o.History != nil {
 		t.record(turnCtx, input, res.Body) // verbatim, before any rewrite
-	} else if res.Error == nil && t.c.o.History != nil && !t.c.o.ForgetConversations {
-		t.keep(turnCtx, b, res.Body)
 	}
 	if t.emu != nil && res.Error == nil && res.Status >= 200 && res.Status <= 299 {
 		t.rewrite(turnCtx, res, out.sse)

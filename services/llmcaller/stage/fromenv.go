@@ -19,6 +19,7 @@ type Options struct {
 }
 
 // FromEnv builds the LLM caller stage: its result and history stores, the
+// reader of the conversation events recovery follows (EventCalls), the
 // stream (whose deployment mark every backend call carries, so the gateway
 // can refuse a call to itself), the cancel records and the usage totals
 // budgets are checked against. Every composition root (the binary, the
@@ -42,8 +43,11 @@ func FromEnv(ctx context.Context, d pipeline.Deps, o Options) (pipeline.Stage, f
 	if err != nil {
 		return pipeline.Stage{}, nil, err
 	}
-	c := caller.New(o.Profiles, caller.Options{Results: results, History: history, HTTPClient: o.HTTPClient, Logger: d.Log,
-		ForgetConversations: caller.ForgetFromEnv(), Hop: pipeline.DeploymentMark(ctx, d.JS)})
+	// Recovery reads the conversation's events (EventCalls); the history
+	// store is written only for backends without previous_response_id, and
+	// read as well for the records earlier releases kept for every turn.
+	c := caller.New(o.Profiles, caller.Options{Results: results, History: history, Calls: EventCalls{JS: d.JS},
+		HTTPClient: o.HTTPClient, Logger: d.Log, Hop: pipeline.DeploymentMark(ctx, d.JS)})
 	usage, err := store.OpenUsage(ctx, d.JS, d.Stream.Replicas)
 	if err != nil {
 		return pipeline.Stage{}, nil, err

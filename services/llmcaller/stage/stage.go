@@ -177,9 +177,7 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		}
 		defer release()
 	}
-	res, kept := l.Caller.CallBeforeKept(callCtx, in)
-	// On every way out: a handling ends with its writes done.
-	defer kept()
+	res := l.Caller.Call(callCtx, in)
 	if found != nil {
 		return answered(ctx, t, found)
 	}
@@ -208,9 +206,9 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	if l.JS == nil {
 		return nil
 	}
-	// The event is the result: stored now, the next stage has it while the
-	// kept history is still being written (the deferred wait). An error
-	// stores nothing known: redelivered, the call record re-attaches.
+	// The event is the result, and with the enveloped event before it the
+	// record conversation recovery reads (caller.CallLog). An error stores
+	// nothing known: redelivered, the call record re-attaches.
 	return pipeline.Emit(ctx, t)
 }
 
