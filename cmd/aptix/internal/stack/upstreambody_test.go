@@ -222,6 +222,7 @@ func TestUpstreamBodies(t *testing.T) {
 			if g, w := normalized(t, got), normalized(t, want); g != w {
 				t.Fatalf("body's JSON value changed\n got %s\nwant %s", g, w)
 			}
+			t.Logf("the same JSON value in other bytes")
 		})
 	}
 }
