@@ -199,6 +199,11 @@ func TestUpstreamBodies(t *testing.T) {
 				t.Fatalf("%d requests upstream, want 1", len(rec.bodies))
 			}
 			got := rec.bodies[0]
+			if !turn.Request.Stream && p.Capabilities.SupportsPreviousResponseID && !p.Capabilities.Reattach && !p.ChatCompletions() &&
+				!bytes.Equal(got, turn.Envelope.Body) {
+				// Nothing for the call to change: the body goes as built.
+				t.Fatalf("the LLM caller changed a body it had no reason to\n sent %s\nbuilt %s", got, turn.Envelope.Body)
+			}
 			file := filepath.Join(dir, sh.name+".json")
 			if *updateBodies {
 				if err := os.MkdirAll(dir, 0o755); err != nil {
