@@ -61,22 +61,32 @@ func Format(chunks []contracts.RagChunk, o Options) Block {
 	if len(chunks) == 0 {
 		return b
 	}
-	var sb strings.Builder
-	sb.WriteString(Header)
+	// The chunks that fit are chosen by their sizes first, then written
+	// once into a block of that size.
+	fences := make([]fence, 0, len(chunks))
+	size := len(Header)
 	for i, c := range chunks {
-		section := renderChunk(len(b.Included)+1, c)
-		if !o.fits(sb.Len() + 2 + len(section)) {
+		f := fence{tag: FenceTag(c.Language), fence: Fence(c.Content)}
+		n := chunkSize(len(b.Included)+1, c, f)
+		if !o.fits(size + 2 + n) {
 			b.Dropped = append(b.Dropped, chunks[i:]...)
 			break
 		}
-		sb.WriteString("\n\n")
-		sb.WriteString(section)
+		size += 2 + n
+		fences = append(fences, f)
 		b.Included = append(b.Included, c)
 	}
 	if len(b.Dropped) > 0 {
 		b.Warnings = append(b.Warnings, dropWarning(b.Dropped, len(chunks), o))
 	}
 	if len(b.Included) > 0 {
+		var sb strings.Builder
+		sb.Grow(size)
+		sb.WriteString(Header)
+		for i, c := range b.Included {
+			sb.WriteString("\n\n")
+			writeChunk(&sb, i+1, c, fences[i])
+		}
 		b.Text = sb.String()
 	}
 	return b
@@ -109,33 +119,41 @@ func dropWarning(dropped []contracts.RagChunk, total int, o Options) string {
 		len(dropped), total, strings.Join(ids, ", "), budget)
 }
 
-// renderChunk renders one chunk from its header to its closing fence; Format
-// writes the blank line before each chunk.
-func renderChunk(n int, c contracts.RagChunk) string {
-	tag := FenceTag(c.Language)
-	fence := Fence(c.Content)
-	var sb strings.Builder
-	sb.Grow(len(c.Content) + len(c.Path) + len(c.Id) + 96)
+// fence is a chunk's fence tag and fence.
+type fence struct{ tag, fence string }
+
+// writeChunk writes one chunk from its header to its closing fence; Format
+// writes the blank line before each chunk. chunkSize is its length.
+func writeChunk(sb *strings.Builder, n int, c contracts.RagChunk, f fence) {
+	var num [20]byte
 	sb.WriteString("=== CHUNK ")
-	sb.WriteString(strconv.Itoa(n))
+	sb.Write(strconv.AppendInt(num[:0], int64(n), 10))
 	sb.WriteString(" ===\nId: ")
 	sb.WriteString(metaValue(c.Id))
 	sb.WriteString("\nPath: ")
 	sb.WriteString(metaValue(c.Path))
 	sb.WriteString("\nLines: ")
-	sb.WriteString(strconv.Itoa(c.StartLine))
+	sb.Write(strconv.AppendInt(num[:0], int64(c.StartLine), 10))
 	sb.WriteString("-")
-	sb.WriteString(strconv.Itoa(c.EndLine))
+	sb.Write(strconv.AppendInt(num[:0], int64(c.EndLine), 10))
 	sb.WriteString("\nLanguage: ")
-	sb.WriteString(tag)
+	sb.WriteString(f.tag)
 	sb.WriteString("\n")
-	sb.WriteString(fence)
-	sb.WriteString(tag)
+	sb.WriteString(f.fence)
+	sb.WriteString(f.tag)
 	sb.WriteString("\n")
 	sb.WriteString(c.Content)
 	sb.WriteString("\n")
-	sb.WriteString(fence)
-	return sb.String()
+	sb.WriteString(f.fence)
+}
+
+// chunkSize is the length writeChunk writes (metaValue keeps a value's length).
+func chunkSize(n int, c contracts.RagChunk, f fence) int {
+	var num [20]byte
+	digits := func(v int) int { return len(strconv.AppendInt(num[:0], int64(v), 10)) }
+	return len("=== CHUNK ") + digits(n) + len(" ===\nId: ") + len(c.Id) + len("\nPath: ") + len(c.Path) +
+		len("\nLines: ") + digits(c.StartLine) + 1 + digits(c.EndLine) + len("\nLanguage: ") + len(f.tag) + 1 +
+		len(f.fence) + len(f.tag) + 1 + len(c.Content) + 1 + len(f.fence)
 }
 
 // Fence returns the backtick fence for content: three backticks, or one more

@@ -43,6 +43,20 @@ type Input struct {
 	PriorTools []Tool
 	// DefaultModel is the global fallback when no context names a model.
 	DefaultModel string
+
+	// What the envelope stage merges into the same body beyond AGN-003
+	// (zero values: nothing). Request.OpenAI, an HTTP client's passthrough,
+	// is always merged (passthrough.go).
+
+	// MCP, when set, takes the body's mcp tools out into a server-side tool
+	// loop (mcp.go); nil sends them as they are.
+	MCP *MCPOptions
+	// Approvals are the calls the conversation's last turn left waiting for
+	// the client's approval (approvals.go).
+	Approvals []contracts.PendingApproval
+	// Pending are the function_call_output items of the last turn's
+	// server-side calls, sent first in the input.
+	Pending []json.RawMessage
 }
 
 // Result is the built request and what the stages after it need to know.
@@ -57,43 +71,64 @@ type Result struct {
 	// Emulation is set when the backend's function tools are emulated in the
 	// prompt (toolMode prompt) and the turn has function tools.
 	Emulation *Emulation
+	// Loop is the turn's server-side tool loop (Input.MCP), nil when the
+	// turn has no server-side tools.
+	Loop *contracts.ToolLoop
+	// Decisions answer each of Input.Approvals (nil when none waited).
+	Decisions []contracts.ApprovalDecision
 }
 
-// Body is the /responses request, fields in the order they are easiest to
-// read in a log.
+// Body is the /responses request as built, before it is encoded (encode.go
+// writes it once, fields in this order).
 type Body struct {
-	Model              string `json:"model"`
-	PreviousResponseID string `json:"previous_response_id,omitempty"`
+	Model              string
+	PreviousResponseID string
 	// Instructions carries the tool-call instructions (docs/tool-emulation.md) for a backend
 	// without native function calling (emulate.go); otherwise unset.
-	Instructions    string          `json:"instructions,omitempty"`
-	Input           []Message       `json:"input"`
-	Tools           []Tool          `json:"tools,omitempty"`
-	ToolChoice      json.RawMessage `json:"tool_choice,omitempty"`
-	MaxOutputTokens int             `json:"max_output_tokens,omitempty"`
+	Instructions    string
+	Input           []Item
+	Tools           []Tool
+	ToolChoice      json.RawMessage
+	MaxOutputTokens int
+	// Fields are an HTTP client's parameters the rules do not govern
+	// (passthrough.go), in name order, after the rules' own.
+	Fields []Field
 }
 
-// Message is an input message item. Type is always "message": OpenAI infers
-// it, llama.cpp requires it.
+// Item is an input item: a message the rules built, or an item a client
+// sent (or a server-side call's output), sent verbatim.
+type Item struct {
+	Message *Message
+	Raw     json.RawMessage
+}
+
+// Message is an input message item, written with "type":"message": OpenAI
+// infers it, llama.cpp requires it.
 type Message struct {
-	Type    string `json:"type"`
-	Role    string `json:"role"`
-	Content []Part `json:"content"`
+	Role    string
+	Content []Part
 }
 
 // Part is an input content part. AGN-003 writes "type":"text"; the Responses
-// API's input part is "input_text".
+// API's input part is "input_text". Raw is a client's part (an image, a
+// file) sent verbatim instead.
 type Part struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Text string
+	Raw  json.RawMessage
 }
 
-func textMessage(role string, texts ...string) Message {
-	m := Message{Type: "message", Role: role}
+// Field is a top-level body field a client sent.
+type Field struct {
+	Name  string
+	Value json.RawMessage
+}
+
+func textMessage(role string, texts ...string) Item {
+	m := &Message{Role: role, Content: make([]Part, 0, len(texts))}
 	for _, t := range texts {
-		m.Content = append(m.Content, Part{Type: "input_text", Text: t})
+		m.Content = append(m.Content, Part{Text: t})
 	}
-	return m
+	return Item{Message: m}
 }
 
 // InstructionText is the first user part (AGN-003 §3.1).
@@ -101,7 +136,10 @@ func InstructionText(mode, instruction string) string {
 	return "[MODE: " + mode + "]\n\n[INSTRUCTION]\n" + instruction
 }
 
-// Build constructs the /responses body for a turn (AGN-003 §2-§5).
+// Build constructs the /responses body for a turn (AGN-003 §2-§5), merges
+// into it what the envelope adds beyond AGN-003 (an HTTP client's
+// passthrough, the server-side tool loop, the answers to waiting approvals,
+// the pending server-side outputs), and encodes it once.
 func Build(in Input) (Result, error) {
 	req := in.Request
 	if strings.TrimSpace(req.Instruction) == "" {
@@ -111,7 +149,7 @@ func Build(in Input) (Result, error) {
 
 	// §2: model from the context, with a global fallback.
 	model := firstNonEmpty(agentModel(req), in.Conversation.DefaultModel, in.DefaultModel, profiles.DefaultModel)
-	body := Body{Model: model, MaxOutputTokens: req.MaxOutputTokens}
+	body := Body{Model: model, MaxOutputTokens: req.MaxOutputTokens, Input: make([]Item, 0, 2+len(in.Pending))}
 
 	// §2 / §4: the boot prompt as a system message on the first turn only; a
 	// continuation threads by previous_response_id, which carries turn 1's
@@ -169,7 +207,33 @@ func Build(in Input) (Result, error) {
 		}
 	}
 
-	res.Body, err = marshal(body)
+	// Beyond AGN-003, in this order: the client's fields and items
+	// (passthrough.go), the mcp tools Aptix runs (mcp.go), the client's
+	// answers to waiting approvals (approvals.go), the pending outputs.
+	if err := body.mergeClient(req.OpenAI); err != nil {
+		return Result{}, err
+	}
+	if in.MCP != nil {
+		var rest []Tool
+		if res.Loop, rest, err = toolLoop(body.Tools, body.field("max_tool_calls"), *in.MCP); err != nil {
+			return Result{}, err
+		}
+		if res.Loop != nil {
+			body.Tools = rest
+		}
+	}
+	if res.Decisions, err = body.takeApprovals(in.Approvals); err != nil {
+		return Result{}, err
+	}
+	if len(in.Pending) > 0 {
+		lead := make([]Item, 0, len(in.Pending)+len(body.Input))
+		for _, raw := range in.Pending {
+			lead = append(lead, Item{Raw: raw})
+		}
+		body.Input = append(lead, body.Input...)
+	}
+
+	res.Body, err = body.encode()
 	if err != nil {
 		return Result{}, fmt.Errorf("encode /responses body: %w", err)
 	}

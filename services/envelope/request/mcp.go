@@ -60,46 +60,77 @@ func MCPOptionsFromEnv() (MCPOptions, error) {
 
 var serverLabel = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// ServerSide takes the mcp tools out of a built /responses body: Aptix runs
-// them (the toolrunner lists each server's tools and offers them to the
-// model as function tools), so the upstream never sees them. It returns the
-// body without them and the turn's tool loop, or a nil loop when the turn
-// has no server-side tools. fields are the client's passthrough fields
+// ServerSide takes the mcp tools out of an encoded /responses body (Build
+// does the same to the body it builds, Input.MCP): Aptix runs them (the
+// toolrunner lists each server's tools and offers them to the model as
+// function tools), so the upstream never sees them. It returns the body
+// without them and the turn's tool loop, or a nil loop when the turn has
+// no server-side tools. fields are the client's passthrough fields
 // (max_tool_calls bounds the loop's calls).
 func ServerSide(body, fields json.RawMessage, o MCPOptions) (json.RawMessage, *contracts.ToolLoop, error) {
-	if !o.DefaultAll && !bytes.Contains(body, []byte("mcp")) && !bytes.Contains(body, []byte(`\u`)) {
-		// No tool can be of type "mcp" (not even escaped): the body is
-		// returned as is without decoding it, as the loop below would. The
-		// benchmark's profile showed this decode of every whole body
-		// (context block included) at a quarter of the envelope's CPU.
-		return body, nil, nil
-	}
 	var b map[string]json.RawMessage
 	if err := json.Unmarshal(body, &b); err != nil {
 		return nil, nil, fmt.Errorf("read the built body: %w", err)
 	}
-	var tools []json.RawMessage
+	var raws []json.RawMessage
 	if raw, ok := b["tools"]; ok {
-		if err := json.Unmarshal(raw, &tools); err != nil {
+		if err := json.Unmarshal(raw, &raws); err != nil {
 			return nil, nil, &InvalidToolsError{Field: "tools", Index: -1, Err: err}
 		}
 	}
+	tools := make([]Tool, len(raws))
+	for i, raw := range raws {
+		var t struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(raw, &t)
+		tools[i] = Tool{Type: t.Type, Raw: raw}
+	}
+	loop, rest, err := toolLoop(tools, fieldsMap(fields)["max_tool_calls"], o)
+	if loop == nil || err != nil {
+		return body, loop, err
+	}
+	delete(b, "tools")
+	if len(rest) > 0 {
+		kept := make([]json.RawMessage, len(rest))
+		for i, t := range rest {
+			kept[i] = t.Raw // each as the body had it
+		}
+		if b["tools"], err = json.Marshal(kept); err != nil {
+			return nil, nil, fmt.Errorf("encode tools: %w", err)
+		}
+	}
+	out, err := marshal(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode body: %w", err)
+	}
+	return out, loop, nil
+}
+
+// toolLoop is the server-side tool loop of the tools a body sends: one
+// server for each mcp tool (read from its verbatim definition), or every
+// configured server for a request without tools when o.DefaultAll; nil
+// when there is none. rest are the tools left for the upstream. maxCalls
+// is the client's max_tool_calls.
+func toolLoop(tools []Tool, maxCalls json.RawMessage, o MCPOptions) (loop *contracts.ToolLoop, rest []Tool, err error) {
 	if o.MaxDepth == 0 {
 		o.MaxDepth = DefaultMaxToolDepth
 	}
-	loop := &contracts.ToolLoop{MaxDepth: o.MaxDepth}
-	var rest []json.RawMessage
-	for i, raw := range tools {
+	loop = &contracts.ToolLoop{MaxDepth: o.MaxDepth}
+	for i, tool := range tools {
+		if tool.Type != "mcp" {
+			rest = append(rest, tool)
+			continue
+		}
 		var t struct {
-			Type            string          `json:"type"`
 			ServerLabel     string          `json:"server_label"`
 			ServerURL       string          `json:"server_url"`
 			ConnectorID     string          `json:"connector_id"`
 			AllowedTools    json.RawMessage `json:"allowed_tools"`
 			RequireApproval json.RawMessage `json:"require_approval"`
 		}
-		if err := json.Unmarshal(raw, &t); err != nil || t.Type != "mcp" {
-			rest = append(rest, raw)
+		if json.Unmarshal(tool.Raw, &t) != nil {
+			rest = append(rest, tool) // not an mcp tool Aptix can read: the upstream judges it
 			continue
 		}
 		use, err := mcpUse(t.ServerLabel, t.ServerURL, t.ConnectorID, t.AllowedTools, t.RequireApproval, o)
@@ -115,27 +146,16 @@ func ServerSide(body, fields json.RawMessage, o MCPOptions) (json.RawMessage, *c
 	}
 	if len(loop.Servers) == 0 {
 		if !o.DefaultAll || len(tools) > 0 {
-			return body, nil, nil
+			return nil, tools, nil
 		}
 		loop.AllServers = true
 	}
-	if raw, ok := fieldsMap(fields)["max_tool_calls"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &loop.MaxCalls); err != nil || loop.MaxCalls < 1 {
+	if len(maxCalls) > 0 && string(maxCalls) != "null" {
+		if err := json.Unmarshal(maxCalls, &loop.MaxCalls); err != nil || loop.MaxCalls < 1 {
 			return nil, nil, &InvalidRequestError{Field: "max_tool_calls", Reason: "must be a positive integer"}
 		}
 	}
-	delete(b, "tools")
-	if len(rest) > 0 {
-		var err error
-		if b["tools"], err = json.Marshal(rest); err != nil {
-			return nil, nil, fmt.Errorf("encode tools: %w", err)
-		}
-	}
-	out, err := marshal(b)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encode body: %w", err)
-	}
-	return out, loop, nil
+	return loop, rest, nil
 }
 
 func mcpUse(label, url, connector string, allowed, approval json.RawMessage, o MCPOptions) (contracts.MCPServerUse, error) {

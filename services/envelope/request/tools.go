@@ -60,8 +60,8 @@ func (t *Tool) UnmarshalJSON(data []byte) error {
 		Type     string          `json:"type"`
 		Function json.RawMessage `json:"function"`
 	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return fmt.Errorf("not a tool object: %w", err)
+	if err := unmarshal(data, &head); err != nil {
+		return fmt.Errorf("not a tool object: %w", stdError(data, &head, err))
 	}
 	if head.Type == "" {
 		return fmt.Errorf("tool has no \"type\"")
@@ -80,8 +80,8 @@ func (t *Tool) UnmarshalJSON(data []byte) error {
 		Parameters  json.RawMessage `json:"parameters"`
 		Strict      *bool           `json:"strict"`
 	}
-	if err := json.Unmarshal(body, &fn); err != nil {
-		return fmt.Errorf("function tool: %w", err)
+	if err := unmarshal(body, &fn); err != nil {
+		return fmt.Errorf("function tool: %w", stdError(body, &fn, err))
 	}
 	if !toolName.MatchString(fn.Name) {
 		return fmt.Errorf("function tool name %q must match %s", fn.Name, toolName)
@@ -110,14 +110,14 @@ func ParseTools(field, raw string) ([]Tool, error) {
 		return nil, nil
 	}
 	var items []json.RawMessage
-	if err := json.Unmarshal([]byte(raw), &items); err != nil {
-		return nil, &InvalidToolsError{Field: field, Index: -1, Err: fmt.Errorf("want a JSON array of tool definitions: %w", err)}
+	if err := unmarshal([]byte(raw), &items); err != nil {
+		return nil, &InvalidToolsError{Field: field, Index: -1, Err: fmt.Errorf("want a JSON array of tool definitions: %w", stdError([]byte(raw), &items, err))}
 	}
 	tools := make([]Tool, 0, len(items))
-	seen := map[string]bool{}
+	seen := make(map[string]bool, len(items))
 	for i, item := range items {
 		var t Tool
-		if err := json.Unmarshal(item, &t); err != nil {
+		if err := t.UnmarshalJSON(item); err != nil {
 			return nil, &InvalidToolsError{Field: field, Index: i, Err: err}
 		}
 		if seen[t.key()] {

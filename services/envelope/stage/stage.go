@@ -128,36 +128,25 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 		chunks = t.Retrieval.Chunks
 	}
 	block := contextblock.Format(chunks, e.Budget)
+	// The body is built, with an HTTP gateway client's fields and input
+	// items (docs/request.md#what-an-http-client-adds), the server-side
+	// tools, the client's answers to waiting approvals and the pending
+	// server-side outputs merged in, and encoded once.
 	res, err := request.Build(request.Input{
 		Request: req, Conversation: conv, ContextBlock: block.Text,
 		Capabilities: profile.Capabilities, PriorTools: prior, DefaultModel: profile.DefaultModel,
+		MCP: &e.MCP, Approvals: approvals, Pending: pending,
 	})
-	if err == nil {
-		// An HTTP gateway client's fields and input items beyond the turn's
-		// own (docs/request.md#what-an-http-client-adds) go upstream too.
-		res.Body, err = request.ApplyPassthrough(res.Body, req.OpenAI)
+	loop := res.Loop
+	if err == nil && loop != nil && profile.Capabilities.ToolMode == profiles.ToolModePrompt {
+		// The toolrunner offers MCP tools as native function tools,
+		// which a backend that emulates function calling never sees.
+		return pipeline.Reject(request.CodeInvalidTools, "mcp tools need a backend with native function calling; backend %q emulates it (toolMode prompt)", profile.Name)
 	}
-	var loop *contracts.ToolLoop
-	if err == nil {
-		var fields json.RawMessage
-		if req.OpenAI != nil {
-			fields = req.OpenAI.Fields
-		}
-		res.Body, loop, err = request.ServerSide(res.Body, fields, e.MCP)
-		if err == nil && loop != nil && profile.Capabilities.ToolMode == profiles.ToolModePrompt {
-			// The toolrunner offers MCP tools as native function tools,
-			// which a backend that emulates function calling never sees.
-			return pipeline.Reject(request.CodeInvalidTools, "mcp tools need a backend with native function calling; backend %q emulates it (toolMode prompt)", profile.Name)
-		}
-	}
-	var decisions []contracts.ApprovalDecision
-	if err == nil {
-		// Calls the last turn left for the client's approval: the client's
-		// answers leave the body, and the toolrunner runs or skips each
-		// call before the first LLM call of this turn.
-		res.Body, decisions, err = request.TakeApprovals(res.Body, approvals)
-	}
-	if err == nil && len(decisions) > 0 {
+	if decisions := res.Decisions; err == nil && len(decisions) > 0 {
+		// Calls the last turn left for the client's approval: the
+		// toolrunner runs or skips each call before the first LLM call
+		// of this turn.
 		if loop == nil {
 			// The client did not send the mcp tools again: the servers of
 			// the waiting calls are this turn's.
@@ -172,11 +161,6 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 			}
 		}
 		loop.Resume = decisions
-	}
-	if err == nil && len(pending) > 0 {
-		// The last turn's tool loop ran server-side calls beside the
-		// client's: the upstream wants their outputs with the client's.
-		res.Body, err = request.PrependInput(res.Body, pending)
 	}
 	var coded interface{ Code() string }
 	if errors.As(err, &coded) {

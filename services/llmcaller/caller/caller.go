@@ -119,8 +119,11 @@ type Input struct {
 	// Model is resolved through the profile's aliases; the body's own "model"
 	// is sent as is.
 	Model string
-	// Body is the /responses request body, sent as is apart from "stream" and,
-	// for backends without previous_response_id, the replayed history.
+	// Body is the /responses request body, sent as is apart from what the
+	// call must change ("stream"; "background" and "store" where the
+	// backend re-attaches; the replayed history for a backend without
+	// previous_response_id; a truncated input): only those members are
+	// written anew, the rest goes byte for byte (body.go).
 	Body json.RawMessage
 	// Stream calls with SSE and hands deltas to Deltas (which may be nil).
 	Stream bool

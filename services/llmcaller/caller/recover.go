@@ -204,7 +204,8 @@ func recoverable(e *contracts.UpstreamError) bool {
 // recoverBody rewrites a continuation to carry the whole conversation as
 // input, without previous_response_id. It returns the encoded body and a
 // warning for the client, or the reason it cannot.
-func recoverBody(ctx context.Context, hs HistoryStore, b body, conversationID string) ([]byte, string, error) {
+func recoverBody(ctx context.Context, hs HistoryStore, r *request, conversationID string) ([]byte, string, error) {
+	b := r.b
 	prev := b.previousResponseID()
 	if hs == nil || prev == "" {
 		return nil, "", fmt.Errorf("%w: no history store", errHistoryMissing)
@@ -224,7 +225,7 @@ func recoverBody(ctx context.Context, hs HistoryStore, b body, conversationID st
 	}
 	delete(b, "previous_response_id")
 	b["input"] = raw
-	enc, err := b.encode()
+	enc, err := r.encode()
 	if err != nil {
 		return nil, "", err
 	}

@@ -57,14 +57,15 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 	turnCtx, cancel := context.WithTimeout(t.parent, t.prof.TurnTimeout)
 	defer cancel()
 
-	b, err := openBody(t.in.Body)
+	r, err := openRequest(t.in.Body)
 	if err != nil {
 		res.Error = &contracts.UpstreamError{Type: "aptix_invalid_request", Message: err.Error()}
 		return true
 	}
-	changed := b.setStream(t.in.Stream)
+	b := r.b
+	b.setStream(t.in.Stream)
 	if t.prof.Capabilities.Reattach && b.setBackground() {
-		t.bg, changed = true, true
+		t.bg = true
 	}
 	if t.in.Emulation != nil {
 		// Built before the call: a request the parser cannot serve is not paid for.
@@ -91,18 +92,15 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 		return true
 	}
 	if tr.dropped > 0 {
-		changed = true
 		res.TruncatedItems = tr.dropped
 		res.Warnings = append(res.Warnings, tr.note())
 	}
-	// An unchanged body goes as the envelope wrote it: encoding the map
-	// again scanned the whole context block once more per call.
-	raw := []byte(t.in.Body)
-	if changed || replay {
-		if raw, err = b.encode(); err != nil {
-			res.Error = &contracts.UpstreamError{Type: "aptix_invalid_request", Message: err.Error()}
-			return true
-		}
+	// The body goes as the envelope wrote it when nothing above changed
+	// it; otherwise only the members changed are written anew.
+	raw, err := r.encode()
+	if err != nil {
+		res.Error = &contracts.UpstreamError{Type: "aptix_invalid_request", Message: err.Error()}
+		return true
 	}
 
 	release, err := t.c.acquire(turnCtx, t.prof)
@@ -149,7 +147,7 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 		}
 	}
 	if recoverable(out.err) && !replay && t.parent.Err() == nil && !(t.in.Stream && t.emitted) {
-		if again, warning, err := recoverBody(turnCtx, t.c.recoverySource(t.in.ConversationID), b, t.in.ConversationID); err != nil {
+		if again, warning, err := recoverBody(turnCtx, t.c.recoverySource(t.in.ConversationID), r, t.in.ConversationID); err != nil {
 			t.log.Warn("backend lost the response this turn continues from; the conversation cannot be recovered", "err", err)
 			out.err.Message += startOver(t.in.ConversationID)
 		} else {
