@@ -64,7 +64,7 @@ func TestFromMappedTurn(t *testing.T) {
 		{name: "completed", v1: contracts.Turn{Envelope: env(), LLM: &contracts.LLMResult{Status: 200, Model: "sandbox-1", Body: upstreamOK, TruncatedItems: 2}, Response: ok(upstreamOK, usage15)},
 			status: StatusCompleted, items: []string{"file_search_call", "message", "function_call"}, usage: 15},
 		{name: "upstream error with param and code", v1: contracts.Turn{Envelope: env(),
-			LLM: &contracts.LLMResult{Status: 400, Body: badParam, Error: &contracts.UpstreamError{Status: 400, Message: "HTTP 400"}},
+			LLM:      &contracts.LLMResult{Status: 400, Body: badParam, Error: &contracts.UpstreamError{Status: 400, Message: "HTTP 400"}},
 			Response: &contracts.AgentExecuteResponse{Kind: contracts.KindError, ErrorCode: "invalid_value", ErrorMessage: "Invalid 'temperature': must be at most 2.", Sources: sources, RawResponseJson: badParam}},
 			status: StatusFailed, items: []string{}, code: "invalid_value", httpCode: 400, param: "temperature"},
 		{name: "stage failure after mapping", v1: contracts.Turn{Envelope: env(), LLM: &contracts.LLMResult{Status: 200, Body: upstreamOK},
