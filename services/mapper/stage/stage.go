@@ -144,7 +144,7 @@ func (m *Mapper) mapTurn(t *contracts.Turn) {
 // rawResponseJson is the verbatim body, so the LLM section keeps no copy
 // of it (Body, or UpstreamBody under tool emulation, whose rewrite stays in
 // Body for the gateway's output items); response.sources is the
-// envelope's list. The responded event, which a replay of this stage
+// envelope's list; the emulated tools were the LLM caller's. The responded event, which a replay of this stage
 // starts from, keeps them all. The event is a version 2 document
 // (contracts.TurnVersion) whoever started the turn.
 func carryOnce(t *contracts.Turn) {
@@ -156,5 +156,8 @@ func carryOnce(t *contracts.Turn) {
 		l.Body = ""
 	}
 	t.Envelope.Sources = nil // a copy in response.sources (contracts.BaseResponse)
+	// Only the LLM caller reads the emulated tools (a tool loop's next
+	// round goes on from the responded event, which keeps them).
+	t.Envelope.ToolEmulation = nil
 	t.Version = contracts.TurnVersion
 }

@@ -42,6 +42,9 @@ func TestCompletionCarriesTheBodyOnce(t *testing.T) {
 			turn := contracts.Turn{Version: 1, ConversationId: "c", TurnId: "t", Request: contracts.AgentExecuteRequest{ConversationId: "c", TurnId: "t"},
 				Retrieval: &contracts.Retrieval{Query: "q"},
 				Envelope:  &contracts.Envelope{Backend: "b", Model: "m", Sources: sources}, LLM: &llm}
+			if llm.UpstreamBody != "" {
+				turn.Envelope.ToolEmulation = &contracts.ToolEmulation{Tools: json.RawMessage(`[{"type":"function","name":"f"}]`)}
+			}
 			(&Mapper{}).mapTurn(&turn)
 			r := turn.Response
 			if r.Kind != tc.kind || r.RawResponseJson != tc.rawEqual {
@@ -53,8 +56,8 @@ func TestCompletionCarriesTheBodyOnce(t *testing.T) {
 			if turn.ResultBody() != tc.llm.Body {
 				t.Errorf("ResultBody %q, want the body the mapping read", turn.ResultBody())
 			}
-			if len(r.Sources) != 1 || len(turn.Envelope.Sources) != 0 {
-				t.Errorf("sources: response %d, envelope %d", len(r.Sources), len(turn.Envelope.Sources))
+			if len(r.Sources) != 1 || len(turn.Envelope.Sources) != 0 || turn.Envelope.ToolEmulation != nil {
+				t.Errorf("sources: response %d, envelope %d; emulated tools %v", len(r.Sources), len(turn.Envelope.Sources), turn.Envelope.ToolEmulation)
 			}
 			if turn.Version != contracts.TurnVersion || contracts.TurnVersion < 2 {
 				t.Errorf("version %d", turn.Version)
