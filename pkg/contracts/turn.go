@@ -3,7 +3,16 @@ package contracts
 import "encoding/json"
 
 // TurnVersion is the version of the Turn document this package writes.
-const TurnVersion = 1
+//
+// Version 2 carries what the next stage needs, once: after the envelope,
+// retrieval has no chunk list (envelope.sources lists the chunks used); the
+// completed event's llm section has no body when response.rawResponseJson
+// holds the same bytes (always, except for tool emulation's rewrite, which
+// stays in llm.body while rawResponseJson is the verbatim body), and its
+// envelope no sources (response.sources). A version 1 event carries them
+// too; readers take a section's own copy when it is there
+// (Turn.ResultBody), so both versions read alike.
+const TurnVersion = 2
 
 // Turn is the document that travels through the stages. Each stage fills its
 // own section, so the completed event holds the turn's whole story and any
@@ -28,14 +37,15 @@ type Turn struct {
 	Failure *Failure `json:"failure,omitempty"`
 }
 
-// Retrieval is the retriever's section. The envelope stage clears each
-// chunk's Content once the context block in Envelope.Body carries it, so
-// only the retrieved event holds the chunk text.
+// Retrieval is the retriever's section. The envelope stage drops Chunks
+// once the context block in Envelope.Body carries their text and
+// Envelope.Sources lists them, so only the retrieved event holds the chunks
+// (version 1 events keep their metadata in every later event).
 type Retrieval struct {
 	Index  string     `json:"index,omitempty"`
 	Query  string     `json:"query,omitempty"`
 	Scope  string     `json:"scope,omitempty"`
-	Chunks []RagChunk `json:"chunks"`
+	Chunks []RagChunk `json:"chunks,omitempty"`
 	TookMs float64    `json:"tookMs,omitempty"`
 }
 
@@ -46,8 +56,10 @@ type Envelope struct {
 	// Body is cleared by the LLM caller once sent (only the enveloped event
 	// carries it), like the chunk text after the envelope stage.
 	Body json.RawMessage `json:"body,omitempty"`
-	// Sources are the chunks that made it into the context block.
-	Sources []SourceRef `json:"sources"`
+	// Sources are the chunks that made it into the context block. The
+	// mapper drops them from the completed event: Response.Sources is the
+	// same list.
+	Sources []SourceRef `json:"sources,omitempty"`
 	// Tools is the normalized tool list of this turn (sent or retained), recorded
 	// by the mapper so the next turn knows what the backend already holds.
 	Tools json.RawMessage `json:"tools,omitempty"`
@@ -78,6 +90,11 @@ type ToolEmulation struct {
 // upstream sent malformed JSON), except under tool emulation: there Body is
 // the body with the model's <tool_call> blocks turned into function_call
 // items, which is what the mapper reads, and UpstreamBody is the verbatim one.
+//
+// The mapper's Response.RawResponseJson is the verbatim body, so the
+// completed event drops the copy here that equals it: Body, or under tool
+// emulation UpstreamBody (Body, the rewrite, stays: the gateway's output
+// items come from it). Turn.ResultBody reads whichever the event holds.
 type LLMResult struct {
 	Backend    string         `json:"backend"`
 	Model      string         `json:"model,omitempty"`
@@ -118,6 +135,22 @@ type Failure struct {
 	Stage   string `json:"stage"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// ResultBody is the upstream body the turn's answer was read from: the LLM
+// section's Body while the event holds it (a responded event, a version 1
+// completion, tool emulation's rewrite, a completion a stage other than the
+// mapper wrote), else the mapper's Response.RawResponseJson, which holds
+// the same bytes. An upstream error's body is here too. Empty when the
+// turn has no body.
+func (t *Turn) ResultBody() string {
+	if t.LLM != nil && t.LLM.Body != "" {
+		return t.LLM.Body
+	}
+	if t.LLM != nil && t.Response != nil {
+		return t.Response.RawResponseJson
+	}
+	return ""
 }
 
 // NewTurn starts a Turn document from an execute request.

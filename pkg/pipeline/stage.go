@@ -534,7 +534,17 @@ func (r *runner) fail(ctx context.Context, t *contracts.Turn, code, message stri
 	if t.Envelope != nil {
 		sources = t.Envelope.Sources
 	}
+	var raw string
+	if r := t.Response; r != nil {
+		// The mapper had mapped the turn: its result holds the sources and
+		// the upstream body its event no longer carries twice.
+		raw = r.RawResponseJson
+		if len(sources) == 0 {
+			sources = r.Sources
+		}
+	}
 	resp := contracts.FailedResponse(t.Request, *t.Failure, sources, t.Warnings)
+	resp.RawResponseJson = raw
 	t.Response = &resp
 	err := r.publish(ctx, contracts.StageCompleted, t)
 	if err == nil || backpressure.IsAtCapacity(err) {

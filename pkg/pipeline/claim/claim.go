@@ -18,7 +18,8 @@ import (
 // Claim check: a turn's event can outgrow the connection's max
 // payload (1 MiB by default) within the documented request limits: 512 KiB
 // of tools appear in the request, again in the /responses body, and a large
-// upstream response appears in the LLM section and again as rawResponseJson.
+// upstream response fills the responded event's LLM section and the
+// completion's rawResponseJson (and, under tool emulation, its rewrite too).
 // An event above the threshold is stored whole in the aptix_events object
 // store, and the message carries only a stub plus the aptix-claim header
 // naming the object; every reader (stages, Await, Completions, `aptix

@@ -190,20 +190,19 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 		t.Envelope.ToolEmulation = &contracts.ToolEmulation{Tools: emulated, ToolChoice: res.Emulation.ToolChoice}
 	}
 	t.Tools = loop
-	dropChunkContent(t.Retrieval)
+	dropChunks(t.Retrieval)
 	return nil
 }
 
-// dropChunkContent clears the chunks' text once the context block in the
-// body carries it: later events would otherwise hold every chunk twice
-// (a third of a turn's bytes with 8 chunks). The retrieved event, which is
-// what a replay of this stage starts from, keeps the chunks whole.
-func dropChunkContent(r *contracts.Retrieval) {
-	if r == nil {
-		return
-	}
-	for i := range r.Chunks {
-		r.Chunks[i].Content = ""
+// dropChunks removes the chunk list once the context block in the body
+// carries the chunks' text and Envelope.Sources lists those used: later
+// events would otherwise carry every chunk again (a third of a turn's
+// bytes with 8 chunks, their metadata a tenth after the text). The
+// retrieved event, which is what a replay of this stage, `aptix events`
+// and the console's retrieval view read, keeps the chunks whole.
+func dropChunks(r *contracts.Retrieval) {
+	if r != nil {
+		r.Chunks = nil
 	}
 }
 

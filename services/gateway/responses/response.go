@@ -264,14 +264,16 @@ type upstream struct {
 
 // FromTurn builds the response of a completed turn. The id is Aptix's, never
 // the upstream's; output items, status and usage come from the upstream body
-// (turn.LLM.Body, with tool emulation already rewritten into function_call
-// items); a stage rejection or an upstream error makes it failed with error.
+// the mapper's result holds (turn.ResultBody: response.rawResponseJson, or
+// under tool emulation the llm section's rewrite with function_call items);
+// a stage rejection or an upstream error makes it failed with error.
 func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 	r := base(meta)
 	r.Status = StatusCompleted
 	r.CompletedAt = &completedAt
 	var up upstream
-	fromBody := t.LLM != nil && t.LLM.Error == nil && t.LLM.Body != "" && json.Unmarshal([]byte(t.LLM.Body), &up) == nil
+	body := t.ResultBody()
+	fromBody := t.LLM != nil && t.LLM.Error == nil && body != "" && json.Unmarshal([]byte(body), &up) == nil
 	if fromBody {
 		if up.Status != "" {
 			r.Status = up.Status
@@ -389,7 +391,7 @@ func Failure(t *contracts.Turn) *Error {
 			Code    *string `json:"code"`
 		} `json:"error"`
 	}
-	if t.LLM.Body != "" && json.Unmarshal([]byte(t.LLM.Body), &body) == nil && body.Error != nil && body.Error.Message != "" {
+	if raw := t.ResultBody(); raw != "" && json.Unmarshal([]byte(raw), &body) == nil && body.Error != nil && body.Error.Message != "" {
 		e.Message, e.Type, e.Param, e.Code = body.Error.Message, firstNonEmpty(body.Error.Type, e.Type), body.Error.Param, body.Error.Code
 	}
 	return e
@@ -443,11 +445,19 @@ func (r Response) OutputText() string {
 // the query and, when the request included file_search_call.results, the
 // chunks the model was shown (path, lines, chunk id, score).
 func fileSearchCall(meta Meta, t *contracts.Turn) json.RawMessage {
-	var sources []contracts.SourceRef
-	if t.Envelope != nil {
-		sources = t.Envelope.Sources
+	return fileSearchItem(meta, RetrievalQuery(t), turnSources(t), "completed")
+}
+
+// turnSources are the chunks the model was shown: the mapper's list (the
+// completed event's envelope no longer carries it), else the envelope's.
+func turnSources(t *contracts.Turn) []contracts.SourceRef {
+	if t.Response != nil && len(t.Response.Sources) > 0 {
+		return t.Response.Sources
 	}
-	return fileSearchItem(meta, RetrievalQuery(t), sources, "completed")
+	if t.Envelope != nil {
+		return t.Envelope.Sources
+	}
+	return nil
 }
 
 // RetrievalQuery is the query a file_search_call item shows for the turn:

@@ -135,4 +135,29 @@ func (m *Mapper) mapTurn(t *contracts.Turn) {
 	cost := t.Envelope.Price.Cost(resp.Usage)
 	resp.Cost = &cost
 	t.Response = &resp
+	carryOnce(t)
+}
+
+// carryOnce drops from the completed event what the mapper's result holds
+// already, so every reader of the completion (the gateway, each waiting
+// client, the webhooks) decodes the upstream body once, not twice:
+// rawResponseJson is the verbatim body, so the LLM section keeps no copy
+// of it (Body, or UpstreamBody under tool emulation, whose rewrite stays in
+// Body for the gateway's output items); response.sources is the
+// envelope's list; the emulated tools were the LLM caller's. The responded event, which a replay of this stage
+// starts from, keeps them all. The event is a version 2 document
+// (contracts.TurnVersion) whoever started the turn.
+func carryOnce(t *contracts.Turn) {
+	raw := t.Response.RawResponseJson
+	switch l := t.LLM; {
+	case l.UpstreamBody != "" && l.UpstreamBody == raw:
+		l.UpstreamBody = ""
+	case l.UpstreamBody == "" && l.Body == raw:
+		l.Body = ""
+	}
+	t.Envelope.Sources = nil // a copy in response.sources (contracts.BaseResponse)
+	// Only the LLM caller reads the emulated tools (a tool loop's next
+	// round goes on from the responded event, which keeps them).
+	t.Envelope.ToolEmulation = nil
+	t.Version = contracts.TurnVersion
 }

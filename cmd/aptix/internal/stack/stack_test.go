@@ -219,21 +219,42 @@ func TestRAGSources(t *testing.T) {
 	})
 	done := e.turn(contracts.AgentExecuteRequest{ConversationId: "conv-rag", TurnId: "t1", Mode: "DDR_REVIEW", Instruction: "Review invoice sending."})
 	r := done.Response
-	// The chunk text travels once: whole in the retrieved event, then only
-	// inside the context block of the envelope body.
-	if c := done.Retrieval.Chunks; len(c) != 2 || c[0].Content != "" || c[0].Id != "ctx_1" {
-		t.Errorf("completed event's chunks: %+v", c)
+	// The chunks travel once: whole in the retrieved event, then their text
+	// inside the context block of the envelope body and their list as the
+	// envelope's sources (the response's in the completed event).
+	if c := done.Retrieval.Chunks; len(c) != 0 || done.Retrieval.Index != "billing" {
+		t.Errorf("completed event's retrieval: %+v", done.Retrieval)
 	}
-	if done.Envelope.Body != nil {
-		t.Errorf("the completed event still carries the request body")
+	if done.Envelope.Body != nil || len(done.Envelope.Sources) != 0 {
+		t.Errorf("the completed event still carries the request body or the sources twice")
 	}
 	s, _ := e.js.Stream(context.Background(), contracts.StreamName)
 	env, err := s.GetLastMsgForSubject(context.Background(), contracts.Subject(contracts.StageEnveloped, "conv-rag", "t1"))
-	if err != nil || !strings.Contains(string(env.Data), "public class InvoiceManager {}") {
-		t.Errorf("the enveloped event's context block lacks the chunk text (err %v)", err)
+	if err != nil || !strings.Contains(string(env.Data), "public class InvoiceManager {}") || strings.Contains(string(env.Data), `"chunks"`) {
+		t.Errorf("the enveloped event's context block lacks the chunk text, or the event the chunk list (err %v)", err)
 	}
 	if m, err := s.GetLastMsgForSubject(context.Background(), contracts.Subject(contracts.StageRetrieved, "conv-rag", "t1")); err != nil || !strings.Contains(string(m.Data), "public class InvoiceController {}") {
 		t.Errorf("retrieved event lacks the chunk text (err %v)", err)
+	}
+	// The upstream body travels once in the completion: as rawResponseJson.
+	resp, err := s.GetLastMsgForSubject(context.Background(), contracts.Subject(contracts.StageResponded, "conv-rag", "t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var responded contracts.Turn
+	if err := json.Unmarshal(resp.Data, &responded); err != nil || responded.LLM == nil || responded.LLM.Body == "" {
+		t.Fatalf("responded event without the upstream body (err %v)", err)
+	}
+	if done.LLM.Body != "" || r.RawResponseJson != responded.LLM.Body || done.ResultBody() != responded.LLM.Body || done.Version != contracts.TurnVersion {
+		t.Errorf("completed event: llm.body %d bytes, rawResponseJson %d bytes (the body is %d), version %d",
+			len(done.LLM.Body), len(r.RawResponseJson), len(responded.LLM.Body), done.Version)
+	}
+	comp, err := s.GetLastMsgForSubject(context.Background(), contracts.Subject(contracts.StageCompleted, "conv-rag", "t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := r.ResponseContinuationId; strings.Count(string(comp.Data), id) != 2 { // responseContinuationId, and once in rawResponseJson
+		t.Errorf("the upstream id %s is %d times in the completed event, want the body once", id, strings.Count(string(comp.Data), id))
 	}
 	if len(r.Sources) != 2 || r.Sources[0].Id != "ctx_1" || r.Sources[1].Id != "ctx_2" {
 		t.Fatalf("sources %+v", r.Sources)

@@ -124,7 +124,7 @@ func TestToolLoopTwoRounds(t *testing.T) {
 	// Usage is both calls': the sum of the two upstream responses.
 	turn := awaitTurn(t, e, r.ID)
 	want := int64(turn.Response.Usage.TotalTokens)
-	last := lastCallUsage(t, turn.LLM.Body)
+	last := lastCallUsage(t, turn.ResultBody()) // the last call's body: rawResponseJson since the completion carries it once
 	if r.Usage.TotalTokens != want || want <= last {
 		t.Fatalf("usage %d, mapper %d, last call alone %d: not summed", r.Usage.TotalTokens, want, last)
 	}
