@@ -56,6 +56,10 @@ func startUp(t *testing.T) *syncBuffer {
 
 // startUpIn is startUp on data dir dir; stop stops it (and runs at cleanup
 // when not called before).
+// logsBeforeBanner is what the last startUp* read from upLogOut (when a
+// test set it to a *syncBuffer) just before it saw the banner.
+var logsBeforeBanner string
+
 func startUpIn(t *testing.T, dir string) (out *syncBuffer, stop func()) {
 	t.Helper()
 	return startUpListen(t, dir, freeAddr(t), nil)
@@ -106,7 +110,16 @@ func startUpListen(t *testing.T, dir, listen string, env map[string]string) (out
 	}
 	t.Cleanup(stop)
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "Aptix is up.") {
+	for {
+		// The logs are read before the output: what they hold was logged
+		// before the banner was seen (up raises its log level only after
+		// printing it), not in the poll's sleep after it.
+		if logs, ok := upLogOut.(*syncBuffer); ok {
+			logsBeforeBanner = logs.String()
+		}
+		if strings.Contains(out.String(), "Aptix is up.") {
+			break
+		}
 		select {
 		case err := <-done:
 			t.Fatalf("aptix up exited early: %v\n%s", err, out)
@@ -307,7 +320,7 @@ func TestUpLogsAroundTheBanner(t *testing.T) {
 	defer func() { upLogOut = old }()
 	t.Setenv("APTIX_LOG_LEVEL", "")
 	_, stop := startUpIn(t, t.TempDir())
-	before := logs.String()
+	before := logsBeforeBanner
 	for _, line := range strings.Split(strings.TrimSpace(before), "\n") {
 		if line != "" && !strings.Contains(line, `"level":"WARN"`) {
 			t.Errorf("before the banner: %s", line)
