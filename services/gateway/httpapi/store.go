@@ -19,7 +19,9 @@ import (
 const Bucket = "aptix_responses"
 
 // Store holds response records ("resp.<id>") and conversation heads
-// ("head.<conversation>": the id of the newest response of the conversation).
+// ("head.<conversation>": the id of the newest response of the conversation,
+// written by its first continuation or by each turn of a named conversation;
+// a conversation without one has its first response as its head).
 type Store struct{ kv jetstream.KeyValue }
 
 // OpenStore creates the bucket if needed.
@@ -101,17 +103,26 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 // concurrent continuation of prev won), and the caller then branches into a
 // new conversation so the branch never sees turns after prev.
 func (s *Store) ClaimHead(ctx context.Context, conv, prev, next string) (bool, error) {
-	ok, _, err := s.claimHead(ctx, conv, prev, next)
+	ok, _, err := s.claimHead(ctx, conv, prev, next, false)
 	return ok, err
 }
 
 // claimHead is ClaimHead that also returns the head's new KV revision.
-func (s *Store) claimHead(ctx context.Context, conv, prev, next string) (bool, uint64, error) {
+//
+// A conversation has no head until its first continuation: a new
+// conversation's first response is its head without one being written
+// (startsConversation). first says prev is that response: when no head is
+// written, prev is still the head, and next claims it by creating the head
+// (claimFirst); otherwise an absent head means prev is not the head.
+func (s *Store) claimHead(ctx context.Context, conv, prev, next string, first bool) (bool, uint64, error) {
 	if err := checkToken("conversation", conv); err != nil {
 		return false, 0, err
 	}
 	e, err := s.kv.Get(ctx, headKey(conv))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		if first {
+			return s.claimFirst(ctx, conv, next)
+		}
 		return false, 0, nil
 	}
 	if err != nil {
@@ -121,6 +132,32 @@ func (s *Store) claimHead(ctx context.Context, conv, prev, next string) (bool, u
 		return false, 0, nil
 	}
 	return s.ClaimHeadAt(ctx, conv, next, e.Revision())
+}
+
+// claimFirst makes next the head of a conversation that has none yet (its
+// first response is the head): a create, which fails when another
+// continuation created the head first. It reports false then (branch).
+func (s *Store) claimFirst(ctx context.Context, conv, next string) (bool, uint64, error) {
+	if err := checkToken("conversation", conv); err != nil {
+		return false, 0, err
+	}
+	rev, err := s.kv.Create(ctx, headKey(conv), []byte(next))
+	if err != nil {
+		if lostRace(err) {
+			return false, 0, nil
+		}
+		return false, 0, fmt.Errorf("claim head of %s: %w", conv, err)
+	}
+	return true, rev, nil
+}
+
+// lostRace reports whether a compare-and-set of a head failed because the
+// head is not where the caller expected it (another continuation moved or
+// created it).
+func lostRace(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // ClaimHeadAt moves the conversation's head to next if it is still at
@@ -133,9 +170,7 @@ func (s *Store) ClaimHeadAt(ctx context.Context, conv, next string, rev uint64) 
 	}
 	nrev, err := s.kv.Update(ctx, headKey(conv), []byte(next), rev)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) &&
-			(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if lostRace(err) {
 			return false, 0, nil // lost the race: branch
 		}
 		return false, 0, fmt.Errorf("move head of %s: %w", conv, err)
@@ -143,8 +178,8 @@ func (s *Store) ClaimHeadAt(ctx context.Context, conv, next string, rev uint64) 
 	return true, nrev, nil
 }
 
-// SetHead makes id the conversation's head (a new conversation, or one the
-// client named with the conversation parameter).
+// SetHead makes id the conversation's head (a conversation the client
+// named with the conversation parameter: each of its turns is the head).
 func (s *Store) SetHead(ctx context.Context, conv, id string) error {
 	_, err := s.setHead(ctx, conv, id)
 	return err
