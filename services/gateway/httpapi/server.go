@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -311,8 +312,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
+// writeJSON answers v as JSON, encoded exactly as encoding/json would, by
+// the v2 engine (turnCodec: about two thirds of the CPU for a response).
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := jsonv2.Marshal(v, turnCodec)
 	if err != nil {
 		http.Error(w, `{"error":{"message":"encoding the response failed","type":"server_error","param":null,"code":"encode_failed"}}`, 500)
 		return

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -57,7 +58,7 @@ func (s *Store) Put(ctx context.Context, m responses.Meta) error {
 	if err := checkToken("response id", m.ID); err != nil {
 		return err
 	}
-	b, err := json.Marshal(m)
+	b, err := jsonv2.Marshal(m, turnCodec)
 	if err != nil {
 		return fmt.Errorf("encode response record: %w", err)
 	}
