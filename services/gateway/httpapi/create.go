@@ -321,12 +321,10 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 			switch {
 			case headRev != 0:
 				same, p.headRev, err = s.store.ClaimHeadAt(ctx, prev.ConversationID, respID, headRev)
-			case known != nil && startsConversation(prev):
-				// This gateway made prev and wrote no head for it: the
-				// create is the whole claim, no read first.
+			case startsConversation(prev):
 				same, p.headRev, err = s.store.claimFirst(ctx, prev.ConversationID, respID)
 			default:
-				same, p.headRev, err = s.store.claimHead(ctx, prev.ConversationID, prev.ID, respID, startsConversation(prev))
+				same, p.headRev, err = s.store.claimHead(ctx, prev.ConversationID, prev.ID, respID)
 			}
 			if err != nil {
 				return p, s.submitError(err)

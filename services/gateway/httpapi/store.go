@@ -102,28 +102,20 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 // ClaimHead moves the conversation's head from prev to next, atomically: it
 // reports false when prev is no longer the head (a later turn exists, or a
 // concurrent continuation of prev won), and the caller then branches into a
-// new conversation so the branch never sees turns after prev.
+// new conversation so the branch never sees turns after prev. A
+// conversation whose head was never written is claimed with claimFirst.
 func (s *Store) ClaimHead(ctx context.Context, conv, prev, next string) (bool, error) {
-	ok, _, err := s.claimHead(ctx, conv, prev, next, false)
+	ok, _, err := s.claimHead(ctx, conv, prev, next)
 	return ok, err
 }
 
 // claimHead is ClaimHead that also returns the head's new KV revision.
-//
-// A conversation has no head until its first continuation: a new
-// conversation's first response is its head without one being written
-// (startsConversation). first says prev is that response: when no head is
-// written, prev is still the head, and next claims it by creating the head
-// (claimFirst); otherwise an absent head means prev is not the head.
-func (s *Store) claimHead(ctx context.Context, conv, prev, next string, first bool) (bool, uint64, error) {
+func (s *Store) claimHead(ctx context.Context, conv, prev, next string) (bool, uint64, error) {
 	if err := checkToken("conversation", conv); err != nil {
 		return false, 0, err
 	}
 	e, err := s.kv.Get(ctx, headKey(conv))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		if first {
-			return s.claimFirst(ctx, conv, next)
-		}
 		return false, 0, nil
 	}
 	if err != nil {
@@ -135,9 +127,12 @@ func (s *Store) claimHead(ctx context.Context, conv, prev, next string, first bo
 	return s.ClaimHeadAt(ctx, conv, next, e.Revision())
 }
 
-// claimFirst makes next the head of a conversation that has none yet (its
-// first response is the head): a create, which fails when another
-// continuation created the head first. It reports false then (branch).
+// claimFirst continues a conversation from its first response: a new
+// conversation writes no head, its first response is the head until a
+// continuation creates the head. The create fails when the head exists
+// (another continuation created it: the first response is no longer the
+// newest), and claimFirst reports false then (branch). No read is needed:
+// a head never names the first response itself.
 func (s *Store) claimFirst(ctx context.Context, conv, next string) (bool, uint64, error) {
 	if err := checkToken("conversation", conv); err != nil {
 		return false, 0, err

@@ -16,7 +16,7 @@ import (
 // the others, and any later continuation of that first response, branch;
 // the winner's own continuation moves the head on. A response that did not
 // start its conversation (a named one's, or a continuation) is not taken
-// for the head when none is written.
+// for its first, and without a head written it is not the head.
 func TestHeadWithoutWriteAtCreation(t *testing.T) {
 	_, js := natstest.JetStream(t)
 	ctx := context.Background()
@@ -36,7 +36,7 @@ func TestHeadWithoutWriteAtCreation(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			ok, _, err := st.claimHead(ctx, conv, first.ID, fmt.Sprintf("resp_c%d", i), startsConversation(first))
+			ok, _, err := st.claimFirst(ctx, conv, fmt.Sprintf("resp_c%d", i))
 			if err != nil {
 				t.Error(err)
 			}
@@ -56,16 +56,12 @@ func TestHeadWithoutWriteAtCreation(t *testing.T) {
 	if winner < 0 {
 		t.Fatal("no continuation of the conversation's first response continued it")
 	}
-	// The first response is no longer the head: continuing it again
-	// branches, in memory (the create) as from the store (the read).
+	// The first response is no longer the head: continuing it again branches.
 	if ok, _, err := st.claimFirst(ctx, conv, "resp_late"); ok || err != nil {
 		t.Fatalf("a late continuation of the first response claimed the head (%v, %v)", ok, err)
 	}
-	if ok, _, err := st.claimHead(ctx, conv, first.ID, "resp_late", true); ok || err != nil {
-		t.Fatalf("a late continuation of the first response claimed the head (%v, %v)", ok, err)
-	}
 	// The winner is the head: its continuation moves it.
-	ok, rev, err := st.claimHead(ctx, conv, fmt.Sprintf("resp_c%d", winner), "resp_next", false)
+	ok, rev, err := st.claimHead(ctx, conv, fmt.Sprintf("resp_c%d", winner), "resp_next")
 	if !ok || err != nil || rev == 0 {
 		t.Fatalf("continuing the head: %v, rev %d, %v", ok, rev, err)
 	}
@@ -83,7 +79,7 @@ func TestHeadWithoutWriteAtCreation(t *testing.T) {
 			t.Fatalf("%s taken for its conversation's first response", m.ID)
 		}
 	}
-	if ok, _, err := st.claimHead(ctx, "named-conv", "resp_named", "resp_x", false); ok || err != nil {
+	if ok, _, err := st.claimHead(ctx, "named-conv", "resp_named", "resp_x"); ok || err != nil {
 		t.Fatalf("no head and not the first response: claimed (%v, %v)", ok, err)
 	}
 }
