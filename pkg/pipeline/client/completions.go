@@ -55,26 +55,10 @@ type completion struct {
 // but could not be read (its claim-checked body unavailable, or not a turn).
 var ErrUnreadableCompletion = errors.New("completion unreadable")
 
-// decode reads the completion's turn.
+// decode reads the completion's turn. A claim-checked body is fetched
+// within ctx, retried briefly: the object store may be failing over.
 func (c *Completions) decode(ctx context.Context, m completion, conv, turnID string) (contracts.Turn, error) {
 	var t contracts.Turn
-	data, err := c.body(ctx, m, conv, turnID)
-	if err != nil {
-		return t, err
-	}
-	err = turncodec.Unmarshal(data, &t)
-	if err == nil && (t.TurnId != turnID || t.ConversationId != conv) {
-		err = fmt.Errorf("its event names turn %q of conversation %q", t.TurnId, t.ConversationId)
-	}
-	if err != nil {
-		return t, c.unreadable(conv, turnID, err)
-	}
-	return t, nil
-}
-
-// body is the completion's event data. A claim-checked body is fetched
-// within ctx, retried briefly: the object store may be failing over.
-func (c *Completions) body(ctx context.Context, m completion, conv, turnID string) ([]byte, error) {
 	data, err := claim.EventData(ctx, c.js, m.header, m.data)
 	for wait := 100 * time.Millisecond; err != nil && wait <= 400*time.Millisecond && ctx.Err() == nil; wait *= 2 {
 		select {
@@ -83,19 +67,19 @@ func (c *Completions) body(ctx context.Context, m completion, conv, turnID strin
 			data, err = claim.EventData(ctx, c.js, m.header, m.data)
 		}
 	}
-	if err != nil {
-		return nil, c.unreadable(conv, turnID, err)
+	if err == nil {
+		err = turncodec.Unmarshal(data, &t)
 	}
-	return data, nil
-}
-
-// unreadable counts a completion that could not be read and wraps err in
-// ErrUnreadableCompletion.
-func (c *Completions) unreadable(conv, turnID string, err error) error {
-	c.mu.Lock()
-	c.errs++
-	c.mu.Unlock()
-	return fmt.Errorf("%w: turn %s: %w", ErrUnreadableCompletion, contracts.TurnKey(conv, turnID), err)
+	if err == nil && (t.TurnId != turnID || t.ConversationId != conv) {
+		err = fmt.Errorf("its event names turn %q of conversation %q", t.TurnId, t.ConversationId)
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.errs++
+		c.mu.Unlock()
+		return t, fmt.Errorf("%w: turn %s: %w", ErrUnreadableCompletion, contracts.TurnKey(conv, turnID), err)
+	}
+	return t, nil
 }
 
 type arrival struct {
@@ -184,51 +168,24 @@ func (c *Completions) Pending() int {
 // Wait returns the completion of the conversation's turn, waiting until
 // ctx ends.
 func (c *Completions) Wait(ctx context.Context, conv, turnID string) (contracts.Turn, error) {
-	m, err := c.take(ctx, conv, turnID)
-	if err != nil {
-		return contracts.Turn{}, err
-	}
-	return c.decode(ctx, m, conv, turnID)
-}
-
-// WaitEvent is Wait without the decode: the completed event's JSON (a
-// claim-checked body fetched), for a caller that reads only part of the
-// turn. The caller checks that the event names its turn; DecodeFailed
-// counts one that does not decode.
-func (c *Completions) WaitEvent(ctx context.Context, conv, turnID string) ([]byte, error) {
-	m, err := c.take(ctx, conv, turnID)
-	if err != nil {
-		return nil, err
-	}
-	return c.body(ctx, m, conv, turnID)
-}
-
-// DecodeFailed is the error for a completion WaitEvent returned that its
-// caller could not decode (counted as undecodable).
-func (c *Completions) DecodeFailed(conv, turnID string, err error) error {
-	return c.unreadable(conv, turnID, err)
-}
-
-// take waits for the conversation's turn's completion and claims it.
-func (c *Completions) take(ctx context.Context, conv, turnID string) (completion, error) {
 	key := contracts.TurnKey(conv, turnID)
 	c.mu.Lock()
 	if m, ok := c.got[key]; ok {
 		delete(c.got, key)
 		c.mu.Unlock()
-		return m, nil
+		return c.decode(ctx, m, conv, turnID)
 	}
 	ch := make(chan completion, 1)
 	c.wait[key] = ch
 	c.mu.Unlock()
 	select {
 	case m := <-ch:
-		return m, nil
+		return c.decode(ctx, m, conv, turnID)
 	case <-ctx.Done():
 		c.mu.Lock()
 		delete(c.wait, key)
 		c.mu.Unlock()
-		return completion{}, fmt.Errorf("turn %s: %w", key, ctx.Err())
+		return contracts.Turn{}, fmt.Errorf("turn %s: %w", key, ctx.Err())
 	}
 }
 

@@ -2,12 +2,9 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
-	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -80,69 +77,13 @@ func (c *completions) release(g *watchGen) {
 	}
 }
 
-// wait waits on g for the conversation's turn and releases g. The turn is
-// what a response is built from (completedTurn): its request and retrieved
-// chunks are not decoded.
+// wait waits on g for the conversation's turn and releases g.
 func (c *completions) wait(ctx context.Context, g *watchGen, conv, turnID string) (contracts.Turn, error) {
 	defer c.release(g)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.life, cancel)()
-	data, err := g.c.WaitEvent(ctx, conv, turnID)
-	if err != nil {
-		return contracts.Turn{}, err
-	}
-	t, err := decodeCompleted(data)
-	if err == nil && (t.TurnId != turnID || t.ConversationId != conv) {
-		err = fmt.Errorf("its event names turn %q of conversation %q", t.TurnId, t.ConversationId)
-	}
-	if err != nil {
-		return contracts.Turn{}, g.c.DecodeFailed(conv, turnID, err)
-	}
-	return t, nil
-}
-
-// completedTurn is a completed event decoded for its response: every
-// section of contracts.Turn except the bulk no response reads, the
-// request (its input and tools: only its instruction is read, for a
-// file_search call's query) and the retrieved chunks (only the query is
-// read; the response's sources are the envelope's). TestCompletedTurnFields
-// keeps it in step with contracts.Turn.
-type completedTurn struct {
-	Version        int    `json:"version"`
-	ConversationId string `json:"conversationId"`
-	TurnId         string `json:"turnId"`
-	Request        struct {
-		Instruction string `json:"instruction"`
-	} `json:"request"`
-	Retrieval *struct {
-		Query string `json:"query"`
-	} `json:"retrieval,omitempty"`
-	Envelope *contracts.Envelope             `json:"envelope,omitempty"`
-	LLM      *contracts.LLMResult            `json:"llm,omitempty"`
-	Response *contracts.AgentExecuteResponse `json:"response,omitempty"`
-	Tools    *contracts.ToolLoop             `json:"tools,omitempty"`
-	Warnings []string                        `json:"warnings,omitempty"`
-	Failure  *contracts.Failure              `json:"failure,omitempty"`
-}
-
-// turnCodec reads events as encoding/json would, with the v2 engine (the
-// pipeline's own codec, about half the CPU).
-var turnCodec = jsonv1.DefaultOptionsV1()
-
-// decodeCompleted decodes a completed event's data (completedTurn).
-func decodeCompleted(data []byte) (contracts.Turn, error) {
-	var c completedTurn
-	if err := jsonv2.Unmarshal(data, &c, turnCodec); err != nil {
-		return contracts.Turn{}, err
-	}
-	t := contracts.Turn{Version: c.Version, ConversationId: c.ConversationId, TurnId: c.TurnId,
-		Envelope: c.Envelope, LLM: c.LLM, Response: c.Response, Tools: c.Tools, Warnings: c.Warnings, Failure: c.Failure}
-	t.Request.Instruction = c.Request.Instruction
-	if c.Retrieval != nil {
-		t.Retrieval = &contracts.Retrieval{Query: c.Retrieval.Query}
-	}
-	return t, nil
+	return g.c.Wait(ctx, conv, turnID)
 }
 
 // stopped reports whether stop was called (a wait that ended early ended

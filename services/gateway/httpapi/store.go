@@ -58,7 +58,7 @@ func (s *Store) Put(ctx context.Context, m responses.Meta) error {
 	if err := checkToken("response id", m.ID); err != nil {
 		return err
 	}
-	b, err := jsonv2.Marshal(m, turnCodec)
+	b, err := jsonv2.Marshal(m, jsonCodec)
 	if err != nil {
 		return fmt.Errorf("encode response record: %w", err)
 	}
