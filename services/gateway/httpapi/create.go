@@ -29,6 +29,18 @@ func newIDs() (turnID, responseID string) {
 
 func newConversationID() string { return "c-" + uuid.Must(uuid.NewV7()).String() }
 
+// firstConversation is the id of the conversation a response starts (a new
+// one, or a branch): named after the response's own turn, so the response's
+// record says it is the conversation's first (startsConversation).
+func firstConversation(turnID string) string { return "c-" + turnID }
+
+// startsConversation reports whether m is the first response of its
+// conversation: while no continuation has claimed that conversation's
+// head, no head is written and m is the head.
+func startsConversation(m *responses.Meta) bool {
+	return m.NamedConversation == "" && m.ConversationID == firstConversation(m.TurnID)
+}
+
 // create is POST /v1/responses.
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	data, e := s.readBody(w, r)
@@ -146,6 +158,10 @@ func ptr(s string) *string { return &s }
 // Branching: previous_response_id names a response P of conversation C. When
 // P is C's head (its newest response), the new turn continues C and becomes
 // its head (moved atomically, compare-and-set on the head's KV revision).
+// A new conversation writes no head: its first response is its head until
+// a continuation claims it, by creating the head (a create fails when
+// another continuation created it first: that one continues C, this one
+// branches). Each turn of a named conversation writes the head.
 // Otherwise (C went on after P, or a concurrent continuation of P won the
 // head) the turn starts a new conversation seeded from P: it continues from
 // P's upstream response id, so its history is exactly the chain up to P and
@@ -227,7 +243,7 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 	if e != nil {
 		return p, e
 	}
-	target := responses.Target{TurnID: turnID, Backend: backend, Model: model, ConversationID: newConversationID()}
+	target := responses.Target{TurnID: turnID, Backend: backend, Model: model, ConversationID: firstConversation(turnID)}
 	var prev *responses.Meta
 	var headRev uint64
 	var history []json.RawMessage // a conversation object's items
@@ -293,17 +309,21 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 	if e != nil {
 		return p, e
 	}
-	// A new conversation's head and the response record are independent
-	// writes: the head goes concurrently with the record below, one
-	// store round trip on the create's path instead of two.
+	// A new conversation (or a branch) writes no head: its first response
+	// is its head. A named conversation's head is written with every turn,
+	// concurrently with the response record below: one store round trip on
+	// the create's path instead of two.
 	var headDone chan error
 	if !detached && object == "" {
 		same := false
 		if prev != nil {
 			var err error
-			if headRev != 0 {
+			switch {
+			case headRev != 0:
 				same, p.headRev, err = s.store.ClaimHeadAt(ctx, prev.ConversationID, respID, headRev)
-			} else {
+			case startsConversation(prev):
+				same, p.headRev, err = s.store.claimFirst(ctx, prev.ConversationID, respID)
+			default:
 				same, p.headRev, err = s.store.claimHead(ctx, prev.ConversationID, prev.ID, respID)
 			}
 			if err != nil {
@@ -313,7 +333,7 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		if same {
 			target.ConversationID = prev.ConversationID
 			p.exec.ConversationId = prev.ConversationID
-		} else {
+		} else if prev == nil && req.Conversation != "" {
 			headDone = make(chan error, 1)
 			go func(conv string) {
 				rev, err := s.store.setHead(ctx, conv, respID)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -311,8 +313,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
+// jsonCodec encodes as encoding/json does, with the v2 engine (the
+// pipeline's own codec for turns): about two thirds of the CPU.
+var jsonCodec = jsonv1.DefaultOptionsV1()
+
+// writeJSON answers v as JSON, encoded as encoding/json would (jsonCodec).
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := jsonv2.Marshal(v, jsonCodec)
 	if err != nil {
 		http.Error(w, `{"error":{"message":"encoding the response failed","type":"server_error","param":null,"code":"encode_failed"}}`, 500)
 		return

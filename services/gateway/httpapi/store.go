@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -19,7 +20,9 @@ import (
 const Bucket = "aptix_responses"
 
 // Store holds response records ("resp.<id>") and conversation heads
-// ("head.<conversation>": the id of the newest response of the conversation).
+// ("head.<conversation>": the id of the newest response of the conversation,
+// written by its first continuation or by each turn of a named conversation;
+// a conversation without one has its first response as its head).
 type Store struct{ kv jetstream.KeyValue }
 
 // OpenStore creates the bucket if needed.
@@ -55,7 +58,7 @@ func (s *Store) Put(ctx context.Context, m responses.Meta) error {
 	if err := checkToken("response id", m.ID); err != nil {
 		return err
 	}
-	b, err := json.Marshal(m)
+	b, err := jsonv2.Marshal(m, jsonCodec)
 	if err != nil {
 		return fmt.Errorf("encode response record: %w", err)
 	}
@@ -99,7 +102,8 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 // ClaimHead moves the conversation's head from prev to next, atomically: it
 // reports false when prev is no longer the head (a later turn exists, or a
 // concurrent continuation of prev won), and the caller then branches into a
-// new conversation so the branch never sees turns after prev.
+// new conversation so the branch never sees turns after prev. A
+// conversation whose head was never written is claimed with claimFirst.
 func (s *Store) ClaimHead(ctx context.Context, conv, prev, next string) (bool, error) {
 	ok, _, err := s.claimHead(ctx, conv, prev, next)
 	return ok, err
@@ -123,6 +127,35 @@ func (s *Store) claimHead(ctx context.Context, conv, prev, next string) (bool, u
 	return s.ClaimHeadAt(ctx, conv, next, e.Revision())
 }
 
+// claimFirst continues a conversation from its first response: a new
+// conversation writes no head, its first response is the head until a
+// continuation creates the head. The create fails when the head exists
+// (another continuation created it: the first response is no longer the
+// newest), and claimFirst reports false then (branch). No read is needed:
+// a head never names the first response itself.
+func (s *Store) claimFirst(ctx context.Context, conv, next string) (bool, uint64, error) {
+	if err := checkToken("conversation", conv); err != nil {
+		return false, 0, err
+	}
+	rev, err := s.kv.Create(ctx, headKey(conv), []byte(next))
+	if err != nil {
+		if lostRace(err) {
+			return false, 0, nil
+		}
+		return false, 0, fmt.Errorf("claim head of %s: %w", conv, err)
+	}
+	return true, rev, nil
+}
+
+// lostRace reports whether a compare-and-set of a head failed because the
+// head is not where the caller expected it (another continuation moved or
+// created it).
+func lostRace(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
 // ClaimHeadAt moves the conversation's head to next if it is still at
 // revision rev (the revision the caller itself wrote when the previous
 // response became the head): the WebSocket hot path, one compare-and-set
@@ -133,9 +166,7 @@ func (s *Store) ClaimHeadAt(ctx context.Context, conv, next string, rev uint64) 
 	}
 	nrev, err := s.kv.Update(ctx, headKey(conv), []byte(next), rev)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) &&
-			(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if lostRace(err) {
 			return false, 0, nil // lost the race: branch
 		}
 		return false, 0, fmt.Errorf("move head of %s: %w", conv, err)
@@ -143,8 +174,8 @@ func (s *Store) ClaimHeadAt(ctx context.Context, conv, next string, rev uint64) 
 	return true, nrev, nil
 }
 
-// SetHead makes id the conversation's head (a new conversation, or one the
-// client named with the conversation parameter).
+// SetHead makes id the conversation's head (a conversation the client
+// named with the conversation parameter: each of its turns is the head).
 func (s *Store) SetHead(ctx context.Context, conv, id string) error {
 	_, err := s.setHead(ctx, conv, id)
 	return err

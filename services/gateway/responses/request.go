@@ -272,8 +272,16 @@ func (r *CreateRequest) parseInput(v json.RawMessage) *Error {
 	}
 	var s string
 	if json.Unmarshal(v, &s) == nil {
-		msg, _ := json.Marshal(map[string]any{"type": "message", "role": "user",
-			"content": []map[string]string{{"type": "input_text", "text": s}}})
+		// Fields in name order: the bytes a map would encode to.
+		type part struct {
+			Text string `json:"text"`
+			Type string `json:"type"`
+		}
+		msg, _ := json.Marshal(struct {
+			Content []part `json:"content"`
+			Role    string `json:"role"`
+			Type    string `json:"type"`
+		}{[]part{{s, "input_text"}}, "user", "message"})
 		r.Input = []json.RawMessage{msg}
 		return nil
 	}
@@ -319,10 +327,17 @@ func (r *CreateRequest) parseTools(v json.RawMessage) *Error {
 	if isNull(v) {
 		return nil
 	}
-	var tools []map[string]json.RawMessage
+	// One decode of the array; each tool's fields are read from its own
+	// bytes (a tool that is not an object fails like the array would).
 	var raws []json.RawMessage
-	if json.Unmarshal(v, &tools) != nil || json.Unmarshal(v, &raws) != nil {
+	if json.Unmarshal(v, &raws) != nil {
 		return invalid("tools", CodeInvalidType, "Invalid type for 'tools': expected an array of tool objects.")
+	}
+	tools := make([]map[string]json.RawMessage, len(raws))
+	for i, raw := range raws {
+		if json.Unmarshal(raw, &tools[i]) != nil {
+			return invalid("tools", CodeInvalidType, "Invalid type for 'tools': expected an array of tool objects.")
+		}
 	}
 	var upstream []json.RawMessage
 	for i, t := range tools {

@@ -953,3 +953,85 @@ func TestGatewaySSEWire(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayConcurrentContinuations: a new conversation writes no head
+// (its first response is its head), yet concurrent continuations of that
+// first response still fork: exactly one continues its conversation, the
+// others branch into conversations of their own, and so does a later
+// continuation of the first response; the winner's continuation continues.
+func TestGatewayConcurrentContinuations(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	kv, err := e.js.KeyValue(ctx, httpapi.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conversation := func(id string) string {
+		t.Helper()
+		en, err := kv.Get(ctx, "resp."+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			ConversationID string `json:"conversationId"`
+		}
+		if err := json.Unmarshal(en.Value(), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m.ConversationID
+	}
+	create := func(prev string) (string, error) {
+		p := responses.ResponseNewParams{Model: "sandbox-1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("turn")}}
+		if prev != "" {
+			p.PreviousResponseID = openai.String(prev)
+		}
+		r, err := client.Responses.New(ctx, p)
+		if err != nil {
+			return "", err
+		}
+		return r.ID, nil
+	}
+	first, err := create("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, "head."+conversation(first)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("a new conversation wrote its head: %v", err)
+	}
+	const n = 4
+	ids, errs := make([]string, n), make([]error, n)
+	done := make(chan int, n)
+	for i := range n {
+		go func() { ids[i], errs[i] = create(first); done <- i }()
+	}
+	for range n {
+		<-done
+	}
+	var same []string
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if conversation(ids[i]) == conversation(first) {
+			same = append(same, ids[i])
+		}
+	}
+	if len(same) != 1 {
+		t.Fatalf("%d of %d concurrent continuations of the first response continued its conversation, want 1: %v", len(same), n, same)
+	}
+	late, err := create(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conversation(late) == conversation(first) {
+		t.Fatal("a continuation of a response that is no longer the head continued its conversation")
+	}
+	next, err := create(same[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conversation(next) != conversation(first) {
+		t.Fatal("a continuation of the head branched")
+	}
+}
