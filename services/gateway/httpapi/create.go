@@ -352,6 +352,10 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		headDone = nil
 		return err
 	}
+	// A response that starts its conversation (a new one, or a branch) runs
+	// in one named after its own turn, which nothing was recorded under:
+	// the envelope skips reading the conversation's record.
+	p.exec.NewConversation = p.exec.ConversationId == firstConversation(turnID)
 	p.exec.Principal, p.exec.Budgets, p.exec.KeyId = owner, budgets, keyID(ctx)
 	meta := &m
 	meta.ID, meta.ConversationID, meta.TurnID, meta.Owner = respID, target.ConversationID, turnID, owner

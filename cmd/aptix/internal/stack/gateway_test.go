@@ -1035,3 +1035,50 @@ func TestGatewayConcurrentContinuations(t *testing.T) {
 		t.Fatal("a continuation of the head branched")
 	}
 }
+
+// TestGatewayMarksNewConversations: a create that starts a conversation (no
+// previous response, no conversation named, or a branch) tells the
+// envelope there is nothing on record to read; one that continues a
+// conversation does not.
+func TestGatewayMarksNewConversations(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	turn := func(prev string, opts ...option.RequestOption) (*responses.Response, bool) {
+		t.Helper()
+		p := responses.ResponseNewParams{Model: "sandbox-1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}
+		if prev != "" {
+			p.PreviousResponseID = openai.String(prev)
+		}
+		r, err := client.Responses.New(ctx, p, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := e.js.Stream(ctx, contracts.StreamName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.GetLastMsgForSubject(ctx, "aptix.completed.>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var done contracts.Turn
+		if err := json.Unmarshal(m.Data, &done); err != nil {
+			t.Fatal(err)
+		}
+		return r, done.Request.NewConversation
+	}
+	r1, fresh := turn("")
+	if !fresh {
+		t.Error("a create with no previous response and no conversation is not marked new")
+	}
+	if _, fresh = turn(r1.ID); fresh {
+		t.Error("a continuation is marked new")
+	}
+	if _, fresh = turn(r1.ID); !fresh {
+		t.Error("a branch (r1 continued twice) is not marked new")
+	}
+	if _, fresh = turn("", option.WithJSONSet("conversation", "named")); fresh {
+		t.Error("a turn of a named conversation is marked new")
+	}
+}
