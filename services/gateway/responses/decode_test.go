@@ -36,8 +36,8 @@ func decodeFixtures() map[string]contracts.Turn {
 		return contracts.Turn{Envelope: env(), LLM: &contracts.LLMResult{Status: 200, Model: "sandbox-1", Body: body}, Response: ok(body, usage15)}
 	}
 	v1 := map[string]contracts.Turn{
-		"completed": {Envelope: env(), LLM: &contracts.LLMResult{Status: 200, Model: "sandbox-1", Body: upstreamOK, TruncatedItems: 2}, Response: ok(upstreamOK, usage15)},
-		"upstream error with param and code": upErr(badParam, 400),
+		"completed":                           {Envelope: env(), LLM: &contracts.LLMResult{Status: 200, Model: "sandbox-1", Body: upstreamOK, TruncatedItems: 2}, Response: ok(upstreamOK, usage15)},
+		"upstream error with param and code":  upErr(badParam, 400),
 		"upstream error, null param and code": upErr(`{"error":{"message":"Rate limit","type":"rate_limit_error","param":null,"code":null}}`, 429),
 		"upstream error without a body":       upErr(``, 0),
 		"upstream error, body not JSON":       upErr(`<html>bad gateway</html>`, 502),
@@ -66,8 +66,8 @@ func decodeFixtures() map[string]contracts.Turn {
 		"not an object":           good(`[1,2]`),
 		"null output and details": good(`{"status":"completed","output":null,"incomplete_details":null,"error":null}`),
 		"chat usage":              good(`{"status":"completed","output":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"input_tokens_details":{"cached_tokens":3},"output_tokens_details":{"reasoning_tokens":1}}}`),
-		"rejected by a stage": {Failure: &contracts.Failure{Stage: "envelope", Code: "invalid_tools", Message: "bad tools"}},
-		"answer error":        {LLM: &contracts.LLMResult{Status: 200, Body: upstreamOK}, Response: &contracts.AgentExecuteResponse{Kind: contracts.KindError, ErrorCode: "mapping_failed", ErrorMessage: "x"}},
+		"rejected by a stage":     {Failure: &contracts.Failure{Stage: "envelope", Code: "invalid_tools", Message: "bad tools"}},
+		"answer error":            {LLM: &contracts.LLMResult{Status: 200, Body: upstreamOK}, Response: &contracts.AgentExecuteResponse{Kind: contracts.KindError, ErrorCode: "mapping_failed", ErrorMessage: "x"}},
 	}
 	out := map[string]contracts.Turn{}
 	for name, t := range v1 {
