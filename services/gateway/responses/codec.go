@@ -18,3 +18,7 @@ var decodeBody = func(data []byte, v any) error { return jsonv2.Unmarshal(data, 
 
 // encodeJSON encodes v as encoding/json's Marshal would.
 func encodeJSON(v any) ([]byte, error) { return jsonv2.Marshal(v, v1Semantics) }
+
+// encodeEcho encodes a response record's echoed parameters (a variable so a
+// test can compare it with encoding/json's).
+var encodeEcho = encodeJSON

@@ -134,3 +134,31 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestEchoMatchesEncodingJSON: the echoed parameters a response record keeps
+// are the bytes encoding/json encodes.
+func TestEchoMatchesEncodingJSON(t *testing.T) {
+	for _, body := range []string{benchBody,
+		`{"model":"m","input":"hi","instructions":"<be> & brief\u2028","max_output_tokens":64,"store":false,"background":false,
+		"tools":[{"type":"function","name":"f","description":"d <x>","parameters":{"type":"object", "properties":{}},"strict":false},{"type":"web_search","x":[1, 2.50]},{"type":"function","function":{"name":"g","parameters":{}}}],
+		"tool_choice":"required","metadata":{"k":"v","é":"<&>","Z":"","a b":"\u00e9"},"temperature":0.5,"top_p":1.0,"text":{"verbosity":"low","format":null},
+		"reasoning":{"summary":"auto"},"parallel_tool_calls":false,"truncation":"auto","user":"u","prompt_cache_key":"pk","prompt_cache_retention":"24h",
+		"service_tier":"flex","top_logprobs":2,"safety_identifier":"s","max_tool_calls":3,"presence_penalty":1e-1,"frequency_penalty":-0.1}`,
+	} {
+		r, e := Parse([]byte(body))
+		if e != nil {
+			t.Fatal(e.Message)
+		}
+		got, e := Echo(r)
+		if e != nil {
+			t.Fatal(e.Message)
+		}
+		saved := encodeEcho
+		encodeEcho = json.Marshal
+		want, _ := Echo(r)
+		encodeEcho = saved
+		if string(got) != string(want) {
+			t.Errorf("echo:\n got %s\nwant %s", got, want)
+		}
+	}
+}

@@ -194,7 +194,7 @@ func Echo(r *CreateRequest) (json.RawMessage, *Error) {
 			m[k] = echoShape(k, v)
 		}
 	}
-	b, err := json.Marshal(m)
+	b, err := encodeEcho(m)
 	if err != nil {
 		return nil, Internal("encode_echo", err.Error())
 	}
