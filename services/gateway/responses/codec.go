@@ -22,3 +22,9 @@ func encodeJSON(v any) ([]byte, error) { return jsonv2.Marshal(v, v1Semantics) }
 // encodeEcho encodes a response record's echoed parameters (a variable so a
 // test can compare it with encoding/json's).
 var encodeEcho = encodeJSON
+
+// decodeRequest decodes a create request's body and parameters as
+// encoding/json would (a variable so a test can compare it with
+// encoding/json's decode). Parse asks encoding/json again for the error of a
+// body that is not JSON, which names the position.
+var decodeRequest = func(data []byte, v any) error { return jsonv2.Unmarshal(data, v, v1Semantics) }

@@ -3,6 +3,7 @@ package responses
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -159,6 +160,58 @@ func TestEchoMatchesEncodingJSON(t *testing.T) {
 		encodeEcho = saved
 		if string(got) != string(want) {
 			t.Errorf("echo:\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+// TestParseMatchesEncodingJSON: a create request parses to the same request,
+// or the same error, as with encoding/json's decode.
+func TestParseMatchesEncodingJSON(t *testing.T) {
+	bodies := []string{benchBody,
+		`{"model":"m","input":"hi","system_prompt":"Be brief.","max_tokens":64,"tool_choice":{"type":"function","function":{"name":"lookup"}},"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object"}}}],"temperature":0.3}`,
+		`{ "model" : "m" , "input" : [ {"role":"user","content":"x"} , {"type":"message","role":"assistant","content":[{"type":"output_text","text":"y"}]} ],
+		  "metadata" : { "a" : "b" , "a" : "c" }, "include" : [ "file_search_call.results" , "reasoning.encrypted_content" ],
+		  "tools" : [ { "type" : "file_search" , "vector_store_ids" : [ "vs_1" ] } , { "type" : "web_search" } ], "text" : { "format" : { "type" : "text" } } }`,
+		`{"mo\u0064el":"m","input":"caf\u00e9 \ud83d\ude00","instructions":"<&>","store":null,"stream":true,"background":false,"user":"` + "\xff" + `"}`,
+		"{\"model\":\"m\xff\",\"input\":\"x\",\"metadata\":{\"k\xfe\":\"v\"}}",
+		`{"model":"m","model":"n","input":"a","input":"b"}`,
+		`{"model":"m","input":"x","max_output_tokens":1.0}`,
+		`{"model":"m","input":"x","max_output_tokens":1e2}`,
+		`{"model":"m","input":"x","max_output_tokens":99999999999999999999}`,
+		`{"model":"m","input":"x","max_output_tokens":-0}`,
+		`{"model":"m","input":"x","max_output_tokens":-1}`,
+		`{"model":"m","input":"x","store":"yes"}`,
+		`{"model":"m","input":"x","metadata":{"a":1}}`,
+		`{"model":"m","input":"x","include":"a"}`,
+		`{"model":"m","input":"x","tools":{"type":"function"}}`,
+		`{"model":"m","input":"x","tools":[1]}`,
+		`{"model":"m","input":"x","tools":[{"type":1}]}`,
+		`{"model":"m","input":"x","tools":[{"Type":"function","name":"f"}]}`,
+		`{"model":"m","input":"x","tools":[{"type":"function","type":"web_search"}]}`,
+		`{"model":"m","input":"x","tools":[{"type":"function","name":""}]}`,
+		`{"model":"m","input":"x","tools":[]}`,
+		`{"model":"m","input":"x","tools":null,"tool_choice":null}`,
+		`{"model":"m","input":"x","conversation":{"id":"conv_1"}}`,
+		`{"model":"m","input":"x","background":true,"store":false}`,
+		`{"model":"m","input":"x"} trailing`,
+		`{"model":"m","input":"x",}`,
+		"{\"model\":\"m\",\n \"input\": hi}",
+		`[1,2]`, `null`, `"s"`, ``, `{`,
+		`{"model":"m","input":"x","temprature":1}`,
+		`{"model":"m","input":"x","aptix":{"mode":"ANALYZE","mood":"x"}}`,
+		`{"model":"m","input":"x","aptix":{"mode":"ANALYZE","tags":["a"]}}`,
+	}
+	parse := func(decode func([]byte, any) error, body string) (*CreateRequest, *Error) {
+		saved := decodeRequest
+		decodeRequest = decode
+		defer func() { decodeRequest = saved }()
+		return Parse([]byte(body))
+	}
+	for _, body := range bodies {
+		wr, we := parse(json.Unmarshal, body)
+		gr, ge := parse(decodeRequest, body)
+		if !reflect.DeepEqual(gr, wr) || !reflect.DeepEqual(ge, we) {
+			t.Errorf("%s:\n got %+v %+v\nwant %+v %+v", body, gr, ge, wr, we)
 		}
 	}
 }
