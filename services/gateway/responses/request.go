@@ -92,8 +92,12 @@ type Extension struct {
 // the wrong type names it and the expected type.
 func Parse(data []byte) (*CreateRequest, *Error) {
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, jsonError(data, err)
+	if decodeRequest(data, &raw) != nil {
+		// encoding/json's error is the one the message names a position of.
+		raw = nil
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return nil, jsonError(data, err)
+		}
 	}
 	if raw == nil {
 		return nil, invalid("", CodeInvalidJSON, "The request body must be a JSON object.")
@@ -118,7 +122,7 @@ func Parse(data []byte) (*CreateRequest, *Error) {
 		if !ok || isNull(v) {
 			return
 		}
-		if err := json.Unmarshal(v, dst); err != nil {
+		if err := decodeRequest(v, dst); err != nil {
 			e = invalid(name, CodeInvalidType, "Invalid type for '%s': expected %s.", name, want)
 		}
 	}
@@ -330,19 +334,19 @@ func (r *CreateRequest) parseTools(v json.RawMessage) *Error {
 	// One decode of the array; each tool's fields are read from its own
 	// bytes (a tool that is not an object fails like the array would).
 	var raws []json.RawMessage
-	if json.Unmarshal(v, &raws) != nil {
+	if decodeRequest(v, &raws) != nil {
 		return invalid("tools", CodeInvalidType, "Invalid type for 'tools': expected an array of tool objects.")
 	}
 	tools := make([]map[string]json.RawMessage, len(raws))
 	for i, raw := range raws {
-		if json.Unmarshal(raw, &tools[i]) != nil {
+		if decodeRequest(raw, &tools[i]) != nil {
 			return invalid("tools", CodeInvalidType, "Invalid type for 'tools': expected an array of tool objects.")
 		}
 	}
 	var upstream []json.RawMessage
 	for i, t := range tools {
 		var typ string
-		if json.Unmarshal(t["type"], &typ) != nil || typ == "" {
+		if decodeRequest(t["type"], &typ) != nil || typ == "" {
 			return invalid(fmt.Sprintf("tools[%d].type", i), CodeMissingParameter, "Missing required parameter: 'tools[%d].type'.", i)
 		}
 		if typ == "file_search" {

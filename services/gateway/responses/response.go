@@ -194,7 +194,7 @@ func Echo(r *CreateRequest) (json.RawMessage, *Error) {
 			m[k] = echoShape(k, v)
 		}
 	}
-	b, err := json.Marshal(m)
+	b, err := encodeEcho(m)
 	if err != nil {
 		return nil, Internal("encode_echo", err.Error())
 	}
@@ -221,7 +221,7 @@ func base(meta Meta) Response {
 		r.Conversation = &ConversationRef{ID: meta.NamedConversation}
 	}
 	if len(meta.Echo) > 0 {
-		_ = json.Unmarshal(meta.Echo, &r) // produced by Echo: valid
+		_ = decodeBody(meta.Echo, &r) // produced by Echo: valid
 	}
 	if r.Metadata == nil {
 		r.Metadata = map[string]string{}
@@ -273,7 +273,7 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 	r.CompletedAt = &completedAt
 	var up upstream
 	body := t.ResultBody()
-	fromBody := t.LLM != nil && t.LLM.Error == nil && body != "" && json.Unmarshal([]byte(body), &up) == nil
+	fromBody := t.LLM != nil && t.LLM.Error == nil && body != "" && decodeBody([]byte(body), &up) == nil
 	if fromBody {
 		if up.Status != "" {
 			r.Status = up.Status
@@ -391,7 +391,7 @@ func Failure(t *contracts.Turn) *Error {
 			Code    *string `json:"code"`
 		} `json:"error"`
 	}
-	if raw := t.ResultBody(); raw != "" && json.Unmarshal([]byte(raw), &body) == nil && body.Error != nil && body.Error.Message != "" {
+	if raw := t.ResultBody(); raw != "" && decodeBody([]byte(raw), &body) == nil && body.Error != nil && body.Error.Message != "" {
 		e.Message, e.Type, e.Param, e.Code = body.Error.Message, firstNonEmpty(body.Error.Type, e.Type), body.Error.Param, body.Error.Code
 	}
 	return e

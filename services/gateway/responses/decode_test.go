@@ -1,0 +1,217 @@
+package responses
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
+
+// decodeFixtures are completed events as the gateway receives them: the
+// cases of TestFromMappedTurn (each as a version 1 and a version 2 event)
+// and upstream bodies that test the edges of encoding/json's decode (names
+// in another case, duplicate names, invalid UTF-8, wrong types, a body that
+// is not JSON, chat-completions usage, an error with a null param).
+func decodeFixtures() map[string]contracts.Turn {
+	sources := []contracts.SourceRef{{Id: "ck_1", Path: "retry.go", StartLine: 3, EndLine: 9, Score: 0.5}}
+	usage15 := contracts.LlmUsage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}
+	const badParam = `{"error":{"message":"Invalid 'temperature': must be at most 2.","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}`
+	const incomplete = `{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}`
+	const verbatim = `{"id":"resp_e","status":"completed","model":"local-1","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"<tool_call>{\"name\":\"lookup\",\"arguments\":{}}</tool_call>"}]}],"usage":{"input_tokens":4,"output_tokens":2,"total_tokens":6}}`
+	const rewritten = `{"id":"resp_e","status":"completed","model":"local-1","output":[{"id":"fc_e1","type":"function_call","status":"completed","call_id":"call_e1","name":"lookup","arguments":"{}"}],"usage":{"input_tokens":4,"output_tokens":2,"total_tokens":6}}`
+	ok := func(body string, u contracts.LlmUsage) *contracts.AgentExecuteResponse {
+		return &contracts.AgentExecuteResponse{Kind: contracts.KindOK, Usage: u, Sources: sources, RawResponseJson: body, ToolCalls: []contracts.AgentToolCall{}}
+	}
+	env := func() *contracts.Envelope { return &contracts.Envelope{Backend: "b", Model: "m", Sources: sources} }
+	loop := &contracts.ToolLoop{MaxDepth: 4, Round: 1, Status: contracts.LoopCompleted, Usage: usage15,
+		Items:      []json.RawMessage{json.RawMessage(`{"type":"mcp_list_tools","id":"mcpl_1"}`), json.RawMessage(`{"type":"mcp_call", "id":"mcp_1"}`)},
+		Executions: []contracts.ToolExecution{{ID: "mcp_1", Tool: "search", Server: "aptix", CallID: "call_s", Round: 1, Status: "completed", Input: json.RawMessage(`{"q": "retry"}`)}}}
+	upErr := func(body string, status int) contracts.Turn {
+		return contracts.Turn{Envelope: env(),
+			LLM:      &contracts.LLMResult{Status: status, Body: body, Error: &contracts.UpstreamError{Status: status, Message: fmt.Sprintf("HTTP %d", status), Type: "upstream_error"}},
+			Response: &contracts.AgentExecuteResponse{Kind: contracts.KindError, ErrorCode: "upstream_error", ErrorMessage: "HTTP", Sources: sources, RawResponseJson: body}}
+	}
+	good := func(body string) contracts.Turn {
+		return contracts.Turn{Envelope: env(), LLM: &contracts.LLMResult{Status: 200, Model: "sandbox-1", Body: body}, Response: ok(body, usage15)}
+	}
+	v1 := map[string]contracts.Turn{
+		"completed":                           {Envelope: env(), LLM: &contracts.LLMResult{Status: 200, Model: "sandbox-1", Body: upstreamOK, TruncatedItems: 2}, Response: ok(upstreamOK, usage15)},
+		"upstream error with param and code":  upErr(badParam, 400),
+		"upstream error, null param and code": upErr(`{"error":{"message":"Rate limit","type":"rate_limit_error","param":null,"code":null}}`, 429),
+		"upstream error without a body":       upErr(``, 0),
+		"upstream error, body not JSON":       upErr(`<html>bad gateway</html>`, 502),
+		"upstream error, names in other case": upErr(`{"Error":{"Message":"Slow down","TYPE":"rate_limit_error","Code":"rate"}}`, 429),
+		"stage failure after mapping": {Envelope: env(), LLM: &contracts.LLMResult{Status: 200, Body: upstreamOK},
+			Failure:  &contracts.Failure{Stage: "mapper", Code: "usage_unavailable", Message: "could not record"},
+			Response: &contracts.AgentExecuteResponse{Kind: contracts.KindError, ErrorCode: "usage_unavailable", Sources: sources, RawResponseJson: upstreamOK}},
+		"tool loop": {Envelope: env(), Tools: loop, LLM: &contracts.LLMResult{Status: 200, Body: upstreamOK}, Response: ok(upstreamOK, usage15.Plus(usage15))},
+		"tool loop at max depth": {Envelope: env(), Tools: &contracts.ToolLoop{MaxDepth: 1, Round: 1, Items: loop.Items, Executions: loop.Executions},
+			Failure: &contracts.Failure{Stage: "toolrunner", Code: contracts.LoopMaxDepthExceeded, Message: "depth"},
+			LLM:     &contracts.LLMResult{Status: 200, Body: upstreamOK}, Response: ok(upstreamOK, usage15)},
+		"emulated tool calls": {Envelope: env(), LLM: &contracts.LLMResult{Status: 200, Body: rewritten, UpstreamBody: verbatim},
+			Response: &contracts.AgentExecuteResponse{Kind: contracts.KindToolOnly, Sources: sources, RawResponseJson: verbatim,
+				ToolCalls: []contracts.AgentToolCall{{CallId: "call_e1", Name: "lookup", ArgumentsJson: "{}"}}}},
+		"incomplete": {Envelope: env(), LLM: &contracts.LLMResult{Status: 200, Body: incomplete},
+			Response: &contracts.AgentExecuteResponse{Kind: contracts.KindEmpty, FinishReason: contracts.FinishLength, Sources: sources, RawResponseJson: incomplete}},
+		"failed upstream status":  good(`{"status":"failed","error":{"code":"server_error","message":"boom"},"output":[],"usage":null}`),
+		"names in another case":   good(`{"Status":"incomplete","MODEL":"m2","Output":[{"type":"message","content":[]}],"Usage":{"Input_Tokens":3,"output_tokens":1}}`),
+		"duplicate names":         good(`{"status":"failed","status":"completed","model":"a","model":"b","output":[],"output":[{"type":"x"}]}`),
+		"invalid UTF-8":           good("{\"status\":\"completed\",\"model\":\"m\xff\",\"output\":[{\"type\":\"message\",\"text\":\"caf\xe9\"}]}"),
+		"escapes and spacing":     good("{ \"status\" : \"completed\" ,\n \"output\" : [ {\"type\" : \"message\", \"text\" : \"<a href=\\\"x\\\">&amp;\\u2028\\ud83d\\ude00</a>\"} ] }"),
+		"wrong type of a field":   good(`{"status":"completed","model":"m","output":[{"type":"message"}],"usage":{"input_tokens":"9"}}`),
+		"fractional token count":  good(`{"status":"completed","output":[],"usage":{"input_tokens":1.5}}`),
+		"trailing data":           good(`{"status":"completed","output":[]} {}`),
+		"truncated":               good(`{"status":"completed","output":[{"type":"message"`),
+		"not an object":           good(`[1,2]`),
+		"null output and details": good(`{"status":"completed","output":null,"incomplete_details":null,"error":null}`),
+		"chat usage":              good(`{"status":"completed","output":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"input_tokens_details":{"cached_tokens":3},"output_tokens_details":{"reasoning_tokens":1}}}`),
+		"rejected by a stage":     {Failure: &contracts.Failure{Stage: "envelope", Code: "invalid_tools", Message: "bad tools"}},
+		"answer error":            {LLM: &contracts.LLMResult{Status: 200, Body: upstreamOK}, Response: &contracts.AgentExecuteResponse{Kind: contracts.KindError, ErrorCode: "mapping_failed", ErrorMessage: "x"}},
+	}
+	out := map[string]contracts.Turn{}
+	for name, t := range v1 {
+		out[name+" (v1)"] = t
+		out[name+" (v2)"] = carried(t)
+	}
+	return out
+}
+
+// decodeMetas are response records with the echoed parameters of a rich
+// request and of none.
+func decodeMetas(t *testing.T) []Meta {
+	r, e := Parse([]byte(`{"model":"m","input":"hi","instructions":"be brief","max_output_tokens":64,"store":false,
+		"tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":true},{"type":"web_search"},{"type":"file_search","vector_store_ids":["vs_1"]}],
+		"tool_choice":{"type":"function","name":"f"},"metadata":{"k":"v","é":"<&>"},"temperature":0.5,"top_p":1.0,"text":{"verbosity":"low"},
+		"reasoning":{"effort":"high"},"parallel_tool_calls":false,"truncation":"auto","user":"u","prompt_cache_key":"pk","service_tier":"flex",
+		"top_logprobs":2,"safety_identifier":"s","max_tool_calls":3,"presence_penalty":0.1,"frequency_penalty":-0.1,
+		"include":["file_search_call.results"]}`))
+	if e != nil {
+		t.Fatal(e.Message)
+	}
+	rich, e := MetaFor(r)
+	if e != nil {
+		t.Fatal(e.Message)
+	}
+	rich.ID, rich.CreatedAt, rich.PreviousID = "resp_a", 100, "resp_prev"
+	return []Meta{{ID: "resp_b", CreatedAt: 100, Model: "asked"}, rich}
+}
+
+// TestDecodeMatchesEncodingJSON: the responses (and the sync create's
+// errors) built from completed events are byte for byte those built with
+// encoding/json's decode.
+func TestDecodeMatchesEncodingJSON(t *testing.T) {
+	build := func(decode func([]byte, any) error) map[string]string {
+		saved := decodeBody
+		decodeBody = decode
+		defer func() { decodeBody = saved }()
+		out := map[string]string{}
+		for i, meta := range decodeMetas(t) {
+			for name, turn := range decodeFixtures() {
+				r := FromTurn(meta, &turn, 200)
+				a, err := json.Marshal(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := encodeJSON(r) // as writeJSON answers it
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, _ := json.Marshal(Failure(&turn))
+				out[fmt.Sprintf("%s, meta %d", name, i)] = string(a) + "\n" + string(b) + "\n" + string(f)
+			}
+		}
+		return out
+	}
+	want := build(json.Unmarshal)
+	got := build(decodeBody)
+	if len(got) != len(want) || len(got) < 50 {
+		t.Fatalf("%d cases, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s:\n got %s\nwant %s", k, got[k], w)
+		}
+	}
+}
+
+// TestEchoMatchesEncodingJSON: the echoed parameters a response record keeps
+// are the bytes encoding/json encodes.
+func TestEchoMatchesEncodingJSON(t *testing.T) {
+	for _, body := range []string{benchBody,
+		`{"model":"m","input":"hi","instructions":"<be> & brief\u2028","max_output_tokens":64,"store":false,"background":false,
+		"tools":[{"type":"function","name":"f","description":"d <x>","parameters":{"type":"object", "properties":{}},"strict":false},{"type":"web_search","x":[1, 2.50]},{"type":"function","function":{"name":"g","parameters":{}}}],
+		"tool_choice":"required","metadata":{"k":"v","é":"<&>","Z":"","a b":"\u00e9"},"temperature":0.5,"top_p":1.0,"text":{"verbosity":"low","format":null},
+		"reasoning":{"summary":"auto"},"parallel_tool_calls":false,"truncation":"auto","user":"u","prompt_cache_key":"pk","prompt_cache_retention":"24h",
+		"service_tier":"flex","top_logprobs":2,"safety_identifier":"s","max_tool_calls":3,"presence_penalty":1e-1,"frequency_penalty":-0.1}`,
+	} {
+		r, e := Parse([]byte(body))
+		if e != nil {
+			t.Fatal(e.Message)
+		}
+		got, e := Echo(r)
+		if e != nil {
+			t.Fatal(e.Message)
+		}
+		saved := encodeEcho
+		encodeEcho = json.Marshal
+		want, _ := Echo(r)
+		encodeEcho = saved
+		if string(got) != string(want) {
+			t.Errorf("echo:\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+// TestParseMatchesEncodingJSON: a create request parses to the same request,
+// or the same error, as with encoding/json's decode.
+func TestParseMatchesEncodingJSON(t *testing.T) {
+	bodies := []string{benchBody,
+		`{"model":"m","input":"hi","system_prompt":"Be brief.","max_tokens":64,"tool_choice":{"type":"function","function":{"name":"lookup"}},"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object"}}}],"temperature":0.3}`,
+		`{ "model" : "m" , "input" : [ {"role":"user","content":"x"} , {"type":"message","role":"assistant","content":[{"type":"output_text","text":"y"}]} ],
+		  "metadata" : { "a" : "b" , "a" : "c" }, "include" : [ "file_search_call.results" , "reasoning.encrypted_content" ],
+		  "tools" : [ { "type" : "file_search" , "vector_store_ids" : [ "vs_1" ] } , { "type" : "web_search" } ], "text" : { "format" : { "type" : "text" } } }`,
+		`{"mo\u0064el":"m","input":"caf\u00e9 \ud83d\ude00","instructions":"<&>","store":null,"stream":true,"background":false,"user":"` + "\xff" + `"}`,
+		"{\"model\":\"m\xff\",\"input\":\"x\",\"metadata\":{\"k\xfe\":\"v\"}}",
+		`{"model":"m","model":"n","input":"a","input":"b"}`,
+		`{"model":"m","input":"x","max_output_tokens":1.0}`,
+		`{"model":"m","input":"x","max_output_tokens":1e2}`,
+		`{"model":"m","input":"x","max_output_tokens":99999999999999999999}`,
+		`{"model":"m","input":"x","max_output_tokens":-0}`,
+		`{"model":"m","input":"x","max_output_tokens":-1}`,
+		`{"model":"m","input":"x","store":"yes"}`,
+		`{"model":"m","input":"x","metadata":{"a":1}}`,
+		`{"model":"m","input":"x","include":"a"}`,
+		`{"model":"m","input":"x","tools":{"type":"function"}}`,
+		`{"model":"m","input":"x","tools":[1]}`,
+		`{"model":"m","input":"x","tools":[{"type":1}]}`,
+		`{"model":"m","input":"x","tools":[{"Type":"function","name":"f"}]}`,
+		`{"model":"m","input":"x","tools":[{"type":"function","type":"web_search"}]}`,
+		`{"model":"m","input":"x","tools":[{"type":"function","name":""}]}`,
+		`{"model":"m","input":"x","tools":[]}`,
+		`{"model":"m","input":"x","tools":null,"tool_choice":null}`,
+		`{"model":"m","input":"x","conversation":{"id":"conv_1"}}`,
+		`{"model":"m","input":"x","background":true,"store":false}`,
+		`{"model":"m","input":"x"} trailing`,
+		`{"model":"m","input":"x",}`,
+		"{\"model\":\"m\",\n \"input\": hi}",
+		`[1,2]`, `null`, `"s"`, ``, `{`,
+		`{"model":"m","input":"x","temprature":1}`,
+		`{"model":"m","input":"x","aptix":{"mode":"ANALYZE","mood":"x"}}`,
+		`{"model":"m","input":"x","aptix":{"mode":"ANALYZE","tags":["a"]}}`,
+	}
+	parse := func(decode func([]byte, any) error, body string) (*CreateRequest, *Error) {
+		saved := decodeRequest
+		decodeRequest = decode
+		defer func() { decodeRequest = saved }()
+		return Parse([]byte(body))
+	}
+	for _, body := range bodies {
+		wr, we := parse(json.Unmarshal, body)
+		gr, ge := parse(decodeRequest, body)
+		if !reflect.DeepEqual(gr, wr) || !reflect.DeepEqual(ge, we) {
+			t.Errorf("%s:\n got %+v %+v\nwant %+v %+v", body, gr, ge, wr, we)
+		}
+	}
+}
