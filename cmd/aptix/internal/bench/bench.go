@@ -525,13 +525,13 @@ func setRatios(r *Report) {
 	}
 }
 
-// criticalWrites is what the writes goal judges: the writes stored before a
-// turn's answer when the split was measured, else all of them (a report
+// criticalWrites is what the writes goal judges: the median turn's writes stored before its
+// answer when the split was measured, else all of them per turn (a report
 // from before the split); a run that counted nothing is never a pass.
 func criticalWrites(total Writes, split Split) float64 {
 	w := total.PerOp
 	if split.Turns > 0 {
-		w = split.Before.PerOp
+		w = float64(split.MedianBefore)
 	}
 	if w <= 0 {
 		return math.Inf(1)

@@ -166,7 +166,7 @@ func writesNote(total Writes, s Split) string {
 	if s.Turns == 0 {
 		return "stored per turn: " + total.String()
 	}
-	note := fmt.Sprintf("on the critical path: %s before the answer", s.Before)
+	note := fmt.Sprintf("on the critical path: the median turn stores %d before its answer (the mean, which a writer on a clock such as the queue's keeper can land in: %s)", s.MedianBefore, s.Before)
 	if s.After.PerOp == 0 {
 		return note + ", none after it"
 	}
