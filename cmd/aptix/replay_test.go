@@ -247,3 +247,26 @@ func TestReplayAfterUpstreamFailure(t *testing.T) {
 		t.Fatalf("the original's result changed: %+v", again)
 	}
 }
+
+// TestReplayNewConversationIntoAnother: a turn that started its
+// conversation (newConversation, as `aptix exec` without --conversation
+// sends it) replayed into another, existing conversation continues that
+// conversation, as any replay into it does: the flag said the original's
+// conversation id was new, which the replay's is not.
+func TestReplayNewConversationIntoAnother(t *testing.T) {
+	d := newDebugStack(t)
+	d.turn(contracts.AgentExecuteRequest{ConversationId: "c-na", NewConversation: true, TurnId: "na1", Instruction: "first"})
+	b := d.turn(contracts.AgentExecuteRequest{ConversationId: "c-nb", TurnId: "nb1", Instruction: "other"})
+	r := d.replay(replayFlags{conversation: "c-na", turn: "na1", from: "envelope", into: "c-nb", newTurn: "na1-into"})
+	_, env, err := history.TurnEvent(d.ctx(), d.js, contracts.StageEnveloped, "c-nb", "na1-into")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var et contracts.Turn
+	if err := json.Unmarshal(env, &et); err != nil {
+		t.Fatal(err)
+	}
+	if want := b.Response.ResponseContinuationId; et.Request.ResponseContinuationId != want || !strings.Contains(r.Response.Text, "Continuing from "+want) {
+		t.Fatalf("the replay into c-nb continues from %q (text %q), want c-nb's %q", et.Request.ResponseContinuationId, r.Response.Text, want)
+	}
+}

@@ -59,6 +59,13 @@ type AgentExecuteRequest struct {
 	TurnId string `json:"turnId" jsonschema:"pattern=^[A-Za-z0-9_-]+$,maxLength=128"`
 	// ResponseContinuationId is the previous /responses id; empty on the first turn.
 	ResponseContinuationId string `json:"responseContinuationId,omitempty"`
+	// ContinuationConversation is the conversation ResponseContinuationId
+	// was made in when that is not ConversationId (a branch: the HTTP
+	// gateway's continuation of a response that is no longer its
+	// conversation's newest, or a replay into another conversation that
+	// keeps the original's continuation). Conversation recovery reads that
+	// conversation's events for the calls before the branch.
+	ContinuationConversation string `json:"continuationConversation,omitempty" jsonschema:"pattern=^[A-Za-z0-9_-]+$,maxLength=128"`
 	// NewConversation says the client generated ConversationId for this
 	// turn, so there is nothing to continue: the envelope skips looking up
 	// the conversation's record and newest completion (two store round trips

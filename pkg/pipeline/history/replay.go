@@ -100,6 +100,16 @@ func BuildReplay(ctx context.Context, js jetstream.JetStream, f ReplaySpec) (pip
 			}
 		}
 	}
+	// The original's conversation id may have been new to it
+	// (newConversation); the replay's conversation is not new when the
+	// replay continues it (--continue, or --into one that has turns), so
+	// the envelope reads its record as for any replay that updates one.
+	t.Request.NewConversation = false
+	if conv != f.Conversation && t.Request.ResponseContinuationId != "" && t.Request.ContinuationConversation == "" {
+		// The replay continues a response of the original's conversation
+		// from another one: recovery reads the calls before it there.
+		t.Request.ContinuationConversation = f.Conversation
+	}
 	switch in {
 	case contracts.StageRequested, contracts.StageRetrieved:
 		if f.Backend != "" || f.Model != "" {

@@ -356,6 +356,11 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 	// in one named after its own turn, which nothing was recorded under:
 	// the envelope skips reading the conversation's record.
 	p.exec.NewConversation = p.exec.ConversationId == firstConversation(turnID)
+	if prev != nil && p.exec.ConversationId != prev.ConversationID {
+		// A branch continues a response of another conversation: recovery
+		// finds the calls before the branch in that one's events.
+		p.exec.ContinuationConversation = prev.ConversationID
+	}
 	p.exec.Principal, p.exec.Budgets, p.exec.KeyId = owner, budgets, keyID(ctx)
 	meta := &m
 	meta.ID, meta.ConversationID, meta.TurnID, meta.Owner = respID, target.ConversationID, turnID, owner

@@ -103,6 +103,11 @@ func New(set *profiles.Set, o Options) *Caller {
 // Input is one turn's call.
 type Input struct {
 	ConversationID string
+	// ContinuationConversation is the conversation the body's
+	// previous_response_id was made in, when another than ConversationID
+	// (contracts.AgentExecuteRequest.ContinuationConversation): recovery
+	// reads its calls too.
+	ContinuationConversation string
 	// TurnID is the call's pay-once key: its result, call record and
 	// in-process flight are kept under it. The stage passes
 	// contracts.CallKey (conversation, turn and tool-loop round): clients

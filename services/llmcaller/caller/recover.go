@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 )
@@ -40,6 +39,10 @@ type LoggedCall struct {
 	// Body is the /responses body the call was made with, as it was handed
 	// to the caller (Input.Body).
 	Body json.RawMessage
+	// From is the conversation the call's previous_response_id was made
+	// in, when another than the call's own (a branch's first call:
+	// contracts.AgentExecuteRequest.ContinuationConversation).
+	From string
 	// Result is the call's result (contracts.LLMResult: the upstream body,
 	// verbatim in UpstreamBody under tool emulation, and how many input
 	// items were dropped to fit the context window).
@@ -60,60 +63,87 @@ type link struct {
 const maxChain = 1000
 
 // recoverySource returns the records recovery follows for a conversation:
-// those rebuilt from its logged calls first, then those earlier releases
-// kept in the history store. nil when the caller has neither.
-func (c *Caller) recoverySource(conversationID string) HistoryStore {
+// those rebuilt from its logged calls first (and from those of the
+// conversations a branch continued from: from, and each logged call's
+// From), then those earlier releases kept in the history store. nil when
+// the caller has neither.
+func (c *Caller) recoverySource(conversationID, from string) HistoryStore {
 	if c.o.Calls == nil && c.o.History == nil {
 		return nil
 	}
-	return &recoveryRecords{c: c, conv: conversationID}
+	r := &recoveryRecords{c: c, queued: map[string]bool{}}
+	r.queue(conversationID)
+	r.queue(from)
+	return r
 }
 
 // recoveryRecords is a read-only HistoryStore over a conversation's logged
-// calls (read at the first Get) and the history store.
+// calls and the history store. The conversation's calls are read at the
+// first Get; those of a conversation it branched from only when a chain
+// reaches a response its own calls do not hold.
 type recoveryRecords struct {
-	c    *Caller
-	conv string
+	c *Caller
 
-	once  sync.Once
-	err   error
-	calls []LoggedCall
-	byID  map[string]int // response id -> the first call that produced it
+	pending []string        // conversations whose calls are still to read, in order
+	queued  map[string]bool // every conversation ever queued
+	calls   []LoggedCall
+	byID    map[string]int // response id -> the first call that produced it
 }
 
-func (r *recoveryRecords) load(ctx context.Context) error {
-	r.once.Do(func() {
-		if r.c.o.Calls == nil {
-			return
+// queue adds a conversation whose calls may hold the chain.
+func (r *recoveryRecords) queue(conv string) {
+	if conv != "" && !r.queued[conv] {
+		r.queued[conv] = true
+		r.pending = append(r.pending, conv)
+	}
+}
+
+// loadNext reads the calls of the next queued conversation; false when
+// none is left.
+func (r *recoveryRecords) loadNext(ctx context.Context) (bool, error) {
+	if r.c.o.Calls == nil || len(r.pending) == 0 {
+		return false, nil
+	}
+	conv := r.pending[0]
+	r.pending = r.pending[1:]
+	calls, err := r.c.o.Calls.Calls(ctx, conv)
+	if err != nil {
+		return false, fmt.Errorf("read the calls of conversation %s: %w", conv, err)
+	}
+	if r.byID == nil {
+		r.byID = make(map[string]int, len(calls))
+	}
+	for _, call := range calls {
+		r.queue(call.From)
+		r.calls = append(r.calls, call)
+		i := len(r.calls) - 1
+		if call.Result.Error != nil {
+			continue
 		}
-		if r.calls, r.err = r.c.o.Calls.Calls(ctx, r.conv); r.err != nil {
-			r.err = fmt.Errorf("read the calls of conversation %s: %w", r.conv, r.err)
-			return
-		}
-		r.byID = make(map[string]int, len(r.calls))
-		for i, call := range r.calls {
-			if call.Result.Error != nil {
-				continue
+		if s, ok := summarize(upstreamBody(call.Result)); ok && s.ID != "" {
+			if _, seen := r.byID[s.ID]; !seen {
+				r.byID[s.ID] = i
 			}
-			if s, ok := summarize(upstreamBody(call.Result)); ok && s.ID != "" {
-				if _, seen := r.byID[s.ID]; !seen {
-					r.byID[s.ID] = i
-				}
-			}
 		}
-	})
-	return r.err
+	}
+	return true, nil
 }
 
 // Get returns the record of responseID: a link to the response its call
 // continued from (when there was one), the input items sent and the output
 // items received.
 func (r *recoveryRecords) Get(ctx context.Context, responseID string) ([]json.RawMessage, error) {
-	if err := r.load(ctx); err != nil {
-		return nil, err
-	}
-	if i, ok := r.byID[responseID]; ok {
-		return r.c.record(r.calls[i])
+	for {
+		if i, ok := r.byID[responseID]; ok {
+			return r.c.record(r.calls[i])
+		}
+		more, err := r.loadNext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			break
+		}
 	}
 	if r.c.o.History == nil {
 		return nil, ErrHistoryNotFound

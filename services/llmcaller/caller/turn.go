@@ -147,7 +147,7 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 		}
 	}
 	if recoverable(out.err) && !replay && t.parent.Err() == nil && !(t.in.Stream && t.emitted) {
-		if again, warning, err := recoverBody(turnCtx, t.c.recoverySource(t.in.ConversationID), r, t.in.ConversationID); err != nil {
+		if again, warning, err := recoverBody(turnCtx, t.c.recoverySource(t.in.ConversationID, t.in.ContinuationConversation), r, t.in.ConversationID); err != nil {
 			t.log.Warn("backend lost the response this turn continues from; the conversation cannot be recovered", "err", err)
 			out.err.Message += startOver(t.in.ConversationID)
 		} else {

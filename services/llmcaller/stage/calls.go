@@ -27,6 +27,9 @@ type callEvent struct {
 		Backend string          `json:"backend"`
 		Body    json.RawMessage `json:"body"`
 	} `json:"envelope"`
+	Request struct {
+		ContinuationConversation string `json:"continuationConversation"`
+	} `json:"request"`
 	LLM   *contracts.LLMResult `json:"llm"`
 	Tools *struct {
 		Round int `json:"round"`
@@ -54,6 +57,7 @@ func (e EventCalls) Calls(ctx context.Context, conversationID string) ([]caller.
 		round   int
 		backend string
 		body    json.RawMessage
+		from    string
 	}
 	last := map[string]*sent{} // by turn: its latest enveloped event not yet answered
 	var calls []caller.LoggedCall
@@ -65,14 +69,14 @@ func (e EventCalls) Calls(ctx context.Context, conversationID string) ([]caller.
 		switch ev.Stage {
 		case contracts.StageEnveloped:
 			if t.Envelope != nil && len(t.Envelope.Body) > 0 {
-				last[ev.Turn] = &sent{round: t.round(), backend: t.Envelope.Backend, body: t.Envelope.Body}
+				last[ev.Turn] = &sent{round: t.round(), backend: t.Envelope.Backend, body: t.Envelope.Body, from: t.Request.ContinuationConversation}
 			}
 		default:
 			s := last[ev.Turn]
 			if t.LLM == nil || s == nil || s.round != t.round() {
 				continue // the envelope's toolround event (no result yet), or no call of this stage
 			}
-			calls = append(calls, caller.LoggedCall{Backend: s.backend, Body: s.body, Result: *t.LLM})
+			calls = append(calls, caller.LoggedCall{Backend: s.backend, Body: s.body, From: s.from, Result: *t.LLM})
 			delete(last, ev.Turn)
 		}
 	}

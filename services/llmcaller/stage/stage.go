@@ -126,7 +126,8 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	// Each LLM call of a tool loop is paid once on its own: its key names
 	// the conversation and the turn (contracts.TurnKey), then the round.
 	in := caller.Input{
-		ConversationID: t.ConversationId, TurnID: contracts.CallKey(t), LegacyKey: legacyCallKey(t),
+		ConversationID: t.ConversationId, ContinuationConversation: t.Request.ContinuationConversation,
+		TurnID: contracts.CallKey(t), LegacyKey: legacyCallKey(t),
 		Backend: t.Envelope.Backend, Model: t.Envelope.Model, Body: t.Envelope.Body,
 		Stream: t.Request.Stream, Emulation: t.Envelope.ToolEmulation,
 		// A first delivery skips the pay-once lookup (caller.Input.FirstDelivery).

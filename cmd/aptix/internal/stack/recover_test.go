@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -187,5 +188,47 @@ func TestRecoverToolLoopFromEvents(t *testing.T) {
 	}
 	if n := e.keptRecords(); n != 0 {
 		t.Fatalf("%d records written to the history stores", n)
+	}
+}
+
+// TestRecoverBranchFromEvents: a continuation of a response that is not its
+// conversation's head any more branches into a new conversation, continuing
+// from that response upstream. When the backend has lost it, the branch is
+// recovered from the events of the conversation the response was made in
+// (the branch's own conversation holds none of its calls yet), and so is a
+// later turn of the branch, whose chain crosses into that conversation.
+func TestRecoverBranchFromEvents(t *testing.T) {
+	sb, backend := restartableBackend(t)
+	e := newEnv(t, sandbox.Options{}, backend)
+	_, client := e.gateway()
+	say := func(prev, text string) *responses.Response {
+		t.Helper()
+		p := responses.ResponseNewParams{Model: "sandbox-1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(text)}}
+		if prev != "" {
+			p.PreviousResponseID = openai.String(prev)
+		}
+		r, err := client.Responses.New(ctxT(t), p)
+		if err != nil {
+			var apiErr *openai.Error
+			if errors.As(err, &apiErr) {
+				t.Fatalf("%q: %s", text, apiErr.Message)
+			}
+			t.Fatalf("%q: %v", text, err)
+		}
+		return r
+	}
+	r1 := say("", "First question")
+	say(r1.ID, "Second question") // the head moves on
+	fresh := sb.restart()
+	r3 := say(r1.ID, "Branch question") // a branch from r1, which the backend lost
+	prev, items := sentItems(t, fresh.LastRequest())
+	if prev != "" || len(items) != 3 || !strings.Contains(items[0], "First question") || !strings.Contains(items[2], "Branch question") {
+		t.Fatalf("branch recovery sent previous_response_id %q, items %q", prev, items)
+	}
+	fresh = sb.restart()
+	say(r3.ID, "Branch follow-up") // the chain: this branch, then r1's conversation
+	prev, items = sentItems(t, fresh.LastRequest())
+	if prev != "" || len(items) != 5 || !strings.Contains(items[0], "First question") || !strings.Contains(items[2], "Branch question") {
+		t.Fatalf("follow-up recovery sent previous_response_id %q, items %q", prev, items)
 	}
 }
