@@ -76,6 +76,10 @@ func TestRunSmall(t *testing.T) {
 				room = 1.5
 			case "APTIX_QUEUE":
 				room = 0.4
+			case "APTIX_USAGE", "KV_aptix_conversations":
+				// Written after the answer: under load a few of the
+				// latency run's last turns may still be writing them.
+				room = 0.25
 			}
 			if d := sp.s.Before.ByStream[k] + sp.s.After.ByStream[k] - sp.total.ByStream[k]; math.Abs(d) > room {
 				t.Errorf("%s path, %s: %.2f before + %.2f after the answer, %.2f in the latency run", name, k, sp.s.Before.ByStream[k], sp.s.After.ByStream[k], sp.total.ByStream[k])

@@ -254,6 +254,9 @@ func TestBusTurnBudget(t *testing.T) {
 	if first.Response.Kind == contracts.KindError {
 		t.Fatalf("the first turn (nothing spent yet) failed: %+v", first.Response)
 	}
+	// The mapper records the turn's usage after its answer: wait for that
+	// record before waiting for it to be folded (failed 2 runs in 20).
+	e.settled()
 	e.usageOf()
 	calls := e.sb.Requests()
 	second := e.turn(contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t2", Instruction: "spend more", Principal: "bus:b", Budgets: budget})
