@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/aptix-dev/aptix/services/envelope/request"
 )
 
 // known lists every top-level parameter of a create request the gateway
@@ -46,6 +48,11 @@ type CreateRequest struct {
 	// ToolsEcho is the client's tools array as sent (file_search included),
 	// which the response repeats.
 	ToolsEcho json.RawMessage
+	// echoTools are ToolsEcho's tools as the envelope reads them, or why
+	// it would refuse them (echoToolsErr): parsed once by Parse, for the
+	// echo (Echo reports the error, where the create path always has).
+	echoTools    []request.Tool
+	echoToolsErr error
 	// FileSearch is set when a file_search tool asks Aptix to retrieve.
 	FileSearch *FileSearch
 	// Include is the include parameter (e.g. file_search_call.results).
@@ -378,6 +385,7 @@ func (r *CreateRequest) parseTools(v json.RawMessage) *Error {
 	}
 	if len(tools) > 0 {
 		r.ToolsEcho = v
+		r.echoTools, r.echoToolsErr = request.ParseToolItems("tools", raws)
 	}
 	if len(upstream) > 0 {
 		r.Tools, _ = json.Marshal(upstream)
