@@ -282,7 +282,7 @@ func (r *CreateRequest) parseInput(v json.RawMessage) *Error {
 		return invalid("input", CodeMissingParameter, "Missing required parameter: 'input'.")
 	}
 	var s string
-	if json.Unmarshal(v, &s) == nil {
+	if decodeRequest(v, &s) == nil {
 		// Fields in name order: the bytes a map would encode to.
 		type part struct {
 			Text string `json:"text"`
@@ -297,7 +297,7 @@ func (r *CreateRequest) parseInput(v json.RawMessage) *Error {
 		return nil
 	}
 	var items []json.RawMessage
-	if json.Unmarshal(v, &items) != nil {
+	if decodeRequest(v, &items) != nil {
 		return invalid("input", CodeInvalidType, "Invalid type for 'input': expected a string or an array of input items.")
 	}
 	if len(items) == 0 {
@@ -305,12 +305,12 @@ func (r *CreateRequest) parseInput(v json.RawMessage) *Error {
 	}
 	for i, it := range items {
 		var m map[string]json.RawMessage
-		if json.Unmarshal(it, &m) != nil || m == nil {
+		if decodeRequest(it, &m) != nil || m == nil {
 			return invalid(fmt.Sprintf("input[%d]", i), CodeInvalidType, "Invalid type for 'input[%d]': expected an object.", i)
 		}
 		var typ, role string
-		_ = json.Unmarshal(m["type"], &typ)
-		_ = json.Unmarshal(m["role"], &role)
+		_ = decodeRequest(m["type"], &typ)
+		_ = decodeRequest(m["role"], &role)
 		if typ == "" {
 			if role == "" {
 				return invalid(fmt.Sprintf("input[%d]", i), CodeMissingParameter, "Missing required parameter: 'input[%d].type'.", i)
@@ -404,7 +404,7 @@ func (r *CreateRequest) parseToolChoice(v json.RawMessage) *Error {
 	}
 	r.ToolChoiceRaw = v
 	var s string
-	if json.Unmarshal(v, &s) == nil {
+	if decodeRequest(v, &s) == nil {
 		switch s {
 		case "auto", "none", "required":
 			r.ToolChoice = s
@@ -420,7 +420,7 @@ func (r *CreateRequest) parseToolChoice(v json.RawMessage) *Error {
 			Name string `json:"name"`
 		} `json:"function"`
 	}
-	if json.Unmarshal(v, &obj) != nil {
+	if decodeRequest(v, &obj) != nil {
 		return invalid("tool_choice", CodeInvalidType, "Invalid type for 'tool_choice': expected a string or an object.")
 	}
 	switch {
