@@ -113,6 +113,12 @@ func ParseTools(field, raw string) ([]Tool, error) {
 	if err := unmarshal([]byte(raw), &items); err != nil {
 		return nil, &InvalidToolsError{Field: field, Index: -1, Err: fmt.Errorf("want a JSON array of tool definitions: %w", stdError([]byte(raw), &items, err))}
 	}
+	return ParseToolItems(field, items)
+}
+
+// ParseToolItems is ParseTools for an array already split into its items
+// (the gateway's create parse has them): the same tools, or the same error.
+func ParseToolItems(field string, items []json.RawMessage) ([]Tool, error) {
 	tools := make([]Tool, 0, len(items))
 	seen := make(map[string]bool, len(items))
 	for i, item := range items {

@@ -139,29 +139,58 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 // TestEchoMatchesEncodingJSON: the echoed parameters a response record keeps
 // are the bytes encoding/json encodes.
 func TestEchoMatchesEncodingJSON(t *testing.T) {
-	for _, body := range []string{benchBody,
+	bodies := []string{benchBody,
 		`{"model":"m","input":"hi","instructions":"<be> & brief\u2028","max_output_tokens":64,"store":false,"background":false,
 		"tools":[{"type":"function","name":"f","description":"d <x>","parameters":{"type":"object", "properties":{}},"strict":false},{"type":"web_search","x":[1, 2.50]},{"type":"function","function":{"name":"g","parameters":{}}}],
 		"tool_choice":"required","metadata":{"k":"v","é":"<&>","Z":"","a b":"\u00e9"},"temperature":0.5,"top_p":1.0,"text":{"verbosity":"low","format":null},
 		"reasoning":{"summary":"auto"},"parallel_tool_calls":false,"truncation":"auto","user":"u","prompt_cache_key":"pk","prompt_cache_retention":"24h",
 		"service_tier":"flex","top_logprobs":2,"safety_identifier":"s","max_tool_calls":3,"presence_penalty":1e-1,"frequency_penalty":-0.1}`,
-	} {
+	}
+	bodies = append(bodies, toolBodies...)
+	refused := 0
+	for _, body := range bodies {
 		r, e := Parse([]byte(body))
 		if e != nil {
 			t.Fatal(e.Message)
 		}
-		got, e := Echo(r)
-		if e != nil {
-			t.Fatal(e.Message)
-		}
+		got, ge := Echo(r)
 		saved := encodeEcho
 		encodeEcho = json.Marshal
-		want, _ := Echo(r)
+		want, we := Echo(r)
 		encodeEcho = saved
-		if string(got) != string(want) {
-			t.Errorf("echo:\n got %s\nwant %s", got, want)
+		// And as the tools parsed again from the bytes echo them (what Echo
+		// did before Parse kept them).
+		again := *r
+		again.echoTools, again.echoToolsErr = nil, nil
+		fresh, fe := Echo(&again)
+		if ge != nil {
+			refused++
+		}
+		if string(got) != string(want) || string(got) != string(fresh) || !reflect.DeepEqual(ge, we) || !reflect.DeepEqual(ge, fe) {
+			t.Errorf("%s echo:\n got %s %+v\nwant %s %+v\nparsed again %s %+v", body, got, ge, want, we, fresh, fe)
 		}
 	}
+	if refused != 7 {
+		t.Errorf("%d echoes refused, want the 7 tool lists the envelope refuses", refused)
+	}
+}
+
+// toolBodies are create requests whose tools Parse accepts: function tools
+// in both shapes, with and without strict, description and parameters,
+// hosted and mcp tools, and tools the envelope refuses (a duplicate name,
+// a duplicate hosted tool, a bad name or parameters), which Echo reports.
+var toolBodies = []string{
+	`{"model":"m","input":"x","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"a":{"type":"string","description":"<b> & \u00e9"}},"required":["a"],"additionalProperties":false},"strict":true,"description":"D"},{"type":"function","name":"g","strict":false},{"type":"function","name":"h","parameters":null,"description":""}]}`,
+	`{"model":"m","input":"x","tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{ "type" : "object" },"strict":true}},{"type":"function","name":"g","parameters":{}}]}`,
+	`{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"deepwiki","server_url":"https://mcp.deepwiki.com/mcp","require_approval":"never","allowed_tools":["ask_question"]},{"type":"web_search_preview","search_context_size":"low"},{"type":"code_interpreter","container":{"type":"auto"}},{"type":"image_generation"}]}`,
+	`{"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"file_search","vector_store_ids":["vs_1"]},{"type":"web_search", "user_location" : {"type":"approximate","city":"Zürich"}}],"tool_choice":{"type":"web_search"}}`,
+	`{"model":"m","input":"x","tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"function","name":"f","parameters":{"type":"object"}}]}`,
+	`{"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"function","function":{"name":"f"}}]}`,
+	`{"model":"m","input":"x","tools":[{"type":"web_search"},{"type":"web_search"}]}`,
+	`{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"a","server_url":"https://a"},{"type":"mcp", "server_label":"a","server_url":"https://a"}]}`,
+	`{"model":"m","input":"x","tools":[{"type":"function","name":"bad name"}]}`,
+	`{"model":"m","input":"x","tools":[{"type":"function","name":"f","parameters":[1]}]}`,
+	`{"model":"m","input":"x","tools":[{"type":"function","name":"f","strict":"yes"}]}`,
 }
 
 // TestParseMatchesEncodingJSON: a create request parses to the same request,
@@ -190,6 +219,36 @@ func TestParseMatchesEncodingJSON(t *testing.T) {
 		`{"model":"m","input":"x","tools":[{"type":"function","type":"web_search"}]}`,
 		`{"model":"m","input":"x","tools":[{"type":"function","name":""}]}`,
 		`{"model":"m","input":"x","tools":[]}`,
+		`{"model":"m","input":"x","tools":[{"type":"function","name":"f","function":null}]}`,
+		`{"model":"m","input":[]}`,
+		`{"model":"m","input":5}`,
+		`{"model":"m","input":"caf\u00e9 <&>\u2028 \ud800"}`,
+		`{"model":"m","input":[1]}`,
+		`{"model":"m","input":[null]}`,
+		`{"model":"m","input":[{"content":"x"}]}`,
+		`{"model":"m","input":[{"role":"tool","content":"x"}]}`,
+		`{"model":"m","input":[{"role":"user"}]}`,
+		`{"model":"m","input":[{"role":"user","content":null}]}`,
+		`{"model":"m","input":[{"type":1,"role":"user","content":"x"}]}`,
+		`{"model":"m","input":[{"type":"message","role":5,"content":"x"}]}`,
+		`{"model":"m","input":[{"ROLE":"user","Content":"x <b>"}]}`,
+		`{"model":"m","input":[{"role":"user","role":"assistant","content":"x","content":[ {"type":"input_text","text":"y"} ]}]}`,
+		`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"{\"a\": 1}"},{"type":"reasoning","summary":[]}]}`,
+		`{"model":"m","input":"x","tool_choice":"auto"}`,
+		`{"model":"m","input":"x","tool_choice":"sometimes"}`,
+		`{"model":"m","input":"x","tool_choice":5}`,
+		`{"model":"m","input":"x","tool_choice":{"type":"function","name":"f"}}`,
+		`{"model":"m","input":"x","tool_choice":{"type":"function","name":1}}`,
+		`{"model":"m","input":"x","tool_choice":{"type":"function"}}`,
+		`{"model":"m","input":"x","tool_choice":{"type":"custom","name":"c"}}`,
+		`{"model":"m","input":"x","tool_choice":{"TYPE":"function","Function":{"NAME":"g"}}}`,
+		`{"model":"m","input":"x","tool_choice":{"type":"function","function":null,"name":"h"}}`,
+		`{"model":"m","input":"x","tool_choice":{"type":"allowed_tools","mode":"required","tools":[]}}`,
+		`{"model":"m","input":"x","tool_choice":{"type":"allowed_tools"}}`,
+		`{"model":"m","input":"x","tool_choice":{"type":"file_search"}}`,
+		`{"model":"m","input":"x","tool_choice":{"type":"mcp","server_label":"a"}}`,
+		`{"model":"m","input":"x","tool_choice":{}}`,
+		`{"model":"m","input":"x","tool_choice":{"type":"none","type":"required"}}`,
 		`{"model":"m","input":"x","tools":null,"tool_choice":null}`,
 		`{"model":"m","input":"x","conversation":{"id":"conv_1"}}`,
 		`{"model":"m","input":"x","background":true,"store":false}`,
@@ -201,6 +260,7 @@ func TestParseMatchesEncodingJSON(t *testing.T) {
 		`{"model":"m","input":"x","aptix":{"mode":"ANALYZE","mood":"x"}}`,
 		`{"model":"m","input":"x","aptix":{"mode":"ANALYZE","tags":["a"]}}`,
 	}
+	bodies = append(bodies, toolBodies...)
 	parse := func(decode func([]byte, any) error, body string) (*CreateRequest, *Error) {
 		saved := decodeRequest
 		decodeRequest = decode

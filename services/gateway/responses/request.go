@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/aptix-dev/aptix/services/envelope/request"
 )
 
 // known lists every top-level parameter of a create request the gateway
@@ -46,6 +48,11 @@ type CreateRequest struct {
 	// ToolsEcho is the client's tools array as sent (file_search included),
 	// which the response repeats.
 	ToolsEcho json.RawMessage
+	// echoTools are ToolsEcho's tools as the envelope reads them, or why
+	// it would refuse them (echoToolsErr): parsed once by Parse, for the
+	// echo (Echo reports the error, where the create path always has).
+	echoTools    []request.Tool
+	echoToolsErr error
 	// FileSearch is set when a file_search tool asks Aptix to retrieve.
 	FileSearch *FileSearch
 	// Include is the include parameter (e.g. file_search_call.results).
@@ -275,7 +282,7 @@ func (r *CreateRequest) parseInput(v json.RawMessage) *Error {
 		return invalid("input", CodeMissingParameter, "Missing required parameter: 'input'.")
 	}
 	var s string
-	if json.Unmarshal(v, &s) == nil {
+	if decodeRequest(v, &s) == nil {
 		// Fields in name order: the bytes a map would encode to.
 		type part struct {
 			Text string `json:"text"`
@@ -290,7 +297,7 @@ func (r *CreateRequest) parseInput(v json.RawMessage) *Error {
 		return nil
 	}
 	var items []json.RawMessage
-	if json.Unmarshal(v, &items) != nil {
+	if decodeRequest(v, &items) != nil {
 		return invalid("input", CodeInvalidType, "Invalid type for 'input': expected a string or an array of input items.")
 	}
 	if len(items) == 0 {
@@ -298,12 +305,12 @@ func (r *CreateRequest) parseInput(v json.RawMessage) *Error {
 	}
 	for i, it := range items {
 		var m map[string]json.RawMessage
-		if json.Unmarshal(it, &m) != nil || m == nil {
+		if decodeRequest(it, &m) != nil || m == nil {
 			return invalid(fmt.Sprintf("input[%d]", i), CodeInvalidType, "Invalid type for 'input[%d]': expected an object.", i)
 		}
 		var typ, role string
-		_ = json.Unmarshal(m["type"], &typ)
-		_ = json.Unmarshal(m["role"], &role)
+		_ = decodeRequest(m["type"], &typ)
+		_ = decodeRequest(m["role"], &role)
 		if typ == "" {
 			if role == "" {
 				return invalid(fmt.Sprintf("input[%d]", i), CodeMissingParameter, "Missing required parameter: 'input[%d].type'.", i)
@@ -378,6 +385,7 @@ func (r *CreateRequest) parseTools(v json.RawMessage) *Error {
 	}
 	if len(tools) > 0 {
 		r.ToolsEcho = v
+		r.echoTools, r.echoToolsErr = request.ParseToolItems("tools", raws)
 	}
 	if len(upstream) > 0 {
 		r.Tools, _ = json.Marshal(upstream)
@@ -396,7 +404,7 @@ func (r *CreateRequest) parseToolChoice(v json.RawMessage) *Error {
 	}
 	r.ToolChoiceRaw = v
 	var s string
-	if json.Unmarshal(v, &s) == nil {
+	if decodeRequest(v, &s) == nil {
 		switch s {
 		case "auto", "none", "required":
 			r.ToolChoice = s
@@ -412,7 +420,7 @@ func (r *CreateRequest) parseToolChoice(v json.RawMessage) *Error {
 			Name string `json:"name"`
 		} `json:"function"`
 	}
-	if json.Unmarshal(v, &obj) != nil {
+	if decodeRequest(v, &obj) != nil {
 		return invalid("tool_choice", CodeInvalidType, "Invalid type for 'tool_choice': expected a string or an object.")
 	}
 	switch {

@@ -175,7 +175,10 @@ func Echo(r *CreateRequest) (json.RawMessage, *Error) {
 		m["max_output_tokens"] = r.MaxOutputTokens
 	}
 	if len(r.ToolsEcho) > 0 {
-		tools, err := request.ParseTools("tools", string(r.ToolsEcho))
+		tools, err := r.echoTools, r.echoToolsErr
+		if tools == nil && err == nil { // not made by Parse
+			tools, err = request.ParseTools("tools", string(r.ToolsEcho))
+		}
 		if err != nil {
 			return nil, invalid("tools", CodeInvalidValue, "Invalid 'tools': %v.", err)
 		}
@@ -503,9 +506,19 @@ func echoTools(tools []request.Tool) []any {
 		if t.Description != "" {
 			desc = t.Description
 		}
-		out = append(out, map[string]any{"type": "function", "name": t.Name, "description": desc, "parameters": t.Parameters, "strict": t.Strict})
+		out = append(out, echoFunction{Description: desc, Name: t.Name, Parameters: t.Parameters, Strict: t.Strict, Type: "function"})
 	}
 	return out
+}
+
+// echoFunction is an echoed function tool: the fields a map of them encodes,
+// in the same (name) order, without the map.
+type echoFunction struct {
+	Description any             `json:"description"`
+	Name        string          `json:"name"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict"`
+	Type        string          `json:"type"`
 }
 
 // codeAtCapacity is pipeline.CodeAtCapacity: a queued turn the pipeline had
