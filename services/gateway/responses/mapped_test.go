@@ -37,19 +37,10 @@ func carried(v1 contracts.Turn) contracts.Turn {
 // and is the same whether the completion is a version 2 event (the body
 // once) or a version 1 event (the body in llm.body too).
 func TestFromMappedTurn(t *testing.T) {
-	sources := []contracts.SourceRef{{Id: "ck_1", Path: "retry.go", StartLine: 3, EndLine: 9, Score: 0.5}}
-	usage15 := contracts.LlmUsage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}
-	const badParam = `{"error":{"message":"Invalid 'temperature': must be at most 2.","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}`
-	const incomplete = `{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}`
-	const verbatim = `{"id":"resp_e","status":"completed","model":"local-1","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"<tool_call>{\"name\":\"lookup\",\"arguments\":{}}</tool_call>"}]}],"usage":{"input_tokens":4,"output_tokens":2,"total_tokens":6}}`
-	const rewritten = `{"id":"resp_e","status":"completed","model":"local-1","output":[{"id":"fc_e1","type":"function_call","status":"completed","call_id":"call_e1","name":"lookup","arguments":"{}"}],"usage":{"input_tokens":4,"output_tokens":2,"total_tokens":6}}`
-	ok := func(body string, u contracts.LlmUsage) *contracts.AgentExecuteResponse {
-		return &contracts.AgentExecuteResponse{Kind: contracts.KindOK, Usage: u, Sources: sources, RawResponseJson: body, ToolCalls: []contracts.AgentToolCall{}}
-	}
-	env := func() *contracts.Envelope { return &contracts.Envelope{Backend: "b", Model: "m", Sources: sources} }
-	loop := &contracts.ToolLoop{MaxDepth: 4, Round: 1, Status: contracts.LoopCompleted, Usage: usage15,
-		Items:      []json.RawMessage{json.RawMessage(`{"type":"mcp_list_tools","id":"mcpl_1"}`), json.RawMessage(`{"type":"mcp_call","id":"mcp_1"}`)},
-		Executions: []contracts.ToolExecution{{ID: "mcp_1", Tool: "search", Server: "aptix", CallID: "call_s", Round: 1, Status: "completed"}}}
+	p := newMappedParts()
+	sources, usage15, loop := p.sources, p.usage15, p.loop
+	badParam, incomplete, verbatim, rewritten := p.badParam, p.incomplete, p.verbatim, p.rewritten
+	ok, env := p.ok, p.env
 
 	cases := []struct {
 		name     string
