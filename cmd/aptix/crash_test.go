@@ -77,15 +77,7 @@ func kill9Run(t *testing.T, bin string, reattach bool, turns int) {
 	up := startProc(t, bin, env, upArgs...)
 	up.waitFor(t, "Aptix is up.")
 
-	nc, err := nats.Connect("nats://"+listen, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connectUp(t, listen)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for i := range turns {
@@ -312,4 +304,20 @@ func (p *proc) kill(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = p.cmd.Wait()
+}
+
+// connectUp connects to the NATS of an `aptix up` child on listen,
+// reconnecting through its restarts; closed when the test ends.
+func connectUp(t *testing.T, listen string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect("nats://"+listen, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/powercut"
@@ -85,15 +84,7 @@ func powerCutRun(t *testing.T, bin, policy string) {
 	up := startProc(t, bin, env, "up", "--listen", listen, "--data", pc.Dir(), "--http", "")
 	up.waitFor(t, "Aptix is up.")
 
-	nc, err := nats.Connect("nats://"+listen, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connectUp(t, listen)
 
 	// Two submitters without pause; each turn's acknowledgement time kept.
 	var mu sync.Mutex

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 )
@@ -36,6 +38,17 @@ func synced(t *testing.T, c *Cancels) {
 	eventually(t, c, "the cancels watch never caught up", func() bool { return c.synced })
 }
 
+// openCancels opens the cancels store on js, closed when the test ends.
+func openCancels(t *testing.T, js jetstream.JetStream) *Cancels {
+	t.Helper()
+	c, err := OpenCancels(context.Background(), js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // TestCancelsWatchSeesEveryCancel: a cancel stored before the process
 // started, one stored while a turn is registered, and cancels racing their
 // turns' Watch from another process are each seen, by Watch's answer or by
@@ -43,19 +56,11 @@ func synced(t *testing.T, c *Cancels) {
 func TestCancelsWatchSeesEveryCancel(t *testing.T) {
 	ctx := context.Background()
 	_, js := natstest.JetStream(t)
-	other, err := OpenCancels(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := openCancels(t, js)
 	if _, err := other.CancelFor(ctx, "c", "before", "timeout"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := OpenCancels(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openCancels(t, js)
 	synced(t, c)
 
 	if _, _, reason, ok, err := c.Watch(ctx, "c", "before"); err != nil || !ok || reason != "timeout" {
@@ -134,11 +139,7 @@ func TestCancelsWatchSeesEveryCancel(t *testing.T) {
 func TestCancelsWatchAfterOverflow(t *testing.T) {
 	ctx := context.Background()
 	_, js := natstest.JetStream(t)
-	c, err := OpenCancels(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openCancels(t, js)
 	synced(t, c)
 	c.mu.Lock()
 	c.limit = 3
@@ -173,11 +174,7 @@ func TestCancelsWatchAfterTheWatchEnds(t *testing.T) {
 	synced(t, c)
 	c.Close()
 	eventually(t, c, "the ended watch is still trusted", func() bool { return !c.synced })
-	other, err := OpenCancels(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := openCancels(t, js)
 	if _, err := other.Cancel(ctx, "c", "late"); err != nil {
 		t.Fatal(err)
 	}
@@ -192,11 +189,7 @@ func TestCancelsWatchAfterTheWatchEnds(t *testing.T) {
 func TestCancelsScopedByConversation(t *testing.T) {
 	ctx := context.Background()
 	_, js := natstest.JetStream(t)
-	c, err := OpenCancels(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openCancels(t, js)
 	synced(t, c)
 	bob, release, _, ok, err := c.Watch(ctx, "bob", "t1")
 	if err != nil || ok {

@@ -41,9 +41,13 @@ func storeCompletion(t *testing.T, js jetstream.JetStream, conv, turn, kind, res
 // TestConversationsGetFromCompletion: Get answers what the next turn
 // continues from when the record lags the conversation's newest
 // completion, and only from a completion that updates the record.
-func TestConversationsGetFromCompletion(t *testing.T) {
-	ctx := context.Background()
-	_, js := natstest.JetStream(t)
+// conversationsOn opens APTIX and the conversations store on a fresh
+// server, and a check of what Get answers for conversation c1: the record
+// continuing from response id want ("" for none).
+func conversationsOn(t *testing.T) (ctx context.Context, js jetstream.JetStream, c *store.Conversations, get func(want string) *store.Conversation) {
+	t.Helper()
+	ctx = context.Background()
+	_, js = natstest.JetStream(t)
 	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +55,7 @@ func TestConversationsGetFromCompletion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := func(want string) *store.Conversation {
+	get = func(want string) *store.Conversation {
 		t.Helper()
 		rec, err := c.Get(ctx, "c1")
 		if err != nil {
@@ -66,6 +70,11 @@ func TestConversationsGetFromCompletion(t *testing.T) {
 		}
 		return rec
 	}
+	return ctx, js, c, get
+}
+
+func TestConversationsGetFromCompletion(t *testing.T) {
+	ctx, js, c, get := conversationsOn(t)
 	get("") // nothing yet
 
 	// t1 completed; its record is not written yet.
@@ -111,29 +120,7 @@ func TestConversationsGetFromCompletion(t *testing.T) {
 // does. The same holds for a record a redelivered mapper wrote late over a
 // later turn's, and for a turn_id_reused completion.
 func TestConversationsGetPastAFailedTurn(t *testing.T) {
-	ctx := context.Background()
-	_, js := natstest.JetStream(t)
-	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := store.OpenConversations(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	get := func(want string) {
-		t.Helper()
-		rec, err := c.Get(ctx, "c1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := ""
-		if rec != nil {
-			got = rec.ResponseId
-		}
-		if got != want {
-			t.Fatalf("Get: response id %q (%+v), want %q", got, rec, want)
-		}
-	}
+	ctx, js, c, get := conversationsOn(t)
 	// The first turn's record is not written yet; the next turn failed.
 	storeCompletion(t, js, "c1", "t1", contracts.KindOK, "resp_1", nil)
 	storeCompletion(t, js, "c1", "t2", contracts.KindError, "", nil)

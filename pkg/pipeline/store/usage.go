@@ -193,8 +193,10 @@ func (u *Usage) Fold(ctx context.Context, log *slog.Logger) error {
 		it, err := c.Messages(jetstream.PullMaxMessages(foldPull), jetstream.PullExpiry(foldExpiry))
 		if err != nil {
 			log.Warn("usage fold: pull failed", "error", err)
-			if !sleepCtx(ctx, time.Second) {
+			select {
+			case <-ctx.Done():
 				return nil
+			case <-time.After(time.Second):
 			}
 			continue
 		}
@@ -229,16 +231,6 @@ const (
 	foldPull   = 256
 	foldExpiry = 30 * time.Second
 )
-
-// sleepCtx waits d or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
-	}
-}
 
 func (u *Usage) foldOne(ctx context.Context, m jetstream.Msg) error {
 	md, err := m.Metadata()
