@@ -38,6 +38,16 @@ type ConversationContext struct {
 	Mode string `json:"mode,omitempty"`
 }
 
+// Framings accepted in AgentExecuteRequest.Framing.
+const (
+	FramingAGN003 = "agn003"
+	FramingNone   = "none"
+)
+
+// Framed reports whether the envelope applies AGN-003's framing: every
+// execute event does unless it asks for none.
+func (r *AgentExecuteRequest) Framed() bool { return r.Framing != FramingNone }
+
 // RAG scopes accepted in AgentExecuteRequest.RagScope.
 const (
 	RagScopeNone        = "none"
@@ -89,6 +99,13 @@ type AgentExecuteRequest struct {
 	// ToolChoiceName forces a tool by name, or is one of auto, none, required.
 	ToolChoiceName string `json:"toolChoiceName,omitempty"`
 
+	// Framing says how the envelope builds the model's input: FramingAGN003
+	// (the default, also when empty) frames the instruction as AGN-003's
+	// [MODE]/[INSTRUCTION] user message with the system prompt on the first
+	// turn; FramingNone sends the client's input items and instructions as
+	// the client wrote them (docs/request.md#which-rule-applies-when).
+	Framing string `json:"framing,omitempty" jsonschema:"enum=agn003,enum=none"`
+
 	// Stream asks the LLM caller to publish text deltas while the call runs.
 	Stream bool `json:"stream,omitempty"`
 	// MaxOutputTokens caps the model's output; 0 leaves it to the backend.
@@ -132,6 +149,11 @@ type OpenAIPassthrough struct {
 	// input ends with no user message (a round of function_call_output items):
 	// Input is sent as it is and the Instruction only names the round.
 	InstructionItem int `json:"instructionItem"`
+	// Instructions are the client's own instructions for this request: sent
+	// as the body's instructions on this turn and no other (OpenAI never
+	// carries them over previous_response_id). Only a turn with Framing
+	// none reads them; under AGN-003 they are the conversation's system prompt.
+	Instructions string `json:"instructions,omitempty"`
 	// WholeHistory says Input already holds everything the model is to see
 	// before this turn (an OpenAI conversation object's items): the turn
 	// continues no earlier response, not even the latest one on record for

@@ -109,6 +109,11 @@ func (r *AgentExecuteRequest) Validate() error {
 	text("toolChoiceName", r.ToolChoiceName, MaxNameLen)
 	text("toolsJson", r.ToolsJson, MaxToolsJSONBytes)
 
+	switch r.Framing {
+	case "", FramingAGN003, FramingNone:
+	default:
+		v.add("framing", "must be agn003 or none; got %q", clip(r.Framing))
+	}
 	switch r.RagScope {
 	case "", RagScopeNone, RagScopeActiveFiles, RagScopeRepo, RagScopeWorkspace:
 	default:

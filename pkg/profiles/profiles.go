@@ -120,6 +120,9 @@ type Profile struct {
 	// token), instead of failing upstream.
 	ContextWindow int               `json:"contextWindow,omitempty"`
 	Aliases       map[string]string `json:"aliases,omitempty"`
+	// AliasRules are the aliases that ask for Aptix's own turn (AGN-003
+	// framing, retrieval) beyond a rename (alias.go).
+	AliasRules map[string]Alias `json:"aliasRules,omitempty"`
 	// Models are further model names this profile serves: a request naming
 	// one is routed here (Set.Route) and /v1/models lists it.
 	Models []string `json:"models,omitempty"`
@@ -299,7 +302,7 @@ type fileProfile struct {
 	APIKeyEnv      string            `json:"apiKeyEnv"`
 	DefaultModel   string            `json:"defaultModel"`
 	ContextWindow  int               `json:"contextWindow"`
-	Aliases        map[string]string `json:"aliases"`
+	Aliases        map[string]Alias  `json:"aliases"`
 	Models         []string          `json:"models"`
 	API            API               `json:"api"`
 	Chat           *Chat             `json:"chat"`
@@ -341,8 +344,12 @@ func Parse(data []byte) (*Set, error) {
 			return nil, fmt.Errorf("profile %q: name must match [a-z0-9_-]+", name)
 		}
 		p := Profile{Name: name, BaseURL: strings.TrimRight(fp.BaseURL, "/"), APIKeyEnv: fp.APIKeyEnv,
-			DefaultModel: fp.DefaultModel, ContextWindow: fp.ContextWindow, Aliases: fp.Aliases, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
+			DefaultModel: fp.DefaultModel, ContextWindow: fp.ContextWindow, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
 			Models: fp.Models, API: fp.API, Headers: fp.Headers, Sandbox: fp.Sandbox, Prices: fp.Prices}
+		var err error
+		if p.Aliases, p.AliasRules, err = aliasMaps(fp.Aliases); err != nil {
+			return nil, fmt.Errorf("profile %q: %w", name, err)
+		}
 		if err := fp.Prices.check(); err != nil {
 			return nil, fmt.Errorf("profile %q: %w", name, err)
 		}
@@ -355,7 +362,6 @@ func Parse(data []byte) (*Set, error) {
 		if fp.MaxRetries != nil {
 			p.MaxRetries = *fp.MaxRetries
 		}
-		var err error
 		if p.AttemptTimeout, err = parseDuration(fp.AttemptTimeout); err != nil {
 			return nil, fmt.Errorf("profile %q: attemptTimeout: %w", name, err)
 		}

@@ -142,7 +142,8 @@ func InstructionText(mode, instruction string) string {
 // the pending server-side outputs), and encodes it once.
 func Build(in Input) (Result, error) {
 	req := in.Request
-	if strings.TrimSpace(req.Instruction) == "" {
+	framed := req.Framed()
+	if framed && strings.TrimSpace(req.Instruction) == "" {
 		return Result{}, &InvalidRequestError{Field: "instruction", Reason: "is empty"}
 	}
 	continuation := req.ResponseContinuationId != ""
@@ -156,17 +157,22 @@ func Build(in Input) (Result, error) {
 	// system message forward.
 	if continuation {
 		body.PreviousResponseID = req.ResponseContinuationId
-	} else if in.Conversation.SystemPrompt != "" {
+	} else if framed && in.Conversation.SystemPrompt != "" {
 		body.Input = append(body.Input, textMessage("system", in.Conversation.SystemPrompt))
 	}
 
-	// §3: the user message, [MODE]/[INSTRUCTION] first, [CONTEXT] second or left out.
-	mode := firstNonEmpty(req.Mode, in.Conversation.Mode, DefaultMode)
-	parts := []string{InstructionText(mode, req.Instruction)}
-	if in.ContextBlock != "" {
-		parts = append(parts, in.ContextBlock)
+	if framed {
+		// §3: the user message, [MODE]/[INSTRUCTION] first, [CONTEXT] second or left out.
+		mode := firstNonEmpty(req.Mode, in.Conversation.Mode, DefaultMode)
+		parts := []string{InstructionText(mode, req.Instruction)}
+		if in.ContextBlock != "" {
+			parts = append(parts, in.ContextBlock)
+		}
+		body.Input = append(body.Input, textMessage("user", parts...))
+	} else if req.OpenAI != nil {
+		// transparent.go: the client's instructions, on this request only.
+		body.Instructions = req.OpenAI.Instructions
 	}
-	body.Input = append(body.Input, textMessage("user", parts...))
 
 	// §5: tools from ToolsJson merged with the context's defaults.
 	requestTools, err := ParseTools("toolsJson", req.ToolsJson)
@@ -178,9 +184,10 @@ func Build(in Input) (Result, error) {
 		return Result{}, err
 	}
 	tools := MergeTools(requestTools, defaultTools)
-	if continuation && len(tools) == 0 && len(in.PriorTools) > 0 {
+	if framed && continuation && len(tools) == 0 && len(in.PriorTools) > 0 {
 		// The conversation's tools persist: a client that sent them on turn 1
-		// only still has them on turn 2, on every backend.
+		// only still has them on turn 2, on every backend. A transparent
+		// turn sends the tools its request has, as OpenAI would.
 		tools = in.PriorTools
 	}
 
@@ -210,7 +217,12 @@ func Build(in Input) (Result, error) {
 	// Beyond AGN-003, in this order: the client's fields and items
 	// (passthrough.go), the mcp tools Aptix runs (mcp.go), the client's
 	// answers to waiting approvals (approvals.go), the pending outputs.
-	if err := body.mergeClient(req.OpenAI); err != nil {
+	if framed {
+		err = body.mergeClient(req.OpenAI)
+	} else {
+		err = body.mergeVerbatim(req.OpenAI, in.ContextBlock)
+	}
+	if err != nil {
 		return Result{}, err
 	}
 	if in.MCP != nil {

@@ -67,7 +67,7 @@ func emulate(body *Body, tools []Tool) (*Emulation, error) {
 	if err != nil {
 		return nil, &InvalidToolsError{Field: "tools", Index: -1, Err: err}
 	}
-	body.Instructions = text
+	body.Instructions = joinInstructions(body.Instructions, text)
 	res := &Emulation{Tools: fns, ToolChoice: body.ToolChoice}
 	if choice.Mode == toolemu.ChoiceRequired || choice.Mode == toolemu.ChoiceForced || len(others) == 0 {
 		body.ToolChoice = nil

@@ -40,20 +40,22 @@ type turnSummary struct {
 	Stage              string // the most advanced stored stage
 	Done               bool
 	Instruction        string
-	Text               string
-	ToolCalls          []contracts.AgentToolCall
-	Kind, Finish       string
-	Backend, Model     string
-	Usage              contracts.LlmUsage
-	Cost               *contracts.Cost
-	Span               time.Duration
-	Steps              []step
-	Rounds             int
-	Executions         []contracts.ToolExecution
-	ReplayOf           string
-	Error              string
-	Warnings           []string
-	Failure            *contracts.Failure
+	// Rule is which rule built the model's input (docs/request.md#which-rule-applies-when).
+	Rule           string
+	Text           string
+	ToolCalls      []contracts.AgentToolCall
+	Kind, Finish   string
+	Backend, Model string
+	Usage          contracts.LlmUsage
+	Cost           *contracts.Cost
+	Span           time.Duration
+	Steps          []step
+	Rounds         int
+	Executions     []contracts.ToolExecution
+	ReplayOf       string
+	Error          string
+	Warnings       []string
+	Failure        *contracts.Failure
 }
 
 // waterfall lays the stages' stored times out on one span.
@@ -111,6 +113,10 @@ func rawInfo(m *jetstream.RawStreamMsg) msgInfo {
 func summarize(ts *turnSummary, stage string, t contracts.Turn) {
 	ts.Stage, ts.Done = stage, stage == contracts.StageCompleted
 	ts.Instruction = t.Request.Instruction
+	ts.Rule = "AGN-003 framing ([MODE]/[INSTRUCTION], system prompt once)"
+	if !t.Request.Framed() {
+		ts.Rule = "transparent: the client's input and instructions as sent"
+	}
 	if ac := t.Request.AgentContext; ac != nil {
 		ts.Backend, ts.Model = ac.Backend, ac.Model
 	}

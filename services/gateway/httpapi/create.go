@@ -244,6 +244,11 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		return p, e
 	}
 	target := responses.Target{TurnID: turnID, Backend: backend, Model: model, ConversationID: firstConversation(turnID)}
+	if pr, err := s.cfg.Profiles.Get(backend); err == nil {
+		if rule, ok := pr.Rule(req.Model); ok {
+			target.Rule = &rule
+		}
+	}
 	var prev *responses.Meta
 	var headRev uint64
 	var history []json.RawMessage // a conversation object's items

@@ -1,10 +1,12 @@
 package responses
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/profiles"
 )
 
 // Target is where a create request goes: the Aptix conversation and turn the
@@ -19,6 +21,17 @@ type Target struct {
 	// a first turn): with it the upstream's history is exactly the chain up
 	// to the previous response, which is what makes branching correct.
 	ContinueFrom string
+	// Rule is the alias rule of the model the client named (nil for a model
+	// or a plain alias): the framing and retrieval its operator declared.
+	Rule *profiles.Alias
+}
+
+// Framed reports whether a create request gets AGN-003's framing rather
+// than reaching the model as sent: when the client asks for Aptix's turn
+// with the aptix extension, or names an alias whose rule declares it
+// (docs/request.md#which-rule-applies-when).
+func Framed(r *CreateRequest, rule *profiles.Alias) bool {
+	return r.Aptix != nil || (rule != nil && rule.Framing == contracts.FramingAGN003)
 }
 
 // ToExecute translates a create request into the turn's execute request.
@@ -31,7 +44,12 @@ func ToExecute(r *CreateRequest, t Target) (contracts.AgentExecuteRequest, *Erro
 		AgentContext:    &contracts.AgentContext{Backend: t.Backend, Model: t.Model},
 		MaxOutputTokens: r.MaxOutputTokens, ToolChoiceName: r.ToolChoice, Stream: r.Stream,
 	}
-	if r.Instructions != "" {
+	framed := Framed(r, t.Rule)
+	req.Framing = contracts.FramingNone
+	if framed {
+		req.Framing = contracts.FramingAGN003
+	}
+	if r.Instructions != "" && framed {
 		// AGN-003 governs the system prompt: a system message on the first
 		// turn only, carried forward by previous_response_id afterwards.
 		req.ConversationContext = &contracts.ConversationContext{SystemPrompt: r.Instructions}
@@ -49,6 +67,14 @@ func ToExecute(r *CreateRequest, t Target) (contracts.AgentExecuteRequest, *Erro
 		req.RagScope = contracts.RagScopeWorkspace
 		if fs.Repo != "" {
 			req.RagScope = contracts.RagScopeRepo
+		}
+	}
+	if a := t.Rule; a != nil {
+		req.Mode = a.Mode
+		if rr := a.Retrieval; rr != nil && rr.Scope != contracts.RagScopeNone {
+			req.WorkspaceId, req.Repo, req.Language, req.Tags = rr.Workspace, rr.Repo, rr.Language, rr.Tags
+			req.RagScope = cmp.Or(rr.Scope, contracts.RagScopeWorkspace)
+			req.AgentContext.Index = rr.Index
 		}
 	}
 	if x := r.Aptix; x != nil {
@@ -79,7 +105,7 @@ func ToExecute(r *CreateRequest, t Target) (contracts.AgentExecuteRequest, *Erro
 			req.AgentContext.Backend = x.Backend
 		}
 	}
-	if idx < 0 && r.FileSearch == nil && (r.Aptix == nil || r.Aptix.RagScope == "") {
+	if idx < 0 && r.FileSearch == nil && (r.Aptix == nil || r.Aptix.RagScope == "") && (t.Rule == nil || t.Rule.Retrieval == nil) {
 		req.RagScope = contracts.RagScopeNone // a tool-output round has no question to retrieve for
 	}
 	input, err := json.Marshal(r.Input)
@@ -87,6 +113,9 @@ func ToExecute(r *CreateRequest, t Target) (contracts.AgentExecuteRequest, *Erro
 		return req, Internal("encode_input", err.Error())
 	}
 	pt := &contracts.OpenAIPassthrough{Input: input, InstructionItem: idx}
+	if !framed {
+		pt.Instructions = r.Instructions
+	}
 	if len(r.Fields) > 0 {
 		if pt.Fields, err = json.Marshal(r.Fields); err != nil {
 			return req, Internal("encode_fields", err.Error())

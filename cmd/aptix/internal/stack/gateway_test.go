@@ -800,7 +800,8 @@ func TestGatewayInputItems(t *testing.T) {
 	}
 	last, _ := json.Marshal(input[3])
 	asst, _ := json.Marshal(input[2])
-	if roles != "system user assistant user " || !strings.Contains(string(last), `[INSTRUCTION]\nWhat is in this picture`) ||
+	// Transparent (docs/request.md#which-rule-applies-when): the client's message as sent, no [INSTRUCTION] framing.
+	if roles != "system user assistant user " || strings.Contains(string(last), `[INSTRUCTION]`) || !strings.Contains(string(last), `"text":"What is in this picture, and what is my name?"`) ||
 		!strings.Contains(string(last), `"input_image"`) || !strings.Contains(string(asst), `"phase":"final_answer"`) {
 		t.Fatalf("upstream input: %s / %s / %s", roles, asst, last)
 	}
