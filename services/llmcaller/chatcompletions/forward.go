@@ -3,6 +3,7 @@ package chatcompletions
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	json "github.com/go-json-experiment/json/v1"
 
@@ -35,8 +36,12 @@ func clientBody(ctx context.Context) []byte {
 // caller built (responsesBody): the model the profile serves the client's
 // model name as, and stream (with stream_options.include_usage, which the
 // caller needs for usage and budgets, unless the server refuses
-// stream_options). The profile's ExtraBody and DropFields apply, as to
-// every request to the server.
+// stream_options). The server's quirks that would otherwise make it refuse
+// or ignore what the client said apply, as to every request to it: a
+// developer message goes as system without DeveloperRole, an all-text
+// content array as one string with FlattenText, max_completion_tokens as
+// max_tokens when TokenLimitField says the server reads only that; then
+// ExtraBody and DropFields.
 func Forward(client, responsesBody []byte, q profiles.Chat) ([]byte, error) {
 	var out map[string]json.RawMessage
 	if err := json.Unmarshal(client, &out); err != nil || out == nil {
@@ -72,6 +77,9 @@ func Forward(client, responsesBody []byte, q profiles.Chat) ([]byte, error) {
 		delete(out, "stream")
 		delete(out, "stream_options")
 	}
+	if err := quirks(out, q); err != nil {
+		return nil, err
+	}
 	for k, v := range q.ExtraBody {
 		set(k, v)
 	}
@@ -83,4 +91,45 @@ func Forward(client, responsesBody []byte, q profiles.Chat) ([]byte, error) {
 		return nil, fmt.Errorf("encode chat completions request: %w", err)
 	}
 	return enc, nil
+}
+
+// quirks rewrites what server q cannot take as the client wrote it; a
+// body that needs none of it keeps its messages byte for byte.
+func quirks(out map[string]json.RawMessage, q profiles.Chat) error {
+	if q.TokenLimitField == profiles.TokenLimitMaxTokens && isSet(out["max_completion_tokens"]) && !isSet(out["max_tokens"]) {
+		out["max_tokens"] = out["max_completion_tokens"]
+		delete(out, "max_completion_tokens")
+	}
+	if q.DeveloperRole && !q.FlattenText {
+		return nil
+	}
+	var msgs []map[string]json.RawMessage
+	if err := json.Unmarshal(out["messages"], &msgs); err != nil {
+		return reqErr("messages", "invalid_type", "messages must be an array of message objects: %v", err)
+	}
+	changed := false
+	for _, m := range msgs {
+		if !q.DeveloperRole && string(m["role"]) == `"developer"` {
+			m["role"], changed = json.RawMessage(`"system"`), true
+		}
+		if !q.FlattenText {
+			continue
+		}
+		var parts []inputPart
+		if json.Unmarshal(m["content"], &parts) != nil || len(parts) < 2 {
+			continue
+		}
+		if texts, ok := allText(parts); ok {
+			m["content"], _ = json.Marshal(strings.Join(texts, "\n\n"))
+			changed = true
+		}
+	}
+	if changed {
+		b, err := json.Marshal(msgs)
+		if err != nil {
+			return fmt.Errorf("encode messages: %w", err)
+		}
+		out["messages"] = b
+	}
+	return nil
 }

@@ -27,11 +27,17 @@ func TestForward(t *testing.T) {
 			`{"model":"gpt-x","messages":[{"role":"system","content":"Be terse."},{"role":"user","content":"hi"}],"stop":["\n"],"seed":7,"stream":true,"stream_options":{"include_usage":true},"store":true}`},
 		{"not streamed", `{"model":"gpt-x"}`, profiles.Chat{ExtraBody: map[string]json.RawMessage{"top_k": json.RawMessage("5")}, DropFields: []string{"store"}},
 			`{"model":"gpt-x","messages":[{"role":"system","content":"Be terse."},{"role":"user","content":"hi"}],"stop":["\n"],"seed":7,"top_k":5}`},
+		{"quirks", `{"model":"gpt-x"}`, profiles.Chat{TokenLimitField: profiles.TokenLimitMaxTokens, FlattenText: true},
+			`{"model":"gpt-x","messages":[{"role":"system","content":"Be terse."},{"role":"system","content":"a\n\nb"},{"role":"user","content":"hi"}],"max_tokens":9}`},
 		{"no stream_options", `{"model":"gpt-x","stream":true}`, profiles.Chat{NoStreamOptions: true},
 			`{"model":"gpt-x","messages":[{"role":"system","content":"Be terse."},{"role":"user","content":"hi"}],"stop":["\n"],"seed":7,"stream":true,"store":true}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			client := client
+			if tc.name == "quirks" {
+				client = `{"model":"m","messages":[{"role":"system","content":"Be terse."},{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"user","content":"hi"}],"max_completion_tokens":9}`
+			}
 			got, err := Forward([]byte(client), []byte(tc.responses), tc.q)
 			if err != nil {
 				t.Fatal(err)
@@ -50,7 +56,7 @@ func TestForward(t *testing.T) {
 // Transport sends it, not the translation of the Responses body.
 func TestTransportForwards(t *testing.T) {
 	var sent string
-	tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	tr := &Transport{Chat: profiles.Chat{DeveloperRole: true}, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		b, _ := io.ReadAll(r.Body)
 		sent = string(b)
 		body := `{"id":"c","object":"chat.completion","created":1,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`

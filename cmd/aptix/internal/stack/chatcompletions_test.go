@@ -293,6 +293,7 @@ func TestChatCompletionsAsSent(t *testing.T) {
 		e := newEnv(t, sandbox.Options{}, chatProfile(hs.URL+"/v1", func(p *profiles.Profile) {
 			p.Sandbox = false
 			p.Aliases = map[string]string{"my-alias": "fake-1"}
+			p.Chat.DeveloperRole = true // else the server's quirk sends it as system
 		}, "fake-1"))
 		url, _ := e.gateway()
 		resp := post(t, url, "my-alias")
