@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -393,5 +395,51 @@ func TestChatCompletionsDisconnect(t *testing.T) {
 			t.Fatal("no cancelled completion within 10s")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestChatCompletionsBudget: a chat request is a turn like any other for
+// authentication, usage and budgets: without a key it is a 401; a key's
+// chat turns are counted in its usage with their cost, and once its
+// budget is spent the next chat request is OpenAI's 429 before any model
+// call.
+func TestChatCompletionsBudget(t *testing.T) {
+	e := newEnv(t, sandbox.Options{}, priced(20))
+	keys, key := keyWithBudget(t, e, "chatter", contracts.Budget{USD: 0.002, Period: contracts.PeriodDay})
+	var logs logBuf
+	url := e.authGateway(&auth.Chain{Keys: keys}, &logs)
+	msg := `{"model":"sandbox-1","messages":[{"role":"user","content":"spend a little"}]}`
+	if status, _, body := call(t, "POST", url+"/v1/chat/completions", msg, nil); status != 401 {
+		t.Fatalf("without a key: %d %s", status, body)
+	}
+	ctx := ctxT(t)
+	client := as(url, key)
+	ok, refused := 0, false
+	for i := 0; i < 40 && !refused; i++ {
+		e.usageOf()
+		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "sandbox-1",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprintf("turn %d: spend a little of the budget", i))}})
+		if err == nil {
+			ok++
+			continue
+		}
+		if ae := apiError(t, err, 429, "budget_exceeded"); ae.Type != "insufficient_quota" {
+			t.Fatalf("refusal %+v", ae)
+		}
+		refused = true
+	}
+	if !refused || ok < 1 {
+		t.Fatalf("%d chat turns, refused %v", ok, refused)
+	}
+	calls := e.sb.Requests()
+	if status, _, body := call(t, "POST", url+"/v1/chat/completions", msg, bearer(key)); status != 429 || !strings.Contains(body, `"code":"budget_exceeded"`) {
+		t.Fatalf("after the refusal: %d %s", status, body)
+	}
+	if e.sb.Requests() != calls {
+		t.Fatal("the model was called after the refusal")
+	}
+	e.usageOf()
+	if turns, nanos := e.spentBy("key:chatter"); turns != ok || nanos == 0 {
+		t.Fatalf("completed chat turns: %d costing %d n$, want %d", turns, nanos, ok)
 	}
 }
