@@ -159,6 +159,15 @@ type OpenAIPassthrough struct {
 	// continues no earlier response, not even the latest one on record for
 	// its conversation, so that history is never sent twice.
 	WholeHistory bool `json:"wholeHistory,omitempty"`
+	// Chat is a Chat Completions client's request body as it sent it
+	// (POST /v1/chat/completions), set when a Chat Completions backend
+	// serves the turn: the LLM caller sends it upstream in place of the
+	// translation of the Responses body, changing only the routing (the
+	// model) and the stream flags its call needs, so the model gets what
+	// the client sent. The rest of this passthrough still says the same
+	// request in Responses terms, for the envelope, the console and a
+	// backend it cannot be sent to.
+	Chat json.RawMessage `json:"chat,omitempty"`
 }
 
 // RagChunk is one retrieved piece of source, ready for the AGN-002 formatter.

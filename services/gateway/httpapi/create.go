@@ -83,32 +83,71 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.createBackground(w, r, req, meta, exec)
 		return
 	}
-	// Deltas are core NATS, not stored: subscribe before the turn exists.
-	var deltas chan *nats.Msg
-	if req.Stream {
-		deltas = make(chan *nats.Msg, 4096)
-		sub, err := s.cfg.NC.ChanSubscribe(contracts.DeltaSubject(meta.ConversationID, meta.TurnID), deltas)
-		if err != nil {
-			s.withdraw(ctx, meta, req.Store)
-			s.fail(w, s.submitError(err))
-			return
-		}
-		defer func() { _ = sub.Unsubscribe() }()
+	run, e := s.submit(ctx, meta, exec, req.Stream, req.Store)
+	if e != nil {
+		s.fail(w, e)
+		return
 	}
-	g := s.comps.acquire(ctx) // before the submit: the watch must predate the completion
+	defer run.close()
+	if req.Stream {
+		s.serveEvents(w, r, meta, run.deltas, run.g)
+		return
+	}
+	resp, e := s.outcome(ctx, meta, run.g)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// running is a submitted turn a request follows: its live deltas (a
+// streamed turn's) and the completion watch it waits on.
+type running struct {
+	deltas chan *nats.Msg
+	sub    *nats.Subscription
+	g      *watchGen
+}
+
+func (r *running) close() {
+	if r.sub != nil {
+		_ = r.sub.Unsubscribe()
+	}
+}
+
+// submit publishes a prepared turn, what every front door that runs a
+// turn and follows it (POST /v1/responses, POST /v1/chat/completions)
+// shares: a streamed turn's deltas are subscribed and the completion
+// watch taken before the turn exists, so neither can be missed. A submit
+// that fails withdraws the prepared response.
+func (s *Server) submit(ctx context.Context, meta *responses.Meta, exec contracts.AgentExecuteRequest, stream, stored bool) (*running, *responses.Error) {
+	run := &running{}
+	// Deltas are core NATS, not stored: subscribe before the turn exists.
+	if stream {
+		run.deltas = make(chan *nats.Msg, 4096)
+		sub, err := s.cfg.NC.ChanSubscribe(contracts.DeltaSubject(meta.ConversationID, meta.TurnID), run.deltas)
+		if err != nil {
+			s.withdraw(ctx, meta, stored)
+			return nil, s.submitError(err)
+		}
+		run.sub = sub
+	}
+	run.g = s.comps.acquire(ctx) // before the submit: the watch must predate the completion
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
 	err := client.Submit(sctx, s.js, exec)
 	cancel()
 	if err != nil {
-		s.comps.release(g)
-		s.withdraw(ctx, meta, req.Store)
-		s.fail(w, s.submitError(err))
-		return
+		s.comps.release(run.g)
+		run.close()
+		s.withdraw(ctx, meta, stored)
+		return nil, s.submitError(err)
 	}
-	if req.Stream {
-		s.serveEvents(w, r, meta, deltas, g)
-		return
-	}
+	return run, nil
+}
+
+// outcome waits for a synchronous turn and says what it answers: the
+// response, or the error (a failed turn, a timeout, a lost bus).
+func (s *Server) outcome(ctx context.Context, meta *responses.Meta, g *watchGen) (responses.Response, *responses.Error) {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
 	t, err := s.comps.wait(wctx, g, meta.ConversationID, meta.TurnID)
@@ -116,38 +155,32 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.settleAfter(ctx, meta)
 	}
 	if errors.Is(err, client.ErrUnreadableCompletion) {
-		s.fail(w, &responses.Error{Status: http.StatusInternalServerError, Type: responses.TypeServer,
-			Message: fmt.Sprintf("Response %s completed, but its result could not be read (%v); GET /v1/responses/%s may return it.", meta.ID, err, meta.ID)})
-		return
+		return responses.Response{}, &responses.Error{Status: http.StatusInternalServerError, Type: responses.TypeServer,
+			Message: fmt.Sprintf("Response %s completed, but its result could not be read (%v); GET /v1/responses/%s may return it.", meta.ID, err, meta.ID)}
 	}
 	if err != nil && s.comps.stopped() {
-		s.fail(w, responses.Unavailable(fmt.Sprintf("The gateway lost its bus connection while response %s ran; it still completes, and GET /v1/responses/%s returns it.", meta.ID, meta.ID)))
-		return
+		return responses.Response{}, responses.Unavailable(fmt.Sprintf("The gateway lost its bus connection while response %s ran; it still completes, and GET /v1/responses/%s returns it.", meta.ID, meta.ID))
 	}
 	if err != nil {
-		s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"),
-			Message: fmt.Sprintf("Response %s is still running after %s; GET /v1/responses/%s returns it once it completes.", meta.ID, s.cfg.SyncTimeout, meta.ID)})
-		return
+		return responses.Response{}, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"),
+			Message: fmt.Sprintf("Response %s is still running after %s; GET /v1/responses/%s returns it once it completes.", meta.ID, s.cfg.SyncTimeout, meta.ID)}
 	}
 	if t.Failure != nil && t.Failure.Code == store.CodeCancelled {
 		// Cancelled by POST …/cancel while this request waited: the answer
 		// is the cancelled response, as GET shows it, not an error.
 		if resp, err := s.current(ctx, meta); err == nil {
-			writeJSON(w, http.StatusOK, resp)
-			return
+			return resp, nil
 		}
 	}
 	if t.Failure != nil && t.Failure.Code == contracts.LoopMaxDepthExceeded {
 		// docs/http-api.md#server-side-mcp-tools: the response fails with an execution_error and keeps the
 		// tool calls that ran, so it is the answer, not an error body.
-		writeJSON(w, http.StatusOK, responses.FromTurn(*meta, &t, s.cfg.Now().Unix()))
-		return
+		return responses.FromTurn(*meta, &t, s.cfg.Now().Unix()), nil
 	}
 	if fe := responses.Failure(&t); fe != nil {
-		s.fail(w, fe) // the stored response is failed with this error (GET shows it)
-		return
+		return responses.Response{}, fe // the stored response is failed with this error (GET shows it)
 	}
-	writeJSON(w, http.StatusOK, responses.FromTurn(*meta, &t, s.cfg.Now().Unix()))
+	return responses.FromTurn(*meta, &t, s.cfg.Now().Unix()), nil
 }
 
 func ptr(s string) *string { return &s }

@@ -260,6 +260,7 @@ func (s *Server) routes() {
 	// server span: the socket lives up to an hour; each response.create
 	// is a turn with its own trace.
 	m.HandleFunc("GET /v1/responses", s.websocket)
+	handle("POST /v1/chat/completions", s.chatCompletions) // chatcompletions.go
 	handle("POST /v1/responses/compact", s.compact)
 	handle("POST /v1/responses/input_tokens", s.inputTokens) // inputtokens.go
 	handle("GET /v1/responses/{id}", s.get)

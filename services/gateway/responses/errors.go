@@ -109,3 +109,8 @@ func Internal(code, msg string) *Error {
 
 // BadRequest is a 400 for the adapter's own checks (e.g. query parameters).
 func BadRequest(param, code, msg string) *Error { return invalid(param, code, "%s", msg) }
+
+// JSONError is the 400 for a body that is not JSON, naming the position
+// where parsing stopped: every front door (the Chat Completions codec too)
+// says it the same way.
+func JSONError(data []byte, err error) *Error { return jsonError(data, err) }

@@ -60,7 +60,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		in = b
 	}
-	body, err := Request(in, t.Chat)
+	var body []byte
+	var err error
+	if client := clientBody(req.Context()); client != nil {
+		body, err = Forward(client, in, t.Chat) // the client's own chat request (WithClientBody)
+	} else {
+		body, err = Request(in, t.Chat)
+	}
 	if err != nil {
 		if re, ok := err.(*RequestError); ok {
 			return refuse(req, http.StatusBadRequest, re.Code, re.Param, re.Message), nil

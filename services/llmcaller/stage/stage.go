@@ -16,6 +16,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
+	"github.com/aptix-dev/aptix/services/llmcaller/chatcompletions"
 )
 
 // LLMCaller calls the turn's backend.
@@ -177,6 +178,11 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 			return pipeline.Reject(reason, "the response was cancelled (%s) before the model was called", reason)
 		}
 		defer release()
+	}
+	if pt := t.Request.OpenAI; pt != nil && len(pt.Chat) > 0 && t.Tools == nil && in.Emulation == nil {
+		// A Chat Completions client's request goes to a Chat Completions
+		// backend as it sent it (a Responses backend never reads it).
+		callCtx = chatcompletions.WithClientBody(callCtx, pt.Chat)
 	}
 	res := l.Caller.Call(callCtx, in)
 	if found != nil {
