@@ -9,8 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/contextblock"
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/profiles"
-	"github.com/aptix-dev/aptix/services/envelope/contextblock"
 	"github.com/aptix-dev/aptix/services/envelope/request"
 	"github.com/aptix-dev/aptix/services/llmcaller/chatcompletions"
 )
@@ -58,7 +59,7 @@ func init() {
 			if err != nil {
 				return usagef("%w", err)
 			}
-			var prior []request.Tool
+			var prior []tooldef.Tool
 			if priorToolsFile != "" {
 				if err := readJSONFile(priorToolsFile, &prior); err != nil {
 					return err

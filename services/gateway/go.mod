@@ -7,7 +7,6 @@ replace (
 	github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
 	github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles
 	github.com/aptix-dev/aptix/pkg/toolemu => ../../pkg/toolemu
-	github.com/aptix-dev/aptix/services/envelope => ../envelope
 )
 
 require (
@@ -15,7 +14,6 @@ require (
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0
 	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
-	github.com/aptix-dev/aptix/services/envelope v0.0.0
 	github.com/go-json-experiment/json v1.27.2
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/uuid v1.6.0
@@ -34,7 +32,6 @@ require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/aptix-dev/aptix/pkg/netguard v0.0.0
 	github.com/aptix-dev/aptix/pkg/sealbox v0.0.0
-	github.com/aptix-dev/aptix/pkg/toolemu v0.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -59,7 +56,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/bridges/prometheus v0.72.0 // indirect
 	go.opentelemetry.io/contrib/exporters/autoexport v0.72.0 // indirect

@@ -15,6 +15,7 @@ import (
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 )
 
@@ -40,7 +41,7 @@ type Input struct {
 	Capabilities profiles.Capabilities
 	// PriorTools are the tools the conversation's previous turn sent or kept;
 	// nil when unknown (first turn, or no record).
-	PriorTools []Tool
+	PriorTools []tooldef.Tool
 	// DefaultModel is the global fallback when no context names a model.
 	DefaultModel string
 
@@ -65,7 +66,7 @@ type Result struct {
 	Body  json.RawMessage
 	Model string
 	// Tools is the conversation's tool set after this turn, sent or retained.
-	Tools []Tool
+	Tools []tooldef.Tool
 	// ToolsSent is false when tools were omitted because the backend retains them.
 	ToolsSent bool
 	// Emulation is set when the backend's function tools are emulated in the
@@ -87,7 +88,7 @@ type Body struct {
 	// without native function calling (emulate.go); otherwise unset.
 	Instructions    string
 	Input           []Item
-	Tools           []Tool
+	Tools           []tooldef.Tool
 	ToolChoice      json.RawMessage
 	MaxOutputTokens int
 	// Fields are an HTTP client's parameters the rules do not govern
@@ -175,15 +176,15 @@ func Build(in Input) (Result, error) {
 	}
 
 	// §5: tools from ToolsJson merged with the context's defaults.
-	requestTools, err := ParseTools("toolsJson", req.ToolsJson)
+	requestTools, err := tooldef.Parse("toolsJson", req.ToolsJson)
 	if err != nil {
 		return Result{}, err
 	}
-	defaultTools, err := ParseTools("conversationContext.defaultTools", string(in.Conversation.DefaultTools))
+	defaultTools, err := tooldef.Parse("conversationContext.defaultTools", string(in.Conversation.DefaultTools))
 	if err != nil {
 		return Result{}, err
 	}
-	tools := MergeTools(requestTools, defaultTools)
+	tools := tooldef.Merge(requestTools, defaultTools)
 	if framed && continuation && len(tools) == 0 && len(in.PriorTools) > 0 {
 		// The conversation's tools persist: a client that sent them on turn 1
 		// only still has them on turn 2, on every backend. A transparent
@@ -194,7 +195,7 @@ func Build(in Input) (Result, error) {
 	// §4.2: omit unchanged tools only where the backend keeps them across
 	// previous_response_id; OpenAI does not, so by default they are re-sent.
 	res := Result{Model: model, Tools: tools}
-	omit := continuation && in.Capabilities.RetainsTools && in.PriorTools != nil && SameTools(tools, in.PriorTools)
+	omit := continuation && in.Capabilities.RetainsTools && in.PriorTools != nil && tooldef.Same(tools, in.PriorTools)
 	if len(tools) > 0 && !omit {
 		body.Tools = tools
 		res.ToolsSent = true
@@ -226,7 +227,7 @@ func Build(in Input) (Result, error) {
 		return Result{}, err
 	}
 	if in.MCP != nil {
-		var rest []Tool
+		var rest []tooldef.Tool
 		if res.Loop, rest, err = toolLoop(body.Tools, body.field("max_tool_calls"), *in.MCP); err != nil {
 			return Result{}, err
 		}
@@ -254,7 +255,7 @@ func Build(in Input) (Result, error) {
 
 // toolChoice maps ToolChoiceName: empty → omitted (the API's default, auto);
 // auto/none/required → that mode; anything else must name a function tool.
-func toolChoice(name string, tools []Tool) (json.RawMessage, error) {
+func toolChoice(name string, tools []tooldef.Tool) (json.RawMessage, error) {
 	switch name {
 	case "":
 		return nil, nil
@@ -269,7 +270,7 @@ func toolChoice(name string, tools []Tool) (json.RawMessage, error) {
 			}{"function", name})
 		}
 	}
-	return nil, &UnknownToolChoiceError{Name: name, Known: functionNames(tools)}
+	return nil, &tooldef.UnknownChoiceError{Name: name, Known: tooldef.FunctionNames(tools)}
 }
 
 func agentModel(req contracts.AgentExecuteRequest) string {

@@ -7,8 +7,9 @@ import (
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/contextblock"
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/profiles"
-	"github.com/aptix-dev/aptix/services/envelope/contextblock"
 )
 
 const ddrToolChat = `[{"type":"function","function":{"name":"ddr_document","description":"Write a DDR","parameters":{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}}}]`
@@ -212,7 +213,7 @@ func TestToolsAndToolChoice(t *testing.T) {
 }
 
 func TestContinuationTools(t *testing.T) {
-	prior, err := ParseTools("toolsJson", ddrToolChat)
+	prior, err := tooldef.Parse("toolsJson", ddrToolChat)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,16 +256,16 @@ func TestTypedErrors(t *testing.T) {
 		code     string
 		mention  string
 	}{
-		{"not JSON", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: "{nope"}, "", CodeInvalidTools, "toolsJson"},
-		{"an object, not an array", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `{"type":"function"}`}, "", CodeInvalidTools, "array"},
-		{"tool without type", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `[{"name":"a"}]`}, "", CodeInvalidTools, "toolsJson[0]"},
-		{"bad function name", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `[{"type":"function","name":"has space"}]`}, "", CodeInvalidTools, "has space"},
-		{"parameters not an object", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `[{"type":"function","name":"a","parameters":[1]}]`}, "", CodeInvalidTools, "JSON Schema"},
-		{"duplicate name", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `[{"type":"function","name":"a"},{"type":"function","function":{"name":"a"}}]`}, "", CodeInvalidTools, "twice"},
-		{"bad default tools", contracts.AgentExecuteRequest{Instruction: "x"}, `[1]`, CodeInvalidTools, "defaultTools"},
-		{"unknown tool choice", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: ddrToolChat, ToolChoiceName: "ddr_review"}, "", CodeUnknownToolChoice, "ddr_document"},
-		{"tool choice without tools", contracts.AgentExecuteRequest{Instruction: "x", ToolChoiceName: "ddr_review"}, "", CodeUnknownToolChoice, "ddr_review"},
-		{"tool choice naming a non-function tool", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `[{"type":"web_search"}]`, ToolChoiceName: "web_search"}, "", CodeUnknownToolChoice, "web_search"},
+		{"not JSON", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: "{nope"}, "", tooldef.CodeInvalidTools, "toolsJson"},
+		{"an object, not an array", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `{"type":"function"}`}, "", tooldef.CodeInvalidTools, "array"},
+		{"tool without type", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `[{"name":"a"}]`}, "", tooldef.CodeInvalidTools, "toolsJson[0]"},
+		{"bad function name", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `[{"type":"function","name":"has space"}]`}, "", tooldef.CodeInvalidTools, "has space"},
+		{"parameters not an object", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `[{"type":"function","name":"a","parameters":[1]}]`}, "", tooldef.CodeInvalidTools, "JSON Schema"},
+		{"duplicate name", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `[{"type":"function","name":"a"},{"type":"function","function":{"name":"a"}}]`}, "", tooldef.CodeInvalidTools, "twice"},
+		{"bad default tools", contracts.AgentExecuteRequest{Instruction: "x"}, `[1]`, tooldef.CodeInvalidTools, "defaultTools"},
+		{"unknown tool choice", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: ddrToolChat, ToolChoiceName: "ddr_review"}, "", tooldef.CodeUnknownToolChoice, "ddr_document"},
+		{"tool choice without tools", contracts.AgentExecuteRequest{Instruction: "x", ToolChoiceName: "ddr_review"}, "", tooldef.CodeUnknownToolChoice, "ddr_review"},
+		{"tool choice naming a non-function tool", contracts.AgentExecuteRequest{Instruction: "x", ToolsJson: `[{"type":"web_search"}]`, ToolChoiceName: "web_search"}, "", tooldef.CodeUnknownToolChoice, "web_search"},
 		{"empty instruction", contracts.AgentExecuteRequest{Instruction: "  "}, "", CodeInvalidRequest, "instruction"},
 	}
 	for _, tt := range tests {

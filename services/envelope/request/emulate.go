@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/toolemu"
 )
 
@@ -12,7 +13,7 @@ import (
 // model's <tool_call> blocks back into function calls.
 type Emulation struct {
 	// Tools are the function tools described in the instructions instead of sent.
-	Tools []Tool
+	Tools []tooldef.Tool
 	// ToolChoice is the turn's tool_choice as resolved for a native backend
 	// (nil: auto); the parser follows it.
 	ToolChoice json.RawMessage
@@ -36,10 +37,10 @@ type Emulation struct {
 // longer sees, so they are dropped from the body and expressed by the
 // injection's tool-choice line; "auto" and "none" stay only while other
 // tools remain for them to govern.
-func emulate(body *Body, tools []Tool) (*Emulation, error) {
-	var fns []Tool
+func emulate(body *Body, tools []tooldef.Tool) (*Emulation, error) {
+	var fns []tooldef.Tool
 	var emu []toolemu.Tool
-	var others []Tool
+	var others []tooldef.Tool
 	for _, t := range tools {
 		if !t.IsFunction() {
 			others = append(others, t)
@@ -61,11 +62,11 @@ func emulate(body *Body, tools []Tool) (*Emulation, error) {
 	// A strict schema that does not compile would fail every call's parse:
 	// reject it now, as OpenAI rejects an invalid strict schema.
 	if _, err := toolemu.NewParser(emu, choice); err != nil {
-		return nil, &InvalidToolsError{Field: "tools", Index: -1, Err: err}
+		return nil, &tooldef.InvalidError{Field: "tools", Index: -1, Err: err}
 	}
 	text, err := toolemu.Instructions(emu, choice)
 	if err != nil {
-		return nil, &InvalidToolsError{Field: "tools", Index: -1, Err: err}
+		return nil, &tooldef.InvalidError{Field: "tools", Index: -1, Err: err}
 	}
 	body.Instructions = joinInstructions(body.Instructions, text)
 	res := &Emulation{Tools: fns, ToolChoice: body.ToolChoice}

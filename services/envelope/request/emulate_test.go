@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 )
 
@@ -136,8 +137,8 @@ func TestPromptModeRejectsBadStrictSchema(t *testing.T) {
 	req := notesTurn("")
 	req.ToolsJson = `[{"type":"function","name":"f","strict":true,"parameters":{"type":"object","properties":{"x":{"type":"nonsense"}}}}]`
 	_, err := Build(Input{Request: req, Capabilities: promptMode})
-	var te *InvalidToolsError
-	if !errors.As(err, &te) || te.Code() != CodeInvalidTools {
+	var te *tooldef.InvalidError
+	if !errors.As(err, &te) || te.Code() != tooldef.CodeInvalidTools {
 		t.Fatalf("want an invalid_tools error, got %v", err)
 	}
 	// A native backend would reject it itself; Aptix does not pre-validate there.

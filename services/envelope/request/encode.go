@@ -5,6 +5,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 )
 
 // encode writes the body once, with the options of marshal (no HTML
@@ -104,7 +106,7 @@ func (w *bodyWriter) str(n, v string) {
 }
 
 // tool writes t as Tool.MarshalJSON does, into the body.
-func (w *bodyWriter) tool(t Tool) {
+func (w *bodyWriter) tool(t tooldef.Tool) {
 	if !t.IsFunction() {
 		w.value(t.Raw)
 		return

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/netguard"
 )
 
@@ -75,16 +76,16 @@ func ServerSide(body, fields json.RawMessage, o MCPOptions) (json.RawMessage, *c
 	var raws []json.RawMessage
 	if raw, ok := b["tools"]; ok {
 		if err := json.Unmarshal(raw, &raws); err != nil {
-			return nil, nil, &InvalidToolsError{Field: "tools", Index: -1, Err: err}
+			return nil, nil, &tooldef.InvalidError{Field: "tools", Index: -1, Err: err}
 		}
 	}
-	tools := make([]Tool, len(raws))
+	tools := make([]tooldef.Tool, len(raws))
 	for i, raw := range raws {
 		var t struct {
 			Type string `json:"type"`
 		}
 		_ = json.Unmarshal(raw, &t)
-		tools[i] = Tool{Type: t.Type, Raw: raw}
+		tools[i] = tooldef.Tool{Type: t.Type, Raw: raw}
 	}
 	loop, rest, err := toolLoop(tools, fieldsMap(fields)["max_tool_calls"], o)
 	if loop == nil || err != nil {
@@ -112,7 +113,7 @@ func ServerSide(body, fields json.RawMessage, o MCPOptions) (json.RawMessage, *c
 // configured server for a request without tools when o.DefaultAll; nil
 // when there is none. rest are the tools left for the upstream. maxCalls
 // is the client's max_tool_calls.
-func toolLoop(tools []Tool, maxCalls json.RawMessage, o MCPOptions) (loop *contracts.ToolLoop, rest []Tool, err error) {
+func toolLoop(tools []tooldef.Tool, maxCalls json.RawMessage, o MCPOptions) (loop *contracts.ToolLoop, rest []tooldef.Tool, err error) {
 	if o.MaxDepth == 0 {
 		o.MaxDepth = DefaultMaxToolDepth
 	}
@@ -135,11 +136,11 @@ func toolLoop(tools []Tool, maxCalls json.RawMessage, o MCPOptions) (loop *contr
 		}
 		use, err := mcpUse(t.ServerLabel, t.ServerURL, t.ConnectorID, t.AllowedTools, t.RequireApproval, o)
 		if err != nil {
-			return nil, nil, &InvalidToolsError{Field: "tools", Index: i, Err: err}
+			return nil, nil, &tooldef.InvalidError{Field: "tools", Index: i, Err: err}
 		}
 		for _, prev := range loop.Servers {
 			if prev.Label == use.Label {
-				return nil, nil, &InvalidToolsError{Field: "tools", Index: i, Err: fmt.Errorf("mcp server_label %q appears twice: each mcp tool names one server", use.Label)}
+				return nil, nil, &tooldef.InvalidError{Field: "tools", Index: i, Err: fmt.Errorf("mcp server_label %q appears twice: each mcp tool names one server", use.Label)}
 			}
 		}
 		loop.Servers = append(loop.Servers, use)

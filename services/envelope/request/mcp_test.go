@@ -3,9 +3,10 @@ package request
 import (
 	"encoding/json"
 	"errors"
-	"github.com/aptix-dev/aptix/pkg/contracts"
 	"strings"
 	"testing"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
 func TestServerSide(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 )
 
@@ -20,7 +21,7 @@ func TestBuildTransparent(t *testing.T) {
 			OpenAI: &contracts.OpenAIPassthrough{Input: json.RawMessage(items), InstructionItem: 1, Instructions: "Answer in French.",
 				Fields: json.RawMessage(`{"temperature":0.2}`)}}
 	}
-	fn := []Tool{{Type: "function", Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	fn := []tooldef.Tool{{Type: "function", Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	cases := []struct {
 		name  string
 		in    func() Input

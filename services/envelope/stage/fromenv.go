@@ -8,10 +8,10 @@ import (
 	"strconv"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/contextblock"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
-	"github.com/aptix-dev/aptix/services/envelope/contextblock"
 	"github.com/aptix-dev/aptix/services/envelope/request"
 )
 

@@ -10,10 +10,11 @@ import (
 	"slices"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/contextblock"
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
-	"github.com/aptix-dev/aptix/services/envelope/contextblock"
 	"github.com/aptix-dev/aptix/services/envelope/request"
 )
 
@@ -92,7 +93,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 		return err
 	}
 
-	var prior []request.Tool
+	var prior []tooldef.Tool
 	var pending []json.RawMessage
 	var approvals []contracts.PendingApproval
 	// A replay sees the conversation as its original did: aptix replay pins
@@ -141,7 +142,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 	if err == nil && loop != nil && profile.Capabilities.ToolMode == profiles.ToolModePrompt {
 		// The toolrunner offers MCP tools as native function tools,
 		// which a backend that emulates function calling never sees.
-		return pipeline.Reject(request.CodeInvalidTools, "mcp tools need a backend with native function calling; backend %q emulates it (toolMode prompt)", profile.Name)
+		return pipeline.Reject(tooldef.CodeInvalidTools, "mcp tools need a backend with native function calling; backend %q emulates it (toolMode prompt)", profile.Name)
 	}
 	if decisions := res.Decisions; err == nil && len(decisions) > 0 {
 		// Calls the last turn left for the client's approval: the

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/services/envelope/contextblock"
+	"github.com/aptix-dev/aptix/pkg/contracts/contextblock"
 )
 
 // splitContext sets the AGN-002 [CONTEXT] block apart from the upstream

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/services/envelope/contextblock"
+	"github.com/aptix-dev/aptix/pkg/contracts/contextblock"
 )
 
 // seedMany stores n conversations of one whole turn each (four events, a

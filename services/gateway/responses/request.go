@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aptix-dev/aptix/services/envelope/request"
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 )
 
 // known lists every top-level parameter of a create request the gateway
@@ -51,7 +51,7 @@ type CreateRequest struct {
 	// echoTools are ToolsEcho's tools as the envelope reads them, or why
 	// it would refuse them (echoToolsErr): parsed once by Parse, for the
 	// echo (Echo reports the error, where the create path always has).
-	echoTools    []request.Tool
+	echoTools    []tooldef.Tool
 	echoToolsErr error
 	// FileSearch is set when a file_search tool asks Aptix to retrieve.
 	FileSearch *FileSearch
@@ -385,7 +385,7 @@ func (r *CreateRequest) parseTools(v json.RawMessage) *Error {
 	}
 	if len(tools) > 0 {
 		r.ToolsEcho = v
-		r.echoTools, r.echoToolsErr = request.ParseToolItems("tools", raws)
+		r.echoTools, r.echoToolsErr = tooldef.ParseItems("tools", raws)
 	}
 	if len(upstream) > 0 {
 		r.Tools, _ = json.Marshal(upstream)

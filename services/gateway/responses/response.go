@@ -5,7 +5,8 @@ import (
 	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/services/envelope/request"
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
 
 // Response statuses (OpenAI's, and Open Responses').
@@ -177,7 +178,7 @@ func Echo(r *CreateRequest) (json.RawMessage, *Error) {
 	if len(r.ToolsEcho) > 0 {
 		tools, err := r.echoTools, r.echoToolsErr
 		if tools == nil && err == nil { // not made by Parse
-			tools, err = request.ParseTools("tools", string(r.ToolsEcho))
+			tools, err = tooldef.Parse("tools", string(r.ToolsEcho))
 		}
 		if err != nil {
 			return nil, invalid("tools", CodeInvalidValue, "Invalid 'tools': %v.", err)
@@ -336,7 +337,7 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 
 // clientCodes are the stage rejections a client caused: 400, not 500.
 var clientCodes = map[string]bool{
-	request.CodeInvalidTools: true, request.CodeUnknownToolChoice: true, request.CodeInvalidRequest: true,
+	tooldef.CodeInvalidTools: true, tooldef.CodeUnknownToolChoice: true, pipeline.CodeInvalidRequest: true,
 	"unknown_backend": true, "unknown_conversation_context": true, "invalid_event": true,
 	"unknown_mcp_server": true,
 }
@@ -495,7 +496,7 @@ func fileSearchItem(meta Meta, query string, sources []contracts.SourceRef, stat
 // echoTools is the response's tools: function tools flat with every field
 // the Open Responses schema requires (a missing description is null, not
 // absent), other tools as sent.
-func echoTools(tools []request.Tool) []any {
+func echoTools(tools []tooldef.Tool) []any {
 	out := make([]any, 0, len(tools))
 	for _, t := range tools {
 		if !t.IsFunction() {

@@ -17,10 +17,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/contextblock"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/profiles"
-	"github.com/aptix-dev/aptix/services/envelope/contextblock"
 	"github.com/aptix-dev/aptix/services/envelope/request"
 	envelopestage "github.com/aptix-dev/aptix/services/envelope/stage"
 	llmstage "github.com/aptix-dev/aptix/services/llmcaller/stage"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/conformance"
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/envelope/request"
@@ -298,7 +299,7 @@ func TestToolLoopRefusals(t *testing.T) {
 	ctx := ctxT(t)
 	ssrf := responses.ToolUnionParam{OfMcp: &responses.ToolMcpParam{ServerLabel: "evil", ServerURL: openai.String("http://169.254.169.254/latest")}}
 	_, err := client.Responses.New(ctx, loopParams("hi", ssrf))
-	if ae := apiError(t, err, 400, request.CodeInvalidTools); !strings.Contains(ae.Message, "APTIX_MCP_ALLOW_URLS") {
+	if ae := apiError(t, err, 400, tooldef.CodeInvalidTools); !strings.Contains(ae.Message, "APTIX_MCP_ALLOW_URLS") {
 		t.Fatalf("message %q", ae.Message)
 	}
 	_, err = client.Responses.New(ctx, loopParams("hi", mcpTool("nope")))
@@ -544,7 +545,7 @@ func TestToolLoopNeedsNativeTools(t *testing.T) {
 	})
 	_, client := e.gateway()
 	_, err := client.Responses.New(ctxT(t), loopParams("hi", mcpTool("calc")))
-	if ae := apiError(t, err, 400, request.CodeInvalidTools); !strings.Contains(ae.Message, "native function calling") {
+	if ae := apiError(t, err, 400, tooldef.CodeInvalidTools); !strings.Contains(ae.Message, "native function calling") {
 		t.Fatalf("message %q", ae.Message)
 	}
 }
