@@ -33,6 +33,8 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	turnID, _ := newIDs()
+	// Only a turn id the client chose can name a turn sent before.
+	named := req.TurnId != ""
 	if req.TurnId == "" {
 		req.TurnId = turnID
 	} else if req.ConversationId == "" {
@@ -90,7 +92,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	// A re-send of a turn that already completed (a client retry after a
 	// lost answer) completes nothing again: its stored answer is the
 	// answer. One still running is answered by the watch, as the first.
-	stored, answered, err := client.Answered(wctx, s.js, req)
+	var stored contracts.Turn
+	answered := false
+	if named {
+		stored, answered, err = client.Answered(wctx, s.js, req)
+	}
 	if err != nil {
 		s.log.Warn("execute: looking up a stored answer failed; waiting for a completion", "conversation", req.ConversationId, "turn", req.TurnId, "err", err)
 	}
