@@ -58,7 +58,7 @@ func init() {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.conversation, "conversation", "", "conversation id to start or continue (default: a new one)")
-	fl.StringVar(&f.turn, "turn", "", "turn id (default: a new UUIDv7); re-sending the same id is de-duplicated")
+	fl.StringVar(&f.turn, "turn", "", "turn id (default: a new UUIDv7); re-sending the same id (with the same --conversation, or none) prints its answer and does not run it again")
 	fl.StringVar(&f.mode, "mode", "", "conceptual mode, e.g. DDR, ANALYZE (default: DEFAULT)")
 	fl.StringVar(&f.toolsFile, "tools", "", "JSON file with an array of tool definitions (Responses or Chat Completions shape)")
 	fl.StringVar(&f.toolChoice, "tool-choice", "", "tool name to force, or auto, none, required")
@@ -86,7 +86,12 @@ func buildRequest(f execFlags, instruction string) (contracts.AgentExecuteReques
 		ToolChoiceName: f.toolChoice, WorkspaceId: f.workspace, Repo: f.repo, Language: f.language,
 		RagScope: f.scope, ActiveFiles: f.activeFiles, Tags: f.tags, Stream: f.stream, MaxOutputTokens: f.maxOutputTokens,
 	}
-	if req.ConversationId == "" {
+	switch {
+	case req.ConversationId == "" && req.TurnId != "":
+		// --turn alone names the turn: a re-send of it (a retry) is the same
+		// turn and prints its answer, not a new turn run and paid again.
+		req.ConversationId, req.NewConversation = contracts.TurnConversation(req.TurnId), true
+	case req.ConversationId == "":
 		req.ConversationId, req.NewConversation = "c-"+newID(), true
 	}
 	if req.TurnId == "" {
@@ -184,7 +189,13 @@ func execTurnOn(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, f ex
 		return err
 	}
 	fmt.Fprintf(stderr, "aptix: conversation %s, turn %s sent\n", req.ConversationId, req.TurnId)
-	turn, err := client.Await(ctx, js, req.ConversationId, req.TurnId)
+	// A re-sent turn that completed is answered by its own stored answer
+	// (never a turn_id_reused answer another request got under its ids);
+	// otherwise Await reads the completion, stored before it started or not.
+	turn, answered, err := client.Answered(ctx, js, req)
+	if err != nil || !answered {
+		turn, err = client.Await(ctx, js, req.ConversationId, req.TurnId)
+	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("%w; the turn stays in the stream: see `%s`", err, hint(clientServer(), "events", "--conversation", req.ConversationId))

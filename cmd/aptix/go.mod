@@ -3,6 +3,7 @@ module github.com/aptix-dev/aptix/cmd/aptix
 go 1.26.0
 
 require (
+	github.com/aptix-dev/aptix/pkg/hostguard v0.0.0
 	github.com/aptix-dev/aptix/services/gateway v0.0.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
@@ -158,5 +159,7 @@ replace github.com/aptix-dev/aptix/pkg/toolemu => ../../pkg/toolemu
 replace github.com/aptix-dev/aptix/pkg/conformance => ../../pkg/conformance
 
 replace github.com/aptix-dev/aptix/pkg/netguard => ../../pkg/netguard
+
+replace github.com/aptix-dev/aptix/pkg/hostguard => ../../pkg/hostguard
 
 replace github.com/aptix-dev/aptix/pkg/sealbox => ../../pkg/sealbox

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/hostguard"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/retriever/mcpserver"
@@ -190,11 +191,15 @@ func serveMCPWith(ctx context.Context, src mcpserver.Source, o mcpserver.Options
 	}
 	srv := mcpserver.New(src, o)
 	mux := http.NewServeMux()
+	// The SDK's own DNS rebinding check (loopback names only) gives way to
+	// hostguard's, the API's and console's rule, which also takes the
+	// listen address and APTIX_ALLOWED_HOSTS.
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Logger: o.Logger, SessionTimeout: mcpSessionTimeout})
+		&mcp.StreamableHTTPOptions{Logger: o.Logger, SessionTimeout: mcpSessionTimeout, DisableLocalhostProtection: true})
 	if guard != nil {
 		h = guard(h)
 	}
+	h = hostguard.FromEnv(addr, ln.Addr().String()).Wrap(h)
 	mux.Handle("/mcp", h)
 	// Requests derive from base: cancelling it ends the long-lived SSE
 	// streams, which a graceful Shutdown would otherwise wait for.

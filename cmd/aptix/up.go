@@ -24,6 +24,7 @@ import (
 
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/fsync"
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/stack"
+	"github.com/aptix-dev/aptix/pkg/hostguard"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/profiles"
@@ -215,6 +216,12 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	if httpLn != nil {
 		live = &httpapi.Live{}
 		hs = httpapi.HTTPServer(live)
+		if m, _ := auth.ParseMode(os.Getenv("APTIX_AUTH")); m.None() {
+			// No credentials to ask for: only the names of this machine
+			// reach the API and the console through loopback, so a web page
+			// that rebinds its own name to 127.0.0.1 reads nothing.
+			hs.Handler = hostguard.FromEnv(upHTTP, httpLn.Addr().String()).Wrap(hs.Handler)
+		}
 		go func() { _ = hs.Serve(httpLn) }()
 		// On stop the gateway takes no new request at once, while the
 		// stages drain upstream first; the requests in flight are answered

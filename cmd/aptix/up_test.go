@@ -364,7 +364,7 @@ func TestUpHelpNamesEveryStage(t *testing.T) {
 
 // TestUpCompactionKeysSurviveRestart: without APTIX_COMPACTION_KEYS, `up`
 // keeps a gateway key and a sandbox key in its data dir (mode 0600), so the
-// compaction items of both (the pipeline's summary, aptix2., and the
+// compaction items of both (the pipeline's summary, aptix3., and the
 // sandbox's own, sbxc2., which up forwards explicit input to) still open
 // after a restart; an altered one is a 400 on the item.
 func TestUpCompactionKeysSurviveRestart(t *testing.T) {
@@ -413,7 +413,7 @@ func TestUpCompactionKeysSurviveRestart(t *testing.T) {
 		t.Fatalf("compact (sandbox): %d %s", code, body)
 	}
 	sb := blob(body)
-	if !strings.HasPrefix(gw, "aptix2.") || !strings.HasPrefix(sb, "sbxc2.") || strings.Contains(gw+sb, "Z-42") {
+	if !strings.HasPrefix(gw, "aptix3.") || !strings.HasPrefix(sb, "sbxc2.") || strings.Contains(gw+sb, "Z-42") {
 		t.Fatalf("items %q %q", gw, sb)
 	}
 	for _, f := range []string{"compaction.keys", "sandbox/compaction.keys"} {

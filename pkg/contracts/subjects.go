@@ -1,6 +1,10 @@
 package contracts
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
 
 // Stage names, in pipeline order. Each is also the second token of its subject.
 const (
@@ -140,3 +144,21 @@ const (
 
 // CEType returns the CloudEvents type of a stage's event, e.g. dev.aptix.turn.requested.v1.
 func CEType(stage string) string { return CETypePrefix + stage + CETypeVersionSuffix }
+
+// TurnConversation names the conversation a turn sent without one starts
+// (`aptix exec --turn`, /v1/aptix/execute with a turnId alone): "c-" and
+// the turn id, so a re-send of the turn (a retry after a lost answer) names
+// the same turn and gets its answer, where a random conversation would make
+// it another turn, run and paid again. A turn id too long to leave room
+// for the gateway's per-principal prefix is hashed.
+func TurnConversation(turnID string) string {
+	if len(turnID) <= turnConversationMax {
+		return "c-" + turnID
+	}
+	h := sha256.Sum256([]byte(turnID))
+	return "c-" + hex.EncodeToString(h[:16])
+}
+
+// turnConversationMax is the longest turn id TurnConversation keeps as it
+// is: "c-" and it, with a 15-character principal prefix, fit MaxIDLen.
+const turnConversationMax = 96

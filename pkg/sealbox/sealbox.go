@@ -29,7 +29,7 @@ var (
 	// ErrUnknownKey is a blob sealed by a key the ring does not hold.
 	ErrUnknownKey = errors.New("sealed with a key this deployment does not hold")
 	// ErrTampered is a blob whose authentication failed: altered, truncated,
-	// or sealed for another purpose.
+	// or sealed for another purpose or holder.
 	ErrTampered = errors.New("authentication failed: the blob was altered")
 )
 
@@ -139,13 +139,25 @@ func LoadOrCreate(path string) (string, error) {
 // prefix, the key id, a dot, then base64url of nonce and ciphertext; the
 // prefix and key id are authenticated too, so a blob made for one purpose
 // does not open as another's.
-func (k *Keyring) Seal(prefix string, plain []byte) string {
+func (k *Keyring) Seal(prefix string, plain []byte) string { return k.SealFor(prefix, plain, nil) }
+
+// SealFor is Seal bound to bound, authenticated data the blob does not
+// carry: it opens only with OpenFor and the same bound. A blob made for
+// one holder (a principal) then does not open for another, though both
+// hold the same deployment's keys.
+func (k *Keyring) SealFor(prefix string, plain, bound []byte) string {
 	kk := k.keys[0]
 	nonce := make([]byte, kk.aead.NonceSize(), kk.aead.NonceSize()+len(plain)+kk.aead.Overhead())
 	_, _ = rand.Read(nonce)
 	head := prefix + kk.id + "."
-	out := kk.aead.Seal(nonce, nonce, plain, []byte(head))
+	out := kk.aead.Seal(nonce, nonce, plain, additional(head, bound))
 	return head + base64.RawURLEncoding.EncodeToString(out)
+}
+
+// additional is the authenticated data of a blob: its head, then what it
+// is bound to (none for Seal's, whose data stays the head alone).
+func additional(head string, bound []byte) []byte {
+	return append([]byte(head), bound...)
 }
 
 // Sealed reports whether s has the shape of a blob sealed with prefix.
@@ -165,7 +177,11 @@ func split(prefix, s string) (id, body string, ok bool) {
 
 // Open authenticates and decrypts a blob Seal made with the same prefix
 // under any key of the ring.
-func (k *Keyring) Open(prefix, s string) ([]byte, error) {
+func (k *Keyring) Open(prefix, s string) ([]byte, error) { return k.OpenFor(prefix, s, nil) }
+
+// OpenFor authenticates and decrypts a blob SealFor made with the same
+// prefix and bound: another bound fails as ErrTampered.
+func (k *Keyring) OpenFor(prefix, s string, bound []byte) ([]byte, error) {
 	id, body, ok := split(prefix, s)
 	if !ok {
 		return nil, ErrNotSealed
@@ -179,7 +195,7 @@ func (k *Keyring) Open(prefix, s string) ([]byte, error) {
 			return nil, ErrTampered
 		}
 		n := kk.aead.NonceSize()
-		plain, err := kk.aead.Open(nil, raw[:n], raw[n:], []byte(prefix+id+"."))
+		plain, err := kk.aead.Open(nil, raw[:n], raw[n:], additional(prefix+id+".", bound))
 		if err != nil {
 			return nil, ErrTampered
 		}

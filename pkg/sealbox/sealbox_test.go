@@ -94,3 +94,21 @@ func TestLoadOrCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSealForBindsHolder: a blob sealed for one holder opens for it only,
+// not for another holder nor unbound, though every one holds the keys.
+func TestSealForBindsHolder(t *testing.T) {
+	ring := Random()
+	blob := ring.SealFor("x1.", []byte("alice's summary"), []byte("alice"))
+	if got, err := ring.OpenFor("x1.", blob, []byte("alice")); err != nil || string(got) != "alice's summary" {
+		t.Fatalf("its holder: %q, %v", got, err)
+	}
+	for _, other := range [][]byte{[]byte("bob"), []byte("alicex"), nil} {
+		if got, err := ring.OpenFor("x1.", blob, other); !errors.Is(err, ErrTampered) {
+			t.Fatalf("holder %q opened it: %q, %v", other, got, err)
+		}
+	}
+	if _, err := ring.OpenFor("x1.", ring.Seal("x1.", []byte("unbound")), []byte("alice")); !errors.Is(err, ErrTampered) {
+		t.Fatalf("an unbound blob opened as bound: %v", err)
+	}
+}

@@ -30,6 +30,7 @@ require (
 	github.com/MicahParks/jwkset v0.11.4 // indirect
 	github.com/ThreeDotsLabs/watermill v1.5.1 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/aptix-dev/aptix/pkg/hostguard v0.0.0
 	github.com/aptix-dev/aptix/pkg/netguard v0.0.0
 	github.com/aptix-dev/aptix/pkg/sealbox v0.0.0
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -89,5 +90,7 @@ require (
 )
 
 replace github.com/aptix-dev/aptix/pkg/netguard => ../../pkg/netguard
+
+replace github.com/aptix-dev/aptix/pkg/hostguard => ../../pkg/hostguard
 
 replace github.com/aptix-dev/aptix/pkg/sealbox => ../../pkg/sealbox

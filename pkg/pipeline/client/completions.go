@@ -28,11 +28,14 @@ import (
 // goroutine, under the lock, cost each replica a decode per turn of every
 // other replica.
 type Completions struct {
-	js   jetstream.JetStream
-	cc   jetstream.ConsumeContext
-	mu   sync.Mutex
-	got  map[string]completion
-	wait map[string]chan completion
+	js  jetstream.JetStream
+	cc  jetstream.ConsumeContext
+	mu  sync.Mutex
+	got map[string]completion
+	// wait holds every caller waiting for a turn: a client's retry of a
+	// turn still running waits beside the request that sent it first, and
+	// both get its answer.
+	wait map[string][]chan completion
 	seen map[string]int
 	dups int
 	errs int
@@ -94,7 +97,7 @@ const DefaultKeepUnclaimed = 10 * time.Minute
 // WatchCompletions starts following aptix.completed.<conversationFilter>.>
 // (conversationFilter "*" for all) from now on: start it before submitting.
 func WatchCompletions(ctx context.Context, js jetstream.JetStream, conversationFilter string) (*Completions, error) {
-	c := &Completions{js: js, got: map[string]completion{}, wait: map[string]chan completion{}, seen: map[string]int{}, keep: DefaultKeepUnclaimed}
+	c := &Completions{js: js, got: map[string]completion{}, wait: map[string][]chan completion{}, seen: map[string]int{}, keep: DefaultKeepUnclaimed}
 	cons, err := js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{contracts.SubjectPrefix + "." + contracts.StageCompleted + "." + conversationFilter + ".>"},
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
@@ -130,9 +133,11 @@ func (c *Completions) deliver(m jetstream.Msg) {
 		return
 	}
 	got := completion{header: m.Headers(), data: m.Data()}
-	if ch, ok := c.wait[key]; ok {
+	if chs, ok := c.wait[key]; ok {
 		delete(c.wait, key)
-		ch <- got
+		for _, ch := range chs {
+			ch <- got
+		}
 		return
 	}
 	c.got[key] = got
@@ -176,16 +181,32 @@ func (c *Completions) Wait(ctx context.Context, conv, turnID string) (contracts.
 		return c.decode(ctx, m, conv, turnID)
 	}
 	ch := make(chan completion, 1)
-	c.wait[key] = ch
+	c.wait[key] = append(c.wait[key], ch)
 	c.mu.Unlock()
 	select {
 	case m := <-ch:
 		return c.decode(ctx, m, conv, turnID)
 	case <-ctx.Done():
 		c.mu.Lock()
-		delete(c.wait, key)
+		c.unwait(key, ch)
 		c.mu.Unlock()
 		return contracts.Turn{}, fmt.Errorf("turn %s: %w", key, ctx.Err())
+	}
+}
+
+// unwait removes one waiter of key (c.mu held).
+func (c *Completions) unwait(key string, ch chan completion) {
+	chs := c.wait[key]
+	for i, w := range chs {
+		if w == ch {
+			chs = append(chs[:i], chs[i+1:]...)
+			break
+		}
+	}
+	if len(chs) == 0 {
+		delete(c.wait, key)
+	} else {
+		c.wait[key] = chs
 	}
 }
 

@@ -32,7 +32,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 	// An earlier Aptix compaction in the input is opened here too, for a
 	// backend's compaction endpoint, which cannot read it; the echo of the
 	// input keeps it sealed.
-	opened, e := responses.OpenCompactions(req.CompactedInput, s.cfg.CompactionKeys)
+	opened, e := responses.OpenCompactions(req.CompactedInput, s.cfg.CompactionKeys, principal(r.Context()))
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -70,7 +70,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.cfg.Now().Unix()
-	writeJSON(w, http.StatusOK, responses.Compaction(meta.ID, now, req.CompactedInput, responses.FromTurn(*meta, &t, now), s.cfg.CompactionKeys))
+	writeJSON(w, http.StatusOK, responses.Compaction(meta.ID, now, req.CompactedInput, responses.FromTurn(*meta, &t, now), s.cfg.CompactionKeys, principal(ctx)))
 }
 
 // EnvCompactionKeys names the compaction keys: comma-separated base64

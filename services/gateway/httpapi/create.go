@@ -262,7 +262,7 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 	var p prepared
 	// Compaction items turn back into their summaries before anything else
 	// reads the input: one that does not open is the client's 400.
-	in, e := responses.OpenCompactions(req.Input, s.cfg.CompactionKeys)
+	in, e := responses.OpenCompactions(req.Input, s.cfg.CompactionKeys, principal(ctx))
 	if e != nil {
 		return p, e
 	}

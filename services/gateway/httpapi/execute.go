@@ -33,8 +33,15 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	turnID, _ := newIDs()
+	// Only a turn id the client chose can name a turn sent before.
+	named := req.TurnId != ""
 	if req.TurnId == "" {
 		req.TurnId = turnID
+	} else if req.ConversationId == "" {
+		// A client's turn id alone names the turn: a re-send of it is the
+		// same turn (contracts.TurnConversation), scoped below like a named
+		// conversation so two callers' turn ids never meet.
+		req.ConversationId = contracts.TurnConversation(req.TurnId)
 	}
 	if req.ConversationId == "" {
 		req.ConversationId = newConversationID()
@@ -82,8 +89,25 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
+	// A re-send of a turn that already completed (a client retry after a
+	// lost answer) completes nothing again: its stored answer is the
+	// answer. One still running is answered by the watch, as the first.
+	var stored contracts.Turn
+	answered := false
+	if named {
+		stored, answered, err = client.Answered(wctx, s.js, req)
+	}
+	if err != nil {
+		s.log.Warn("execute: looking up a stored answer failed; waiting for a completion", "conversation", req.ConversationId, "turn", req.TurnId, "err", err)
+	}
+	if answered {
+		s.comps.release(g)
+	}
 	if !stream {
-		t, err := s.comps.wait(wctx, g, req.ConversationId, req.TurnId)
+		t, err := stored, error(nil)
+		if !answered {
+			t, err = s.comps.wait(wctx, g, req.ConversationId, req.TurnId)
+		}
 		if err != nil {
 			s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"), Message: err.Error()})
 			return
@@ -92,13 +116,17 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	done := make(chan contracts.Turn, 1)
-	go func() {
-		if t, err := s.comps.wait(wctx, g, req.ConversationId, req.TurnId); err == nil {
-			done <- t
-		} else {
-			close(done)
-		}
-	}()
+	if answered {
+		done <- stored
+	} else {
+		go func() {
+			if t, err := s.comps.wait(wctx, g, req.ConversationId, req.TurnId); err == nil {
+				done <- t
+			} else {
+				close(done)
+			}
+		}()
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)

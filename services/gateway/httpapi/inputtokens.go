@@ -41,7 +41,7 @@ func (s *Server) inputTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	// As on create: the gateway's compaction items are counted as the
 	// summaries they stand for, and one that does not open is the client's 400.
-	if req.Input, e = responses.OpenCompactions(req.Input, s.cfg.CompactionKeys); e != nil {
+	if req.Input, e = responses.OpenCompactions(req.Input, s.cfg.CompactionKeys, principal(r.Context())); e != nil {
 		s.fail(w, e)
 		return
 	}

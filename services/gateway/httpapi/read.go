@@ -96,7 +96,7 @@ func (s *Server) inputItems(w http.ResponseWriter, r *http.Request) {
 	items = items[min(meta.HistoryItems, len(items)):]
 	q := r.URL.Query()
 	// A compaction item the turn opened is listed sealed again.
-	items = responses.SealCompactions(meta.ID, items, s.cfg.CompactionKeys)
+	items = responses.SealCompactions(meta.ID, items, s.cfg.CompactionKeys, meta.Owner)
 	list, e := responses.Page(responses.InputItems(meta.ID, items), q.Get("limit"), q.Get("order"), q.Get("after"))
 	if e != nil {
 		s.fail(w, e)

@@ -226,9 +226,22 @@ const (
 )
 
 // stop stops consuming, ends the deliveries in flight and hands every held
-// completion back for another replica (or the next start) at once.
+// completion back for another replica (or the next start): one waiting
+// for its retry after a failed attempt for the rest of its retry delay,
+// the others at once.
+//
+// The hand-backs wait until this replica's subscription is gone and are
+// flushed before stop returns. Why: a completion handed back while the
+// subscription still took messages was redelivered to it at once, dropped
+// by the stopped consumer, and came again only after the ack wait (30 s
+// after a restart, where the retry delay was 1 s); one still buffered when
+// the connection closed was not handed back at all.
 func (wh *webhooks) stop() {
 	wh.cc.Stop()
+	select {
+	case <-wh.cc.Closed():
+	case <-time.After(webhookStopWait):
+	}
 	wh.cancel()
 	wh.mu.Lock()
 	for _, d := range wh.dests {
@@ -240,7 +253,14 @@ func (wh *webhooks) stop() {
 	}
 	wh.mu.Unlock()
 	wh.wg.Wait()
+	if err := wh.s.js.Conn().FlushTimeout(webhookStopWait); err != nil {
+		wh.s.log.Warn("webhooks handed back may not have reached the server; they are redelivered after the ack wait", "err", err)
+	}
 }
+
+// webhookStopWait bounds each wait of stop (the subscription's end, the
+// flush of the hand-backs): a connection already lost must not hold it.
+const webhookStopWait = 2 * time.Second
 
 // keepInProgress tells the server every held completion is still being
 // worked on, so none is redelivered to another replica meanwhile.
@@ -401,12 +421,15 @@ func (wh *webhooks) deliver(d delivery) {
 			return
 		}
 		wh.s.log.Info("webhook attempt failed, retrying", "response", d.id, "attempt", attempt, "err", err)
+		next := time.Now().Add(wh.cfg.RetryDelay)
 		wh.record(ctx, d.id, responses.WebhookStatus{Status: "retrying", Event: d.event, Attempts: attempt, Error: err.Error()})
 		select {
 		case <-ctx.Done():
-			_ = d.m.Nak()
+			// Stopping: whoever takes it next makes the next attempt
+			// when it is due, not at once.
+			_ = d.m.NakWithDelay(max(time.Until(next), 0))
 			return
-		case <-time.After(wh.cfg.RetryDelay):
+		case <-time.After(time.Until(next)):
 		}
 	}
 }

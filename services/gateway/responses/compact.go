@@ -11,14 +11,26 @@ import (
 
 // compactionPrefix marks the encrypted_content of a compaction item Aptix
 // made: the summary sealed with the deployment's compaction key
-// (pkg/sealbox), so a client can neither read nor alter it. Items with
-// neither this nor legacyCompactionPrefix came from a backend and travel
-// upstream untouched.
-const compactionPrefix = "aptix2."
+// (pkg/sealbox) and bound to the principal it was made for (authenticated
+// data, compactionHolder), so a client can neither read nor alter it, and
+// another principal cannot have it opened (an item pasted from someone
+// else's output sent their summary to the model). Items with none of the
+// Aptix prefixes came from a backend and travel upstream untouched.
+const compactionPrefix = "aptix3."
+
+// unboundCompactionPrefix marked an item sealed before items were bound
+// to their principal: who it was made for is unknown, so it opens only
+// where there is one principal (authentication off) and is refused when
+// authentication is on.
+const unboundCompactionPrefix = "aptix2."
 
 // legacyCompactionPrefix marked the summary only base64-encoded. Such an
 // item is unauthenticated (anyone could have written it) and is refused.
 const legacyCompactionPrefix = "aptix1:"
+
+// compactionHolder is the data a compaction item of principal is bound to
+// (principal "" is the caller of a deployment without authentication).
+func compactionHolder(principal string) []byte { return []byte("principal:" + principal) }
 
 // CompactInstruction asks the model for the summary a compaction item
 // carries (AGN-003's "context size growth" risk): whatever a later turn
@@ -86,8 +98,8 @@ type Compacted struct {
 }
 
 // Compaction builds the response.compaction object from the summary turn,
-// the summary sealed with keys.
-func Compaction(id string, createdAt int64, input []json.RawMessage, summary Response, keys *sealbox.Keyring) Compacted {
+// the summary sealed with keys for principal.
+func Compaction(id string, createdAt int64, input []json.RawMessage, summary Response, keys *sealbox.Keyring, principal string) Compacted {
 	c := Compacted{ID: id, Object: "response.compaction", CreatedAt: createdAt, Output: []json.RawMessage{}}
 	for i, it := range input {
 		if msg, ok := outputMessage(it, fmt.Sprintf("msg_%s_%d", strings.TrimPrefix(id, "resp_"), i)); ok {
@@ -95,7 +107,7 @@ func Compaction(id string, createdAt int64, input []json.RawMessage, summary Res
 		}
 	}
 	item := map[string]string{"id": "cmp_" + strings.TrimPrefix(id, "resp_"), "type": "compaction", "created_by": "aptix",
-		"encrypted_content": keys.Seal(compactionPrefix, []byte(summary.OutputText()))}
+		"encrypted_content": keys.SealFor(compactionPrefix, []byte(summary.OutputText()), compactionHolder(principal))}
 	c.Output = append(c.Output, mustJSON(item))
 	if summary.Usage != nil {
 		c.Usage = *summary.Usage
@@ -134,18 +146,18 @@ func outputMessage(it json.RawMessage, id string) (json.RawMessage, bool) {
 // OpenCompactions returns items with every Aptix compaction item turned
 // back into what it stands for, a message carrying the summary, so any
 // backend understands it; a backend's own compaction item is left as it
-// is. An Aptix item that does not open under keys (altered, sealed by a
-// key the deployment no longer holds, or the unsealed legacy form) is a
+// is. An Aptix item that does not open under keys for principal (altered,
+// made for another principal, sealed by a key the deployment no longer
+// holds, unbound with authentication on, or the unsealed legacy form) is a
 // 400 naming its position in input.
-func OpenCompactions(items []json.RawMessage, keys *sealbox.Keyring) ([]json.RawMessage, *Error) {
+func OpenCompactions(items []json.RawMessage, keys *sealbox.Keyring, principal string) ([]json.RawMessage, *Error) {
 	var out []json.RawMessage
 	for i, it := range items {
 		var m struct {
 			Type    string `json:"type"`
 			Content string `json:"encrypted_content"`
 		}
-		if json.Unmarshal(it, &m) != nil || m.Type != "compaction" ||
-			!strings.HasPrefix(m.Content, compactionPrefix) && !strings.HasPrefix(m.Content, legacyCompactionPrefix) {
+		if json.Unmarshal(it, &m) != nil || m.Type != "compaction" || !isAptixCompaction(m.Content) {
 			if out != nil {
 				out = append(out, it)
 			}
@@ -154,15 +166,8 @@ func OpenCompactions(items []json.RawMessage, keys *sealbox.Keyring) ([]json.Raw
 		if out == nil {
 			out = append(make([]json.RawMessage, 0, len(items)), items[:i]...)
 		}
-		summary, err := keys.Open(compactionPrefix, m.Content)
-		if err != nil {
-			why := "it was altered or is not one this deployment made"
-			switch {
-			case errors.Is(err, sealbox.ErrUnknownKey):
-				why = "it was sealed with a compaction key this deployment no longer holds"
-			case strings.HasPrefix(m.Content, legacyCompactionPrefix):
-				why = "it is an unsealed compaction item from an older Aptix; compact the conversation again"
-			}
+		summary, why := openCompaction(m.Content, keys, principal)
+		if why != "" {
 			return nil, invalid(fmt.Sprintf("input[%d]", i), CodeInvalidEncryptedContent,
 				"The encrypted content of compaction item input[%d] could not be verified: %s.", i, why)
 		}
@@ -175,13 +180,43 @@ func OpenCompactions(items []json.RawMessage, keys *sealbox.Keyring) ([]json.Raw
 	return out, nil
 }
 
+func isAptixCompaction(content string) bool {
+	return strings.HasPrefix(content, compactionPrefix) || strings.HasPrefix(content, unboundCompactionPrefix) ||
+		strings.HasPrefix(content, legacyCompactionPrefix)
+}
+
+// openCompaction opens an Aptix item's summary for principal, or says why
+// it does not open.
+func openCompaction(content string, keys *sealbox.Keyring, principal string) (summary []byte, why string) {
+	var err error
+	switch {
+	case strings.HasPrefix(content, legacyCompactionPrefix):
+		return nil, "it is an unsealed compaction item from an older Aptix; compact the conversation again"
+	case strings.HasPrefix(content, unboundCompactionPrefix):
+		if principal != "" {
+			return nil, "it was sealed by an older Aptix before compaction items were bound to their caller; compact the conversation again"
+		}
+		summary, err = keys.Open(unboundCompactionPrefix, content)
+	default:
+		summary, err = keys.OpenFor(compactionPrefix, content, compactionHolder(principal))
+	}
+	switch {
+	case errors.Is(err, sealbox.ErrUnknownKey):
+		return nil, "it was sealed with a compaction key this deployment no longer holds"
+	case err != nil:
+		return nil, "it was altered, made for another caller, or is not one this deployment made"
+	}
+	return summary, ""
+}
+
 // compactedMark starts the message a compaction item stands for.
 const compactedMark = "[COMPACTED CONVERSATION]\n"
 
 // SealCompactions turns the messages OpenCompactions made back into
 // compaction items, sealed again, for a listing of a response's input
-// items: the summary stays as opaque there as in the item the client sent.
-func SealCompactions(responseID string, items []json.RawMessage, keys *sealbox.Keyring) []json.RawMessage {
+// items: the summary stays as opaque there as in the item the client sent,
+// and bound to the response's principal as that item was.
+func SealCompactions(responseID string, items []json.RawMessage, keys *sealbox.Keyring, principal string) []json.RawMessage {
 	out := make([]json.RawMessage, len(items))
 	for i, raw := range items {
 		out[i] = raw
@@ -200,7 +235,7 @@ func SealCompactions(responseID string, items []json.RawMessage, keys *sealbox.K
 		}
 		summary := strings.TrimPrefix(m.Content[0].Text, compactedMark)
 		out[i] = mustJSON(map[string]string{"id": fmt.Sprintf("cmp_%s_%d", strings.TrimPrefix(responseID, "resp_"), i),
-			"type": "compaction", "encrypted_content": keys.Seal(compactionPrefix, []byte(summary))})
+			"type": "compaction", "encrypted_content": keys.SealFor(compactionPrefix, []byte(summary), compactionHolder(principal))})
 	}
 	return out
 }

@@ -34,7 +34,7 @@ func TestCompaction(t *testing.T) {
 		Body: `{"status":"completed","output":[{"type":"message","id":"m","role":"assistant","content":[{"type":"output_text","text":"Key K-77."}]}],"usage":{"input_tokens":5,"output_tokens":2}}`}}, 1)
 	keyA, keyB := sealbox.Generate(), sealbox.Generate()
 	ringA, _ := sealbox.Parse(keyA)
-	c := Compaction("resp_9", 1, r.CompactedInput, summary, ringA)
+	c := Compaction("resp_9", 1, r.CompactedInput, summary, ringA, "alice")
 	if c.Object != "response.compaction" || len(c.Output) != 2 || c.Usage.TotalTokens != 7 {
 		t.Fatalf("compaction %+v", c)
 	}
@@ -59,22 +59,28 @@ func TestCompaction(t *testing.T) {
 	}
 	rotated, _ := sealbox.Parse(keyB + "," + keyA)
 	onlyB, _ := sealbox.Parse(keyB)
+	unbound := ringA.Seal(unboundCompactionPrefix, []byte("Key K-77."))
 	for _, tc := range []struct {
-		name string
-		keys *sealbox.Keyring
-		item string
-		code string
+		name      string
+		keys      *sealbox.Keyring
+		principal string
+		item      string
+		code      string
 	}{
-		{"round trip", ringA, item.EncryptedContent, ""},
-		{"rotation: made under A, keys B,A", rotated, item.EncryptedContent, ""},
-		{"key A retired", onlyB, item.EncryptedContent, CodeInvalidEncryptedContent},
-		{"tampered", ringA, item.EncryptedContent[:len(item.EncryptedContent)-4] + "AAAA", CodeInvalidEncryptedContent},
-		{"unsealed legacy item", ringA, "aptix1:S2V5IEstNzcu", CodeInvalidEncryptedContent},
+		{"round trip", ringA, "alice", item.EncryptedContent, ""},
+		{"rotation: made under A, keys B,A", rotated, "alice", item.EncryptedContent, ""},
+		{"key A retired", onlyB, "alice", item.EncryptedContent, CodeInvalidEncryptedContent},
+		{"tampered", ringA, "alice", item.EncryptedContent[:len(item.EncryptedContent)-4] + "AAAA", CodeInvalidEncryptedContent},
+		{"unsealed legacy item", ringA, "alice", "aptix1:S2V5IEstNzcu", CodeInvalidEncryptedContent},
+		{"another principal's item", ringA, "bob", item.EncryptedContent, CodeInvalidEncryptedContent},
+		{"made for alice, sent without authentication", ringA, "", item.EncryptedContent, CodeInvalidEncryptedContent},
+		{"sealed before items were bound, authentication on", ringA, "alice", unbound, CodeInvalidEncryptedContent},
+		{"sealed before items were bound, authentication off", ringA, "", unbound, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := append([]json.RawMessage{}, next.Input...)
 			in[1] = mustJSON(map[string]string{"type": "compaction", "encrypted_content": tc.item})
-			got, e := OpenCompactions(in, tc.keys)
+			got, e := OpenCompactions(in, tc.keys, tc.principal)
 			if tc.code != "" {
 				if e == nil || deref(e.Code) != tc.code || deref(e.Param) != "input[1]" || e.Status != 400 {
 					t.Fatalf("want a 400 %s on input[1], got %+v", tc.code, e)
@@ -91,7 +97,7 @@ func TestCompaction(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	if in, e := OpenCompactions(r.Input, ringA); e != nil || !strings.Contains(string(in[0]), "gAAAA") {
+	if in, e := OpenCompactions(r.Input, ringA, "alice"); e != nil || !strings.Contains(string(in[0]), "gAAAA") {
 		t.Fatalf("a backend's compaction item: %v %s", e, in)
 	}
 }

@@ -624,7 +624,7 @@ func TestGatewayCompactionSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	blob := c.Output[len(c.Output)-1].AsCompaction().EncryptedContent
-	if !strings.HasPrefix(blob, "aptix2.") || strings.Contains(blob, "K-77") || strings.Contains(string(mustB64(blob)), "K-77") {
+	if !strings.HasPrefix(blob, "aptix3.") || strings.Contains(blob, "K-77") || strings.Contains(string(mustB64(blob)), "K-77") {
 		t.Fatalf("the compaction item is readable: %s", blob)
 	}
 	var last *responses.Response

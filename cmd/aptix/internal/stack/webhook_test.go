@@ -23,6 +23,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -33,6 +34,7 @@ const testWebhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 type delivery struct {
 	header http.Header
 	body   []byte
+	at     time.Time
 }
 
 // receiver is an httptest webhook receiver; fail answers 500 to the first
@@ -49,7 +51,7 @@ func newReceiver(t *testing.T, fail int) *receiver {
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
-		rc.got = append(rc.got, delivery{header: r.Header.Clone(), body: b})
+		rc.got = append(rc.got, delivery{header: r.Header.Clone(), body: b, at: time.Now()})
 		failing := len(rc.got) <= rc.fail
 		rc.mu.Unlock()
 		if failing {
@@ -258,6 +260,45 @@ func TestGatewayWebhookSurvivesRestart(t *testing.T) {
 	verifyStandardWebhook(t, ds[1])
 	if ds[1].header.Get("webhook-id") != ds[0].header.Get("webhook-id") {
 		t.Fatal("the redelivery is not the same webhook")
+	}
+}
+
+// TestGatewayWebhookRetryAfterGracefulStop: a delivery whose attempt
+// failed is handed back by a gateway that stops (on its own connection,
+// closed after it, as `aptix up` does) for the rest of its retry delay, and
+// the next gateway re-attempts it then: not after the ack wait (30 s), as
+// when the hand-back reached the stopping subscription and was lost.
+func TestGatewayWebhookRetryAfterGracefulStop(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	rc := newReceiver(t, 1)
+	const retry = time.Second
+	cfg := httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: retry, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}
+	nc, _ := natstest.Connect(t, e.url)
+	first, err := httpapi.New(context.Background(), httpapi.Config{NC: nc, Profiles: e.cfg.Profiles, Logger: quiet, Webhooks: &cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(first)
+	t.Cleanup(hs.Close)
+	client := openai.NewClient(optionBase(hs.URL))
+	if _, err := client.Responses.New(ctxT(t), bgWithWebhook("Deliver me after the restart", rc.srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	failed := rc.waitDeliveries(t, 1)[0].at
+	first.Close() // SIGTERM during the retry delay
+	nc.Close()
+	restarted := time.Now()
+	second, err := httpapi.New(context.Background(), httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, Webhooks: &cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(second.Close)
+	ds := rc.waitDeliveries(t, 2)
+	if wait := ds[1].at.Sub(failed); wait < retry-100*time.Millisecond {
+		t.Fatalf("re-attempted %s after the failed attempt, before its retry delay %s", wait, retry)
+	}
+	if late := ds[1].at.Sub(restarted); late > retry+3*time.Second {
+		t.Fatalf("re-attempted %s after the restart, want about the retry delay %s", late, retry)
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/aptix-dev/aptix/pkg/hostguard"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
@@ -80,6 +81,11 @@ func run(log *slog.Logger) error {
 	live := &httpapi.Live{BodyTimeout: cfg.BodyTimeout}
 	hs := httpapi.HTTPServer(live)
 	hs.Addr = addr
+	if m, _ := auth.ParseMode(os.Getenv("APTIX_AUTH")); m.None() {
+		// No credentials to ask for: through loopback only this machine's
+		// names reach it (pkg/hostguard, DNS rebinding), as with aptix up.
+		hs.Handler = hostguard.FromEnv(addr).Wrap(hs.Handler)
+	}
 	listenErr := make(chan error, 1)
 	go func() { listenErr <- hs.ListenAndServe() }()
 	done := make(chan error, 1)
