@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aptix-dev/aptix/pkg/sealbox"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aptix-dev/aptix/pkg/sealbox"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -28,6 +29,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/app"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -325,11 +327,12 @@ func (u *upRun) run(ctx context.Context, nc *nats.Conn) error {
 	}
 	httpLine, curlLine := "", ""
 	if u.live != nil {
-		gw, authLine, err := newGateway(ctx, u.httpLn.Addr().String(), nc, u.set, log)
+		gw, err := newGateway(ctx, u.httpLn.Addr().String(), nc, u.set, log)
 		if err != nil {
 			return err
 		}
-		u.live.Set(gw)
+		authLine := gw.Auth
+		u.live.Set(gw.Server)
 		defer func() {
 			u.live.Set(nil)
 			gw.Close()
@@ -427,44 +430,21 @@ func upTools(ctx context.Context, js jetstream.JetStream, idx *retrieval.Index, 
 	return reg, line, func() { _ = reg.Close(); stop() }, nil
 }
 
-// newGateway builds the HTTP gateway (services/gateway) over the
+// newGateway builds the HTTP gateway (services/gateway/app) over the
 // in-process pipeline on nc, for the listener at addr; `up` serves it
-// through an httpapi.Live. Authentication follows APTIX_AUTH
-// (services/gateway/auth.FromEnv): none by default on loopback, required
-// beyond it; the string describes it.
-func newGateway(ctx context.Context, addr string, nc *nats.Conn, set *profiles.Set, log *slog.Logger) (*httpapi.Server, string, error) {
-	js, err := jetstream.New(nc)
+// through an httpapi.Live. Authentication follows APTIX_AUTH: none by
+// default on loopback, required beyond it; Gateway.Auth describes it.
+func newGateway(ctx context.Context, addr string, nc *nats.Conn, set *profiles.Set, log *slog.Logger) (*app.Gateway, error) {
+	gw, err := app.FromEnv(ctx, app.Options{NC: nc, Profiles: set, Addr: addr, Logger: log.With("component", "gateway"),
+		DataDir: dataDir, LocalStack: true})
+	var ce *app.ConfigError
+	if errors.As(err, &ce) {
+		return nil, usagef("gateway: %w", err)
+	}
 	if err != nil {
-		return nil, "", err
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	setup, err := auth.FromEnv(ctx, addr, js, 1, log.With("component", "gateway"))
-	if err != nil {
-		var ce auth.ConfigError
-		if errors.As(err, &ce) {
-			return nil, "", usagef("gateway: %w", err)
-		}
-		return nil, "", fmt.Errorf("gateway: %w", err)
-	}
-	cfg := httpapi.Config{NC: nc, Profiles: set, Logger: log.With("component", "gateway"),
-		Auth: setup.Auth, LimitRPM: setup.LimitRPM, LimitBackground: setup.LimitBackground}
-	if err := httpapi.ConfigFromEnv(&cfg); err != nil {
-		return nil, "", usagef("gateway: %w", err)
-	}
-	if os.Getenv("APTIX_WEBHOOK_ALLOW_PRIVATE") == "" {
-		// A local development stack: webhooks to a local receiver work.
-		cfg.Webhooks.AllowPrivate = true
-		log.Info("webhooks may go to loopback and private addresses (local stack; APTIX_WEBHOOK_ALLOW_PRIVATE=0 refuses them)")
-	}
-	if cfg.CompactionKeys == nil {
-		if cfg.CompactionKeys, err = keyFile(filepath.Join(dataDir, "compaction.keys")); err != nil {
-			return nil, "", fmt.Errorf("gateway: %w", err)
-		}
-	}
-	gw, err := httpapi.New(ctx, cfg)
-	if err != nil {
-		return nil, "", fmt.Errorf("gateway: %w", err)
-	}
-	return gw, setup.Describe(), nil
+	return gw, nil
 }
 
 // gatewayDrain bounds how long a stopping gateway waits for the requests in

@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/app"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 )
 
@@ -28,10 +29,14 @@ type gatewayRun struct {
 }
 
 func startGateway(ctx context.Context, p *pipelineRun, set *profiles.Set, maxC int) (*gatewayRun, error) {
-	srv, err := httpapi.New(ctx, httpapi.Config{NC: p.client, Profiles: set, Logger: quiet})
+	// Built as every process builds it; the bench measures the gateway
+	// without authentication whatever the environment says.
+	gw, err := app.FromEnv(ctx, app.Options{NC: p.client, Profiles: set, Addr: "127.0.0.1:0", Logger: quiet,
+		Edit: func(c *httpapi.Config) { c.Auth, c.LimitRPM, c.LimitBackground = nil, 0, 0 }})
 	if err != nil {
 		return nil, err
 	}
+	srv := gw.Server
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		srv.Close()

@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"slices"
@@ -41,7 +40,7 @@ type restartableGateway struct {
 
 func (g *restartableGateway) start() openai.Client {
 	g.e.t.Helper()
-	srv, err := httpapi.New(context.Background(), httpapi.Config{NC: g.e.nc, Profiles: g.e.cfg.Profiles, Logger: quiet, SyncTimeout: 15 * time.Second})
+	srv, err := buildGateway(g.e.nc, g.e.cfg.Profiles, func(c *httpapi.Config) { c.SyncTimeout = 15 * time.Second })
 	if err != nil {
 		g.e.t.Fatal(err)
 	}

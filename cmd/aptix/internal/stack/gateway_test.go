@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/aptix-dev/aptix/pkg/sealbox"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/pkg/sealbox"
+
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+	"github.com/aptix-dev/aptix/services/gateway/app"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	retrieverstage "github.com/aptix-dev/aptix/services/retriever/stage"
@@ -31,11 +35,12 @@ import (
 // an openai-go client for it (no SDK retries: a test sees each status once).
 func (e *env) gateway(mutate ...func(*httpapi.Config)) (string, openai.Client) {
 	e.t.Helper()
-	cfg := httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, MaxBodyBytes: 64 << 10, SyncTimeout: 15 * time.Second}
-	for _, m := range mutate {
-		m(&cfg)
-	}
-	srv, err := httpapi.New(context.Background(), cfg)
+	srv, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) {
+		c.MaxBodyBytes, c.SyncTimeout = 64<<10, 15*time.Second
+		for _, m := range mutate {
+			m(c)
+		}
+	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -43,6 +48,17 @@ func (e *env) gateway(mutate ...func(*httpapi.Config)) (string, openai.Client) {
 	hs := httptest.NewServer(srv)
 	e.t.Cleanup(hs.Close)
 	return hs.URL, openai.NewClient(option.WithBaseURL(hs.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+}
+
+// buildGateway builds a gateway the way every process does (app.FromEnv:
+// the environment's settings, authentication for a loopback listener) on
+// nc, with the test's own settings over them.
+func buildGateway(nc *nats.Conn, set *profiles.Set, edit func(*httpapi.Config)) (*httpapi.Server, error) {
+	gw, err := app.FromEnv(context.Background(), app.Options{NC: nc, Profiles: set, Addr: "127.0.0.1:0", Logger: quiet, Edit: edit})
+	if err != nil {
+		return nil, err
+	}
+	return gw.Server, nil
 }
 
 // lastUpstreamID is the upstream response id of the newest completed turn

@@ -33,7 +33,7 @@ func TestProfilePointingAtItsOwnGateway(t *testing.T) {
 			Capabilities: profiles.Capabilities{SupportsPreviousResponseID: true, ToolMode: profiles.ToolModeNative}})
 		c.Profiles.Default = "self"
 	})
-	srv, err := httpapi.New(context.Background(), httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, SyncTimeout: 15 * time.Second})
+	srv, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) { c.SyncTimeout = 15 * time.Second })
 	if err != nil {
 		t.Fatal(err)
 	}

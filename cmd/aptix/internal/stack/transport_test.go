@@ -141,7 +141,7 @@ func TestGatewayContentType(t *testing.T) {
 // the sync timeout, and closes its WebSockets with 1012 (service restart).
 func TestGatewayCloseEndsWaitsAndSockets(t *testing.T) {
 	e := newEnv(t, sandbox.Options{Latency: 3 * time.Second})
-	srv, err := httpapi.New(context.Background(), httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, SyncTimeout: time.Minute})
+	srv, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) { c.SyncTimeout = time.Minute })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -239,7 +239,7 @@ func TestGatewayWebhookSurvivesRestart(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	rc := newReceiver(t, 1)
 	cfg := httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 1500 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}
-	first, err := httpapi.New(context.Background(), httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, Webhooks: &cfg})
+	first, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) { c.Webhooks = &cfg })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestGatewayWebhookSurvivesRestart(t *testing.T) {
 	}
 	rc.waitDeliveries(t, 1) // failed
 	first.Close()           // the gateway goes away with the retry pending
-	second, err := httpapi.New(context.Background(), httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, Webhooks: &cfg})
+	second, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) { c.Webhooks = &cfg })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestGatewayWebhookRetryAfterGracefulStop(t *testing.T) {
 	const retry = time.Second
 	cfg := httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: retry, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}
 	nc, _ := natstest.Connect(t, e.url)
-	first, err := httpapi.New(context.Background(), httpapi.Config{NC: nc, Profiles: e.cfg.Profiles, Logger: quiet, Webhooks: &cfg})
+	first, err := buildGateway(nc, e.cfg.Profiles, func(c *httpapi.Config) { c.Webhooks = &cfg })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestGatewayWebhookRetryAfterGracefulStop(t *testing.T) {
 	first.Close() // SIGTERM during the retry delay
 	nc.Close()
 	restarted := time.Now()
-	second, err := httpapi.New(context.Background(), httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, Webhooks: &cfg})
+	second, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) { c.Webhooks = &cfg })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestGatewayWebhookPendingOutlivesTrim(t *testing.T) {
 	})
 	rc := newReceiver(t, 1)
 	cfg := httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 5 * time.Second, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}
-	first, err := httpapi.New(context.Background(), httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, Webhooks: &cfg})
+	first, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) { c.Webhooks = &cfg })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestGatewayWebhookPendingOutlivesTrim(t *testing.T) {
 	if _, err := s.GetLastMsgForSubject(context.Background(), "aptix.retrieved.>"); err == nil {
 		t.Fatal("the trimmer did not run: history beyond its size is still there")
 	}
-	second, err := httpapi.New(context.Background(), httpapi.Config{NC: e.nc, Profiles: e.cfg.Profiles, Logger: quiet, Webhooks: &cfg})
+	second, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) { c.Webhooks = &cfg })
 	if err != nil {
 		t.Fatal(err)
 	}

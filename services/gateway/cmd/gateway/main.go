@@ -29,11 +29,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/hostguard"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/app"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 )
@@ -67,18 +67,16 @@ func run(log *slog.Logger) error {
 	}
 	opts = append(opts, natsAuth...)
 
-	cfg := httpapi.Config{Profiles: set, Logger: log}
-	if err := httpapi.ConfigFromEnv(&cfg); err != nil {
+	// The body timeout is read again by app.FromEnv; the listener needs it first.
+	var bodyCfg httpapi.Config
+	if err := httpapi.ConfigFromEnv(&bodyCfg); err != nil {
 		return err
-	}
-	if cfg.CompactionKeys == nil {
-		log.Warn("no " + httpapi.EnvCompactionKeys + ": compaction items are sealed with a random key of this process, so no restart or other replica opens them")
 	}
 
 	// The listener outlives a NATS connection: until a gateway is
 	// connected (at start, or again after NATS closed the connection for
 	// good) /healthz answers and everything else is a 503.
-	live := &httpapi.Live{BodyTimeout: cfg.BodyTimeout}
+	live := &httpapi.Live{BodyTimeout: bodyCfg.BodyTimeout}
 	hs := httpapi.HTTPServer(live)
 	hs.Addr = addr
 	if m, _ := auth.ParseMode(os.Getenv("APTIX_AUTH")); m.None() {
@@ -97,7 +95,7 @@ func run(log *slog.Logger) error {
 			}
 			return nc, nil
 		}, func(ctx context.Context, nc *nats.Conn) error {
-			return serve(ctx, nc, cfg, addr, url, live, hs, log)
+			return serve(ctx, nc, app.Options{NC: nc, Profiles: set, Addr: addr, Logger: log}, url, live, hs, log)
 		})
 	}()
 	select {
@@ -115,26 +113,18 @@ func run(log *slog.Logger) error {
 }
 
 // serve runs a gateway on nc until ctx ends (stop, or nc closed under it).
-func serve(ctx context.Context, nc *nats.Conn, cfg httpapi.Config, addr, url string, live *httpapi.Live, hs *http.Server, log *slog.Logger) error {
-	cfg.NC = nc
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+func serve(ctx context.Context, nc *nats.Conn, o app.Options, url string, live *httpapi.Live, hs *http.Server, log *slog.Logger) error {
 	// The stages create the stream; a gateway started first waits for it.
-	var srv *httpapi.Server
-	var setup auth.Setup
+	var srv *app.Gateway
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {
-		setup, err = auth.FromEnv(ctx, addr, js, cfg.Replicas, log)
-		var ce auth.ConfigError
+		var err error
+		srv, err = app.FromEnv(ctx, o)
+		var ce *app.ConfigError
 		if errors.As(err, &ce) {
 			return err
 		}
 		if err == nil {
-			cfg.Auth, cfg.LimitRPM, cfg.LimitBackground = setup.Auth, setup.LimitRPM, setup.LimitBackground
-			if srv, err = httpapi.New(ctx, cfg); err == nil {
-				break
-			}
+			break
 		}
 		log.Warn("gateway not ready, retrying", "err", err, "retry_in", wait)
 		select {
@@ -143,8 +133,8 @@ func serve(ctx context.Context, nc *nats.Conn, cfg httpapi.Config, addr, url str
 		case <-time.After(wait):
 		}
 	}
-	live.Set(srv)
-	log.Info("serving the Responses API", "addr", addr, "nats", url, "auth", setup.Describe())
+	live.Set(srv.Server)
+	log.Info("serving the Responses API", "addr", o.Addr, "nats", url, "auth", srv.Auth)
 	<-ctx.Done()
 	if !nc.IsClosed() {
 		// Stopping: in-flight requests finish (their turns complete
