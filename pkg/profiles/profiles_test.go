@@ -200,3 +200,38 @@ func TestExampleBackends(t *testing.T) {
 		t.Fatalf("%d example profiles", n)
 	}
 }
+
+// TestMaxResponseBytes: every profile has a cap on what its backend may
+// answer (issue 42 item 4): the default when unset, a file's value, an
+// environment override; a negative one is refused.
+func TestMaxResponseBytes(t *testing.T) {
+	t.Setenv("APTIX_PROFILES", "")
+	p, _ := Builtin().Get("sandbox")
+	if p.MaxResponseBytes != DefaultMaxResponseBytes {
+		t.Fatalf("built-in sandbox cap %d, want %d", p.MaxResponseBytes, DefaultMaxResponseBytes)
+	}
+	s, err := Parse([]byte(`{"profiles":{"big":{"baseUrl":"u","maxResponseBytes":1048576},"plain":{"baseUrl":"u"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.Get("big"); p.MaxResponseBytes != 1<<20 {
+		t.Fatalf("file cap %d", p.MaxResponseBytes)
+	}
+	if p, _ := s.Get("plain"); p.MaxResponseBytes != DefaultMaxResponseBytes {
+		t.Fatalf("unset cap %d", p.MaxResponseBytes)
+	}
+	if _, err := Parse([]byte(`{"profiles":{"x":{"baseUrl":"u","maxResponseBytes":-1}}}`)); err == nil {
+		t.Fatal("negative maxResponseBytes accepted")
+	}
+	t.Setenv("APTIX_PROFILE_SANDBOX_MAX_RESPONSE_BYTES", "4096")
+	if s, err = FromEnv(); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.Get("sandbox"); p.MaxResponseBytes != 4096 {
+		t.Fatalf("env cap %d", p.MaxResponseBytes)
+	}
+	t.Setenv("APTIX_PROFILE_SANDBOX_MAX_RESPONSE_BYTES", "lots")
+	if _, err := FromEnv(); err == nil {
+		t.Fatal("a bad MAX_RESPONSE_BYTES accepted")
+	}
+}

@@ -62,7 +62,10 @@ func (t *turn) attempt(turnCtx context.Context, client openai.Client, body []byt
 	b, err := io.ReadAll(raw.Body)
 	if err != nil {
 		out := t.transportFailure(turnCtx, actx, fmt.Errorf("reading the response body: %w", err))
-		out.status, out.body = raw.StatusCode, string(b)
+		out.status = raw.StatusCode
+		if out.err.Code != CodeResponseTooLarge {
+			out.body = string(b)
+		}
 		return out
 	}
 	out := outcome{status: raw.StatusCode, body: string(b)}
@@ -113,9 +116,13 @@ func (t *turn) emitWhole(ctx context.Context, body []byte) {
 }
 
 // transportFailure classifies an attempt that got no (complete) response:
-// the caller's cancellation and the turn deadline are final, an attempt
-// timeout or a connection error is retried.
+// the caller's cancellation, the turn deadline and an answer past the
+// profile's cap (limit.go) are final, an attempt timeout or a connection
+// error is retried.
 func (t *turn) transportFailure(turnCtx, actx context.Context, err error) outcome {
+	if ue, ok := tooLarge(err); ok && t.parent.Err() == nil {
+		return outcome{err: ue}
+	}
 	switch {
 	case t.parent.Err() != nil:
 		return outcome{err: &contracts.UpstreamError{Type: "cancelled", Message: fmt.Sprintf("call cancelled: %v", err)}}

@@ -323,12 +323,16 @@ func (c *Caller) client(p profiles.Profile) openai.Client {
 // httpClient is the client carrying a profile's calls: for a Chat
 // Completions backend one whose transport translates each /responses call
 // (docs/backends.md), so everything above it runs as for any backend.
+// Under both, the profile's MaxResponseBytes caps what the backend's
+// answer may be (limit.go): for Chat Completions on the server's own bytes,
+// before the translation reads them.
 func (c *Caller) httpClient(p profiles.Profile) *http.Client {
-	if !p.ChatCompletions() {
-		return c.o.HTTPClient
-	}
 	hc := *c.o.HTTPClient
-	hc.Transport = &chatcompletions.Transport{Base: c.o.HTTPClient.Transport, Chat: p.Chat}
+	var rt http.RoundTripper = limitTransport{base: c.o.HTTPClient.Transport, limit: p.MaxResponseBytes}
+	if p.ChatCompletions() {
+		rt = &chatcompletions.Transport{Base: rt, Chat: p.Chat}
+	}
+	hc.Transport = rt
 	return &hc
 }
 

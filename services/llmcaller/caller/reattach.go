@@ -193,8 +193,8 @@ func (t *turn) rejoin(turnCtx context.Context, client openai.Client) (out outcom
 			}
 			return out, "" // completed, incomplete, or cancelled on purpose (CancelUpstream)
 		}
-		if t.parent.Err() != nil || turnCtx.Err() != nil {
-			return out, ""
+		if t.parent.Err() != nil || turnCtx.Err() != nil || out.err.Code == CodeResponseTooLarge {
+			return out, "" // too large: read again, it would be as large
 		}
 		if out.status == http.StatusNotFound {
 			return out, "not found upstream (404): expired or deleted"
@@ -209,6 +209,8 @@ func (t *turn) rejoin(turnCtx context.Context, client openai.Client) (out outcom
 			return t.ended(got, status)
 		} else if got.status == http.StatusNotFound {
 			return got, "not found upstream (404): expired or deleted"
+		} else if got.err != nil && got.err.Code == CodeResponseTooLarge {
+			return got, ""
 		}
 		if try > max(t.prof.MaxRetries, 1) {
 			return out, ""
