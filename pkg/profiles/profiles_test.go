@@ -235,3 +235,22 @@ func TestMaxResponseBytes(t *testing.T) {
 		t.Fatal("a bad MAX_RESPONSE_BYTES accepted")
 	}
 }
+
+// TestCredentials: the key from apiKeyEnv and the secret-looking headers
+// (with a scheme's token alone too) are a profile's credentials; other
+// headers are not.
+func TestCredentials(t *testing.T) {
+	t.Setenv("TEST_CRED_KEY", "sk-test-credential-1")
+	p := Profile{APIKeyEnv: "TEST_CRED_KEY", Headers: map[string]string{
+		"X-Api-Key": "hdr-key-2", "Proxy-Authorization": "Bearer proxy-tok-3", "X-Title": "Aptix", "HTTP-Referer": "https://example.com",
+		"X-Custom": "Basic dXNlcjpwYXNz"}}
+	got := strings.Join(p.Credentials(), " ")
+	for _, want := range []string{"sk-test-credential-1", "hdr-key-2", "Bearer proxy-tok-3", "proxy-tok-3", "dXNlcjpwYXNz"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("credentials %q miss %q", got, want)
+		}
+	}
+	if strings.Contains(got, "Aptix") || strings.Contains(got, "example.com") {
+		t.Errorf("credentials %q hold a header that is no secret", got)
+	}
+}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/pkg/redact"
 	"github.com/aptix-dev/aptix/services/llmcaller/chatcompletions"
 )
 
@@ -226,7 +227,7 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		log = log.With("trace_id", sc.TraceID().String())
 	}
-	t = &turn{c: c, parent: ctx, prof: prof, in: in, log: log, names: map[string]fnCall{}, filters: map[string]*textFilter{},
+	t = &turn{c: c, parent: ctx, prof: prof, in: in, log: log, red: redact.New(prof.Credentials()...), names: map[string]fnCall{}, filters: map[string]*textFilter{},
 		prior: prior, upSeq: -1, relayed: -1, skip: -1}
 	if recs := c.records(); recs != nil && in.TurnID != "" {
 		t.rec = &startLog{store: recs, turnID: in.TurnID, rev: rev}

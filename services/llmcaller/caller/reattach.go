@@ -275,7 +275,7 @@ func (t *turn) resume(turnCtx context.Context, client openai.Client) outcome {
 	}
 	defer raw.Body.Close()
 	if raw.StatusCode < 200 || raw.StatusCode > 299 {
-		return errorOutcome(raw)
+		return t.errorOutcome(raw)
 	}
 	if isEventStream(raw.Header) {
 		return t.readStream(turnCtx, actx, cancel, raw)
@@ -306,7 +306,7 @@ func (t *turn) fetch(turnCtx context.Context, client openai.Client) (outcome, st
 	}
 	defer raw.Body.Close()
 	if raw.StatusCode < 200 || raw.StatusCode > 299 {
-		return errorOutcome(raw), "", false
+		return t.errorOutcome(raw), "", false
 	}
 	b, err := io.ReadAll(raw.Body)
 	if err != nil {
@@ -314,14 +314,6 @@ func (t *turn) fetch(turnCtx context.Context, client openai.Client) (outcome, st
 	}
 	s := statusOf(string(b))
 	return outcome{status: raw.StatusCode, body: string(b)}, s, s != ""
-}
-
-func errorOutcome(raw *http.Response) outcome {
-	b, _ := io.ReadAll(raw.Body)
-	out := outcome{status: raw.StatusCode, body: string(b), err: parseUpstreamError(raw.StatusCode, string(b)),
-		retryable: retryableStatus(raw.StatusCode)}
-	out.wait, out.hasWait = retryAfter(raw.Header, time.Now())
-	return out
 }
 
 func statusOf(body string) string {

@@ -1,7 +1,15 @@
 package stack
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,4 +71,71 @@ func TestResponseTooLargeEndToEnd(t *testing.T) {
 		t.Fatalf("next turn: %s %s %s", r.Kind, r.ErrorCode, r.ErrorMessage)
 	}
 	e.settled()
+}
+
+// TestUpstreamKeyNotRelayed (issue 42 item 5): a backend echoing the
+// Authorization it got in its 401 has the profile's key masked before the
+// client (HTTP error, bus completion), the stored events and the log see
+// the error.
+func TestUpstreamKeyNotRelayed(t *testing.T) {
+	const key = "sk-stack-echo-0123456789abcdef"
+	t.Setenv("APTIX_TEST_STACK_KEY", key)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"error":{"message":"Incorrect API key in header Authorization: %s","type":"invalid_request_error","code":"invalid_api_key"}}`, r.Header.Get("Authorization"))
+	}))
+	t.Cleanup(echo.Close)
+	var logs syncLog
+	e := newEnv(t, sandbox.Options{}, func(c *Config) {
+		p, _ := c.Profiles.Get("sandbox")
+		p.BaseURL, p.APIKeyEnv, p.Sandbox = echo.URL+"/v1", "APTIX_TEST_STACK_KEY", false
+		c.Profiles.Put(p)
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	turn := e.turn(contracts.AgentExecuteRequest{ConversationId: "echo", TurnId: "t1", Instruction: "hi", RagScope: contracts.RagScopeNone})
+	if r := turn.Response; r.ErrorCode != "invalid_api_key" || strings.Contains(r.ErrorMessage+r.RawResponseJson, key) || !strings.Contains(r.ErrorMessage, "[REDACTED]") {
+		t.Fatalf("bus: %s %q %q", r.ErrorCode, r.ErrorMessage, r.RawResponseJson)
+	}
+	_, client := e.gateway()
+	_, err := client.Responses.New(ctxT(t), responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	if ae := apiError(t, err, 401, "invalid_api_key"); strings.Contains(ae.Message+ae.RawJSON(), key) {
+		t.Fatalf("HTTP error relays the key: %s", ae.RawJSON())
+	}
+	s, err := e.js.Stream(context.Background(), contracts.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		if m, err := s.GetMsg(context.Background(), seq); err == nil && strings.Contains(string(m.Data), key) {
+			t.Fatalf("event %s holds the key", m.Subject)
+		}
+	}
+	if strings.Contains(logs.String(), key) {
+		t.Fatalf("the log holds the key:\n%s", logs.String())
+	}
+}
+
+// syncLog is a log sink safe for concurrent writes.
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncLog) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
