@@ -202,7 +202,7 @@ func TestExampleBackends(t *testing.T) {
 }
 
 // TestMaxResponseBytes: every profile has a cap on what its backend may
-// answer (issue 42 item 4): the default when unset, a file's value, an
+// answer: the default when unset, a file's value, an
 // environment override; a negative one is refused.
 func TestMaxResponseBytes(t *testing.T) {
 	t.Setenv("APTIX_PROFILES", "")

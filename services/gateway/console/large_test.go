@@ -41,7 +41,7 @@ func (e *env) publishClaimed(stage string, t contracts.Turn) {
 	}
 }
 
-// TestLargeTurnClipped (issue 42 item 4): a turn whose upstream answer is
+// TestLargeTurnClipped: a turn whose upstream answer is
 // 4 MiB (in its responded and completed events, both claimed) renders a
 // page of its first 256 KiB per document, not of every copy in full, with
 // links that download the whole answer and the whole events.

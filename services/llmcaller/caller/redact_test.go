@@ -74,7 +74,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestUpstreamErrorsRedacted (issue 42 item 5): a backend that echoes the
+// TestUpstreamErrorsRedacted: a backend that echoes the
 // profile's key (and a secret header) in its error never gets them past the
 // caller: not in the result's message or body (what the client, the events
 // and the console get), not in a log line (each retry's and the failure's),

@@ -21,7 +21,7 @@ import (
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
-// TestResponseTooLargeEndToEnd (issue 42 item 4): a backend answering more
+// TestResponseTooLargeEndToEnd: a backend answering more
 // than the profile's maxResponseBytes fails the turn with
 // response_too_large on the bus (the completion's error code), over HTTP
 // (502 with that code) and on a stream (response.failed with it); the
@@ -73,7 +73,7 @@ func TestResponseTooLargeEndToEnd(t *testing.T) {
 	e.settled()
 }
 
-// TestUpstreamKeyNotRelayed (issue 42 item 5): a backend echoing the
+// TestUpstreamKeyNotRelayed: a backend echoing the
 // Authorization it got in its 401 has the profile's key masked before the
 // client (HTTP error, bus completion), the stored events and the log see
 // the error.
