@@ -73,10 +73,10 @@ func TestResponseTooLargeEndToEnd(t *testing.T) {
 	e.settled()
 }
 
-// TestUpstreamKeyNotRelayed: a backend echoing the
-// Authorization it got in its 401 has the profile's key masked before the
-// client (HTTP error, bus completion), the stored events and the log see
-// the error.
+// TestUpstreamKeyNotRelayed: a backend echoing the Authorization it got
+// in its 401 has the profile's key masked before the client (HTTP error,
+// bus completion, a count the gateway forwards), the stored events and the
+// log see the error.
 func TestUpstreamKeyNotRelayed(t *testing.T) {
 	const key = "sk-stack-echo-0123456789abcdef"
 	t.Setenv("APTIX_TEST_STACK_KEY", key)
@@ -91,6 +91,7 @@ func TestUpstreamKeyNotRelayed(t *testing.T) {
 	e := newEnv(t, sandbox.Options{}, func(c *Config) {
 		p, _ := c.Profiles.Get("sandbox")
 		p.BaseURL, p.APIKeyEnv, p.Sandbox = echo.URL+"/v1", "APTIX_TEST_STACK_KEY", false
+		p.Capabilities.InputTokens = true // the gateway forwards counts to the backend itself
 		c.Profiles.Put(p)
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
@@ -103,6 +104,12 @@ func TestUpstreamKeyNotRelayed(t *testing.T) {
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
 	if ae := apiError(t, err, 401, "invalid_api_key"); strings.Contains(ae.Message+ae.RawJSON(), key) {
 		t.Fatalf("HTTP error relays the key: %s", ae.RawJSON())
+	}
+	// The gateway's own relay to the backend (a forwarded token count).
+	_, err = client.Responses.InputTokens.Count(ctxT(t), responses.InputTokenCountParams{Model: openai.String("sandbox-1"),
+		Input: responses.InputTokenCountParamsInputUnion{OfString: openai.String("hi")}})
+	if ae := apiError(t, err, 401, "invalid_api_key"); strings.Contains(ae.Message+ae.RawJSON(), key) {
+		t.Fatalf("the forwarded count relays the key: %s", ae.RawJSON())
 	}
 	s, err := e.js.Stream(context.Background(), contracts.StreamName)
 	if err != nil {
