@@ -70,8 +70,8 @@ func (r *Redactor) String(s string) string {
 	s = r.Secrets(s)
 	s = scheme.ReplaceAllStringFunc(s, func(m string) string {
 		sub := scheme.FindStringSubmatch(m)
-		if strings.HasPrefix(sub[3], Mask) {
-			return m
+		if strings.HasPrefix(sub[3], Mask) || !strings.EqualFold(sub[1], "bearer") && !opaque(sub[3]) {
+			return m // masked already, or "basic information", "the token expired"
 		}
 		return sub[1] + sub[2] + Mask
 	})
@@ -98,6 +98,23 @@ func (r *Redactor) Secrets(s string) string {
 		}
 	}
 	return s
+}
+
+// opaque tells a credential from a word: what follows "Basic" or "Token"
+// is one only if it has a digit, a base64 sign or mixed case inside.
+func opaque(v string) bool {
+	if len(v) < 8 {
+		return false
+	}
+	for i, c := range v {
+		switch {
+		case c >= '0' && c <= '9', c == '=', c == '+', c == '/', c == '_':
+			return true
+		case i > 0 && c >= 'A' && c <= 'Z':
+			return true
+		}
+	}
+	return false
 }
 
 func isScheme(v string) bool {

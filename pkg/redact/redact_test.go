@@ -28,6 +28,8 @@ func TestString(t *testing.T) {
 		{"HTML-escaped by Go", `{"m":"k\u003cey-1234567"}`, `{"m":"[REDACTED]"}`},
 		{"short secrets ignored", "abc is fine", "abc is fine"},
 		{"a word after bearer that is too short", "bearer of bad news", "bearer of bad news"},
+		{"words after basic and token", "basic information: the token expired, Token Expired", "basic information: the token expired, Token Expired"},
+		{"token scheme", "Authorization: token ghp_abc123def456", "Authorization: token [REDACTED]"},
 	} {
 		if got := r.String(tc.in); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
