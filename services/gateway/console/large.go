@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -58,6 +59,34 @@ func shownValue(v any) (string, bool) {
 		return fmt.Sprint(v), false
 	}
 	return shown(bytes.TrimRight(buf.Bytes(), "\n"))
+}
+
+// eventStart is an event's payload for its view: a claimed event's first
+// maxShown+1 bytes only (enough for shown to clip it), read from the claim
+// store without fetching the rest, and its whole size.
+func (c *Console) eventStart(ctx context.Context, h nats.Header, data []byte) ([]byte, int, error) {
+	key := h.Get(contracts.HeaderClaim)
+	if key == "" {
+		return data, len(data), nil
+	}
+	obs, err := c.js.ObjectStore(ctx, contracts.ClaimBucket)
+	if err != nil {
+		return nil, 0, fmt.Errorf("claimed event %s: %w", key, err)
+	}
+	o, err := obs.Get(ctx, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("claimed event %s: %w", key, err)
+	}
+	defer o.Close()
+	info, err := o.Info()
+	if err != nil {
+		return nil, 0, fmt.Errorf("claimed event %s: %w", key, err)
+	}
+	start, err := io.ReadAll(io.LimitReader(o, maxShown+1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("claimed event %s: %w", key, err)
+	}
+	return start, int(info.Size), nil
 }
 
 // eventRaw downloads one stored event whole (GET

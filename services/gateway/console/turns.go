@@ -454,13 +454,13 @@ func (c *Console) turnEvents(ctx context.Context, conv, turn string) ([]eventVie
 	}
 	var out []eventView
 	err = readOrdered(ctx, s, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}, min(total, 500), func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
-		data, err := claim.EventData(ctx, c.js, m.Headers(), m.Data())
+		data, full, err := c.eventStart(ctx, m.Headers(), m.Data())
 		if err != nil {
-			data = m.Data()
+			data, full = m.Data(), len(m.Data())
 		}
 		stage, _, _, _ := contracts.ParseSubject(m.Subject())
 		ev := eventView{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Stage: stage,
-			Size: len(m.Data()), Full: len(data), Trace: history.TraceID(m.Headers()), Headers: headerLines(m.Headers())}
+			Size: len(m.Data()), Full: full, Trace: history.TraceID(m.Headers()), Headers: headerLines(m.Headers())}
 		ev.JSON, ev.Clipped = shown(data)
 		out = append(out, ev)
 		return true
