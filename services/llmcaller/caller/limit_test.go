@@ -141,3 +141,33 @@ func TestResponseUnderCap(t *testing.T) {
 		}
 	}
 }
+
+// TestResponseTooLargeReattach: a backend that keeps background responses
+// (capability reattach) is not asked again for an answer past the cap:
+// neither by a resumed stream nor by reading the response with GET (it
+// would be as large), and the call is made once.
+func TestResponseTooLargeReattach(t *testing.T) {
+	big := strings.Repeat("y", 300<<10)
+	var gets, posts atomic.Int32
+	srv := sandbox.New(sandbox.Options{Logger: quiet, Script: []string{big, big}})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			gets.Add(1)
+		} else {
+			posts.Add(1)
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	set := profileSet(ts.URL, func(p *profiles.Profile) { p.Capabilities.Reattach, p.MaxResponseBytes = true, 128<<10 })
+	c := caller.New(set, caller.Options{Logger: quiet})
+	for _, stream := range []bool{true, false} {
+		res := c.Call(context.Background(), caller.Input{TurnID: fmt.Sprintf("big-bg-%v", stream), Body: simpleBody(t, "say a lot"), Stream: stream, Deltas: &recorder{}})
+		if res.Error == nil || res.Error.Code != caller.CodeResponseTooLarge || res.Body != "" {
+			t.Fatalf("stream %v: %+v", stream, res.Error)
+		}
+	}
+	if g, p := gets.Load(), posts.Load(); g != 0 || p != 2 {
+		t.Fatalf("%d GETs and %d POSTs for two calls: an answer too large was asked for again", g, p)
+	}
+}
