@@ -129,6 +129,7 @@ require (
 	github.com/aptix-dev/aptix/pkg/netguard v0.0.0 // indirect
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0
 	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
+	github.com/aptix-dev/aptix/pkg/redact v0.0.0 // indirect
 	github.com/aptix-dev/aptix/pkg/sealbox v0.0.0
 	github.com/aptix-dev/aptix/pkg/toolemu v0.0.0 // indirect
 	github.com/aptix-dev/aptix/services/envelope v0.0.0
@@ -151,6 +152,8 @@ replace (
 )
 
 replace github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles
+
+replace github.com/aptix-dev/aptix/pkg/redact => ../../pkg/redact
 
 replace github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
 

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,5 +186,51 @@ func TestOutputIsTheStagesOwn(t *testing.T) {
 	got, _, err := Output(handling, js, "c1", "t1", contracts.StageResponded, contracts.StageToolRound)
 	if err != nil || got == nil || got.LLM == nil {
 		t.Fatalf("Output in the LLM caller: %+v (%v), want its own result, not the envelope's newer event", got, err)
+	}
+}
+
+// TestEventTooLargeFailsAtOnce: an output event above
+// APTIX_MAX_EVENT_BYTES is not stored (nor put in the claim store) and its
+// turn fails at once with event_too_large, whether the handler stores it
+// (Emit, as the LLM caller does) or the runtime publishes it: the handler
+// is not run again (for the LLM caller a redelivery would call the model
+// again), and nothing is dead-lettered.
+func TestEventTooLargeFailsAtOnce(t *testing.T) {
+	t.Setenv(layout.EnvMaxEventBytes, "2000000")
+	for _, emit := range []bool{true, false} {
+		t.Run(map[bool]string{true: "emit", false: "runtime"}[emit], func(t *testing.T) {
+			nc, js := natstest.JetStream(t)
+			var deliveries atomic.Int32
+			runMid(t, nc, func(ctx context.Context, tn *contracts.Turn) error {
+				deliveries.Add(1)
+				tn.LLM = &contracts.LLMResult{Status: 200, Body: `"` + strings.Repeat("x", 3<<20) + `"`}
+				if emit {
+					return Emit(ctx, tn)
+				}
+				return nil
+			})
+			publishEnveloped(t, nc, "c1", "t1")
+			m := next(t, js, contracts.Subject(contracts.StageCompleted, "c1", "t1"))
+			var got contracts.Turn
+			if err := turncodec.Unmarshal(m.Data(), &got); err != nil || got.Failure == nil || got.Failure.Code != CodeEventTooLarge {
+				t.Fatalf("completion %+v (%v)", got.Failure, err)
+			}
+			time.Sleep(700 * time.Millisecond) // past the 400 ms redelivery backoff
+			if n := deliveries.Load(); n != 1 {
+				t.Fatalf("handled %d times", n)
+			}
+			s, _ := js.Stream(context.Background(), contracts.StreamName)
+			if _, err := s.GetLastMsgForSubject(context.Background(), contracts.Subject(contracts.StageResponded, "c1", "t1")); !errors.Is(err, jetstream.ErrMsgNotFound) {
+				t.Fatalf("the responded event was stored: %v", err)
+			}
+			if _, err := s.GetLastMsgForSubject(context.Background(), contracts.DeadSubject("llmcaller")); !errors.Is(err, jetstream.ErrMsgNotFound) {
+				t.Fatalf("dead-lettered: %v", err)
+			}
+			if obs, err := js.ObjectStore(context.Background(), contracts.ClaimBucket); err == nil {
+				if list, err := obs.List(context.Background()); err == nil && len(list) > 0 {
+					t.Fatalf("%d objects in the claim store", len(list))
+				}
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // Publisher is a watermill Publisher onto JetStream. The topic is the full
@@ -25,6 +26,8 @@ type Publisher struct {
 	// (pkg/pipeline/claim).
 	claims    *claim.Store
 	maxInline int
+	// maxEvent, when set, refuses a payload above it (MaxEventBytes).
+	maxEvent int
 	// createStream makes a stream per topic on first use (tests and
 	// watermill's universal suite; the pipeline provisions APTIX).
 	createStream bool
@@ -56,6 +59,10 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 			}
 		}
 		out := toNATS(topic, msg)
+		if p.maxEvent > 0 && len(out.Data) > p.maxEvent {
+			return &Rejection{Code: CodeEventTooLarge, Message: fmt.Sprintf(
+				"the %s event is %d bytes, more than the %d an event may be (%s): it was not stored", topic, len(out.Data), p.maxEvent, layout.EnvMaxEventBytes)}
+		}
 		if p.claims != nil && len(out.Data) > p.maxInline {
 			if err := p.claim(ctx, out); err != nil {
 				return err
@@ -70,6 +77,27 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		}
 	}
 	return nil
+}
+
+// DefaultMaxEventBytes caps one stored event. An event above the
+// connection's max payload goes whole to the claim store, which has no cap
+// of its own: without this one, a 200 MB upstream answer became events of
+// hundreds of MB (872 MB of disk for one turn), each read whole by every
+// stage after it. An event holds the upstream answer at most about three
+// times (the body, tool emulation's rewrite, the completion's
+// rawResponseJson), so 64 MiB passes every answer under the default
+// maxResponseBytes (16 MiB) with its request.
+const DefaultMaxEventBytes = 64 << 20
+
+// MaxEventBytes is APTIX_MAX_EVENT_BYTES, else DefaultMaxEventBytes. An
+// event above it fails its turn with CodeEventTooLarge at once: retrying
+// cannot make it smaller, and a stage redelivered for it would do its
+// work (an LLM call) again.
+func MaxEventBytes() int {
+	if n := layout.IntFromEnv(layout.EnvMaxEventBytes); n > 0 {
+		return n
+	}
+	return DefaultMaxEventBytes
 }
 
 // claim moves the payload to the claim store and leaves a stub.

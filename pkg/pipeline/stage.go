@@ -59,6 +59,9 @@ const (
 	CodeInvalidEvent   = "invalid_event"
 	CodeInvalidRequest = "invalid_request"
 	CodeStageFailed    = "stage_failed"
+	// CodeEventTooLarge ends a turn whose next event is larger than the
+	// pipeline stores (Publisher, APTIX_MAX_EVENT_BYTES).
+	CodeEventTooLarge = "event_too_large"
 )
 
 // Stage is one pipeline stage: the event stage it consumes, the one it
@@ -170,6 +173,7 @@ func Run(ctx context.Context, nc *nats.Conn, st Stage, o Options) error {
 	pub := NewPublisher(js)
 	pub.claims = claim.NewStore(js, o.Stream.Limits().HistoryMaxAge)
 	pub.maxInline = claim.Threshold(nc)
+	pub.maxEvent = MaxEventBytes()
 	r := &runner{st: st, o: o, sub: sc, pub: pub, js: js, log: log}
 	if contracts.StreamOf(st.In) != contracts.StreamOf(st.Out) {
 		r.admit = newAdmission(js, o.Stream)
@@ -364,6 +368,13 @@ func (r *runner) handle(msg *message.Message) (err error) {
 	}
 	if err != nil {
 		span.RecordError(err)
+		if rej := (*Rejection)(nil); errors.As(err, &rej) {
+			// The event cannot be stored (too large): final, not retried.
+			r.stats.rejected.Add(1)
+			log.Warn("turn rejected: its output cannot be stored", "code", rej.Code, "reason", rej.Message)
+			r.stats.fail(rej.Error())
+			return r.fail(ctx, &turn, rej.Code, rej.Message)
+		}
 		if delivered < r.sub.MaxDeliver || backpressure.IsAtCapacity(err) {
 			return err
 		}

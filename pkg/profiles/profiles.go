@@ -139,6 +139,14 @@ type Profile struct {
 	MaxRetries     int           `json:"maxRetries"`
 	MaxConcurrent  int           `json:"maxConcurrent"`
 	Capabilities   Capabilities  `json:"capabilities"`
+	// MaxResponseBytes caps what the backend may send for one call: the
+	// bytes of a JSON answer, or of the whole event stream of a streamed
+	// one (which carries the text twice: as deltas and in the final
+	// response). A bigger answer is cut off where it crosses the cap and the
+	// turn fails with response_too_large, not retried (a retry would pay
+	// again). An error body is kept up to the smaller of this and 1 MiB.
+	// Default DefaultMaxResponseBytes.
+	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
 	// Sandbox marks the built-in sandbox model, so logs never pass it off as a model.
 	Sandbox bool `json:"sandbox,omitempty"`
 	// Prices are USD per million tokens by model name, "*" for any model
@@ -155,6 +163,14 @@ const (
 	DefaultMaxConcurrent  = 32
 	DefaultModel          = "gpt-5.1"
 	DefaultSandboxURL     = "http://127.0.0.1:8089/v1"
+	// DefaultMaxResponseBytes bounds one upstream answer. The largest
+	// answers a model gives are far below it (128k output tokens are about
+	// 512 KiB of text, a few MiB with reasoning items and JSON escaping),
+	// while an answer is held a few times over on its way (the body, its
+	// event, the completion and the client's copy): unbounded, one 200 MB
+	// answer took a 272 MB process past 1.5 GB. 16 MiB keeps a turn's peak
+	// near 100 MB and leaves room for any real answer.
+	DefaultMaxResponseBytes int64 = 16 << 20
 )
 
 // APIKey reads the key from the environment variable the profile names.
@@ -235,6 +251,9 @@ func withDefaults(p Profile) Profile {
 	if p.API == "" {
 		p.API = APIResponses
 	}
+	if p.MaxResponseBytes <= 0 {
+		p.MaxResponseBytes = DefaultMaxResponseBytes
+	}
 	if p.API == APIChatCompletions {
 		// Chat Completions keeps nothing server-side: these can never hold.
 		p.Capabilities.SupportsPreviousResponseID, p.Capabilities.RetainsTools = false, false
@@ -311,7 +330,9 @@ type fileProfile struct {
 	TurnTimeout    string            `json:"turnTimeout"`
 	MaxRetries     *int              `json:"maxRetries"`
 	MaxConcurrent  int               `json:"maxConcurrent"`
-	Capabilities   struct {
+	// MaxResponseBytes: 0 or absent is the default; negative is an error.
+	MaxResponseBytes int64 `json:"maxResponseBytes"`
+	Capabilities     struct {
 		RetainsTools               bool     `json:"retainsTools"`
 		SupportsPreviousResponseID *bool    `json:"supportsPreviousResponseId"`
 		ToolMode                   ToolMode `json:"toolMode"`
@@ -359,6 +380,10 @@ func Parse(data []byte) (*Set, error) {
 		if p.ContextWindow < 0 {
 			return nil, fmt.Errorf("profile %q: contextWindow must not be negative", name)
 		}
+		if fp.MaxResponseBytes < 0 {
+			return nil, fmt.Errorf("profile %q: maxResponseBytes must not be negative", name)
+		}
+		p.MaxResponseBytes = fp.MaxResponseBytes
 		if fp.MaxRetries != nil {
 			p.MaxRetries = *fp.MaxRetries
 		}
@@ -454,7 +479,7 @@ func Load(path string) (*Set, error) {
 
 // FromEnv loads APTIX_PROFILES (a file path, optional), then applies
 // APTIX_BACKEND (the default profile) and per-profile overrides
-// APTIX_PROFILE_<NAME>_{BASE_URL,MODEL,PRICES,MAX_CONCURRENT,MAX_RETRIES,ATTEMPT_TIMEOUT,TURN_TIMEOUT}
+// APTIX_PROFILE_<NAME>_{BASE_URL,MODEL,PRICES,MAX_CONCURRENT,MAX_RETRIES,MAX_RESPONSE_BYTES,ATTEMPT_TIMEOUT,TURN_TIMEOUT}
 // (NAME upper-cased, '-' as '_').
 func FromEnv() (*Set, error) {
 	s, err := Load(os.Getenv("APTIX_PROFILES"))
@@ -485,6 +510,13 @@ func FromEnv() (*Set, error) {
 				}
 				*dst = n
 			}
+		}
+		if v := os.Getenv(key + "MAX_RESPONSE_BYTES"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("%sMAX_RESPONSE_BYTES: want a byte count, got %q", key, v)
+			}
+			p.MaxResponseBytes = n
 		}
 		for suffix, dst := range map[string]*time.Duration{"ATTEMPT_TIMEOUT": &p.AttemptTimeout, "TURN_TIMEOUT": &p.TurnTimeout} {
 			if v := os.Getenv(key + suffix); v != "" {

@@ -200,3 +200,57 @@ func TestExampleBackends(t *testing.T) {
 		t.Fatalf("%d example profiles", n)
 	}
 }
+
+// TestMaxResponseBytes: every profile has a cap on what its backend may
+// answer: the default when unset, a file's value, an
+// environment override; a negative one is refused.
+func TestMaxResponseBytes(t *testing.T) {
+	t.Setenv("APTIX_PROFILES", "")
+	p, _ := Builtin().Get("sandbox")
+	if p.MaxResponseBytes != DefaultMaxResponseBytes {
+		t.Fatalf("built-in sandbox cap %d, want %d", p.MaxResponseBytes, DefaultMaxResponseBytes)
+	}
+	s, err := Parse([]byte(`{"profiles":{"big":{"baseUrl":"u","maxResponseBytes":1048576},"plain":{"baseUrl":"u"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.Get("big"); p.MaxResponseBytes != 1<<20 {
+		t.Fatalf("file cap %d", p.MaxResponseBytes)
+	}
+	if p, _ := s.Get("plain"); p.MaxResponseBytes != DefaultMaxResponseBytes {
+		t.Fatalf("unset cap %d", p.MaxResponseBytes)
+	}
+	if _, err := Parse([]byte(`{"profiles":{"x":{"baseUrl":"u","maxResponseBytes":-1}}}`)); err == nil {
+		t.Fatal("negative maxResponseBytes accepted")
+	}
+	t.Setenv("APTIX_PROFILE_SANDBOX_MAX_RESPONSE_BYTES", "4096")
+	if s, err = FromEnv(); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.Get("sandbox"); p.MaxResponseBytes != 4096 {
+		t.Fatalf("env cap %d", p.MaxResponseBytes)
+	}
+	t.Setenv("APTIX_PROFILE_SANDBOX_MAX_RESPONSE_BYTES", "lots")
+	if _, err := FromEnv(); err == nil {
+		t.Fatal("a bad MAX_RESPONSE_BYTES accepted")
+	}
+}
+
+// TestCredentials: the key from apiKeyEnv and the secret-looking headers
+// (with a scheme's token alone too) are a profile's credentials; other
+// headers are not.
+func TestCredentials(t *testing.T) {
+	t.Setenv("TEST_CRED_KEY", "sk-test-credential-1")
+	p := Profile{APIKeyEnv: "TEST_CRED_KEY", Headers: map[string]string{
+		"X-Api-Key": "hdr-key-2", "Proxy-Authorization": "Bearer proxy-tok-3", "X-Title": "Aptix", "HTTP-Referer": "https://example.com",
+		"X-Custom": "Basic dXNlcjpwYXNz"}}
+	got := strings.Join(p.Credentials(), " ")
+	for _, want := range []string{"sk-test-credential-1", "hdr-key-2", "Bearer proxy-tok-3", "proxy-tok-3", "dXNlcjpwYXNz"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("credentials %q miss %q", got, want)
+		}
+	}
+	if strings.Contains(got, "Aptix") || strings.Contains(got, "example.com") {
+		t.Errorf("credentials %q hold a header that is no secret", got)
+	}
+}

@@ -6,6 +6,7 @@ replace (
 	github.com/aptix-dev/aptix/pkg/contracts => ../../pkg/contracts
 	github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
 	github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles
+	github.com/aptix-dev/aptix/pkg/redact => ../../pkg/redact
 	github.com/aptix-dev/aptix/pkg/toolemu => ../../pkg/toolemu
 )
 
@@ -14,6 +15,7 @@ require (
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0
 	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
+	github.com/aptix-dev/aptix/pkg/redact v0.0.0
 	github.com/go-json-experiment/json v1.27.2
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/uuid v1.6.0

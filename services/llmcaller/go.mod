@@ -6,6 +6,7 @@ require (
 	github.com/aptix-dev/aptix/pkg/conformance v0.0.0
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
 	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
+	github.com/aptix-dev/aptix/pkg/redact v0.0.0
 	github.com/aptix-dev/aptix/pkg/toolemu v0.0.0
 	github.com/go-json-experiment/json v1.27.2
 	github.com/nats-io/nats-server/v2 v2.15.2
@@ -90,6 +91,8 @@ replace github.com/aptix-dev/aptix/pkg/conformance => ../../pkg/conformance
 replace github.com/aptix-dev/aptix/pkg/contracts => ../../pkg/contracts
 
 replace github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles
+
+replace github.com/aptix-dev/aptix/pkg/redact => ../../pkg/redact
 
 replace github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
 

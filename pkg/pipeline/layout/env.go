@@ -18,6 +18,9 @@ const (
 	// EnvDedupWindow is the streams' Nats-Msg-Id de-duplication window
 	// (StreamConfig.Duplicates; default 10m).
 	EnvDedupWindow = "APTIX_DEDUP_WINDOW"
+	// EnvMaxEventBytes caps one stored event, claimed or not (default
+	// pipeline.DefaultMaxEventBytes).
+	EnvMaxEventBytes = "APTIX_MAX_EVENT_BYTES"
 )
 
 // ReplicasFromEnv is APTIX_STREAM_REPLICAS (0 when unset): what a stage

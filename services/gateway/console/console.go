@@ -128,6 +128,8 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /console/search", c.search)
 	m.HandleFunc("GET /console/conversations/{id}", c.conversation)
 	m.HandleFunc("GET /console/turns/{id}", c.turn)
+	m.HandleFunc("GET /console/turns/{id}/upstream", c.upstreamRaw)
+	m.HandleFunc("GET /console/events/{seq}/raw", c.eventRaw)
 	m.HandleFunc("POST /console/turns/{id}/replay", c.replay)
 	m.HandleFunc("GET /console/diff", c.diff)
 	m.HandleFunc("GET /console/dead", c.deadList)

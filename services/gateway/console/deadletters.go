@@ -72,8 +72,10 @@ func (c *Console) deadShow(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
+	js, clipped := shown(d.Data)
 	c.render(w, r, "deadletter", fmt.Sprintf("Dead letter %d", seq), map[string]any{
-		"D": d, "Headers": headerLines(d.Header), "JSON": pretty(d.Data), "Now": c.cfg.Now(), "Conversation": d.Conversation()})
+		"D": d, "Headers": headerLines(d.Header), "JSON": js, "Clipped": clipped, "Full": len(d.Data), "Seq": seq,
+		"Now": c.cfg.Now(), "Conversation": d.Conversation()})
 }
 
 // deadRetry re-drives one dead letter (what `aptix dead retry N` does),

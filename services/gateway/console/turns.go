@@ -124,7 +124,7 @@ func summarize(ts *turnSummary, stage string, t contracts.Turn) {
 		ts.Backend, ts.Model = e.Backend, e.Model
 	}
 	if r := t.Response; r != nil {
-		ts.Text, ts.ToolCalls, ts.Kind, ts.Finish, ts.Usage, ts.Cost = r.Text, r.ToolCalls, r.Kind, r.FinishReason, r.Usage, r.Cost
+		ts.Text, ts.ToolCalls, ts.Kind, ts.Finish, ts.Usage, ts.Cost = shownText(r.Text), r.ToolCalls, r.Kind, r.FinishReason, r.Usage, r.Cost
 		if r.ModelId != "" {
 			ts.Model = r.ModelId
 		}
@@ -298,6 +298,8 @@ type eventView struct {
 	Trace   string
 	Headers []string
 	JSON    string
+	Full    int  // the event's size, claimed or not
+	Clipped bool // JSON is its first maxShown bytes (large.go)
 }
 
 type contextView struct {
@@ -327,7 +329,10 @@ type turnData struct {
 	Retrieved    []contracts.RagChunk
 	Upstream     string // the raw upstream response
 	UpstreamNote string
+	UpstreamSize int    // its size, when clipped
+	UpstreamCut  bool   // Upstream is its first maxShown bytes (large.go)
 	Response     string // the AgentExecuteResponse
+	ResponseCut  bool
 	HasResponse  bool
 	LLMError     *contracts.UpstreamError
 	Backends     []backendView
@@ -389,7 +394,7 @@ func (c *Console) turnData(ctx context.Context, conv, id string) (*turnData, err
 	d.Steps, d.Span = waterfall(v.Times, msgs)
 	if stage, t, ok := v.Last(); ok {
 		summarize(&d.turnSummary, stage, t)
-		d.Request = pretty(t.Request)
+		d.Request, _ = shownValue(t.Request)
 		if m := v.Msgs[stage]; m != nil {
 			d.ReplayOf = m.Header.Get(contracts.HeaderReplayOf)
 		}
@@ -401,15 +406,18 @@ func (c *Console) turnData(ctx context.Context, conv, id string) (*turnData, err
 		d.Body, d.Context = splitContext(e.Body, c.cfg.SourceURL)
 	}
 	if l := v.Turns[contracts.StageResponded].LLM; l != nil {
-		d.Upstream = pretty(l.Body)
+		body := l.Body
 		if l.UpstreamBody != "" {
-			d.Upstream = pretty(l.UpstreamBody)
+			body = l.UpstreamBody
 			d.UpstreamNote = "verbatim upstream body (tool emulation rewrote the one the mapper read)"
 		}
+		d.Upstream, d.UpstreamCut = shown([]byte(body))
+		d.UpstreamSize = len(body)
 		d.LLMError = l.Error
 	}
 	if r := v.Turns[contracts.StageCompleted].Response; r != nil {
-		d.Response, d.HasResponse = pretty(r), true
+		d.Response, d.ResponseCut = shownValue(r)
+		d.HasResponse = true
 	}
 	if d.Events, err = c.turnEvents(ctx, v.Conversation, v.Turn); err != nil {
 		return nil, err
@@ -452,13 +460,15 @@ func (c *Console) turnEvents(ctx context.Context, conv, turn string) ([]eventVie
 	}
 	var out []eventView
 	err = readOrdered(ctx, s, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}, min(total, 500), func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
-		data, err := claim.EventData(ctx, c.js, m.Headers(), m.Data())
+		data, full, err := c.eventStart(ctx, m.Headers(), m.Data())
 		if err != nil {
-			data = m.Data()
+			data, full = m.Data(), len(m.Data())
 		}
 		stage, _, _, _ := contracts.ParseSubject(m.Subject())
-		out = append(out, eventView{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Stage: stage,
-			Size: len(m.Data()), Trace: history.TraceID(m.Headers()), Headers: headerLines(m.Headers()), JSON: pretty(data)})
+		ev := eventView{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Stage: stage,
+			Size: len(m.Data()), Full: full, Trace: history.TraceID(m.Headers()), Headers: headerLines(m.Headers())}
+		ev.JSON, ev.Clipped = shown(data)
+		out = append(out, ev)
 		return true
 	})
 	return out, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/pkg/redact"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -48,7 +49,8 @@ func (s *Server) forwardCompact(ctx context.Context, w http.ResponseWriter, p pr
 
 // relayToBackend posts body to a backend endpoint of p (its key and
 // headers, as a turn's call sends them) and relays the answer, status and
-// body as they are: an upstream error keeps its status, as for a turn.
+// body as they are: an upstream error keeps its status, as for a turn, with
+// credentials redacted from its body.
 func (s *Server) relayToBackend(ctx context.Context, w http.ResponseWriter, p profiles.Profile, path, what string, body map[string]any) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -81,6 +83,11 @@ func (s *Server) relayToBackend(ctx context.Context, w http.ResponseWriter, p pr
 		s.fail(w, &responses.Error{Status: http.StatusBadGateway, Type: responses.TypeServer, Code: ptr("upstream_read_failed"),
 			Message: fmt.Sprintf("backend %s: %s: %v", p.Name, what, err)})
 		return
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// Upstream error text enters Aptix here as in the LLM caller: a
+		// backend echoing the key it got must not hand it to the client.
+		out = []byte(redact.New(p.Credentials()...).String(string(out)))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(resp.StatusCode)

@@ -50,11 +50,7 @@ func (t *turn) attempt(turnCtx context.Context, client openai.Client, body []byt
 	defer raw.Body.Close()
 
 	if raw.StatusCode < 200 || raw.StatusCode > 299 {
-		b, _ := io.ReadAll(raw.Body)
-		out := outcome{status: raw.StatusCode, body: string(b), err: parseUpstreamError(raw.StatusCode, string(b)),
-			retryable: retryableStatus(raw.StatusCode)}
-		out.wait, out.hasWait = retryAfter(raw.Header, time.Now())
-		return out
+		return t.errorOutcome(raw)
 	}
 	if (t.in.Stream || t.bg) && isEventStream(raw.Header) {
 		return t.readStream(turnCtx, actx, cancel, raw)
@@ -62,10 +58,13 @@ func (t *turn) attempt(turnCtx context.Context, client openai.Client, body []byt
 	b, err := io.ReadAll(raw.Body)
 	if err != nil {
 		out := t.transportFailure(turnCtx, actx, fmt.Errorf("reading the response body: %w", err))
-		out.status, out.body = raw.StatusCode, string(b)
+		out.status = raw.StatusCode
+		if out.err.Code != CodeResponseTooLarge {
+			out.body = string(b)
+		}
 		return out
 	}
-	out := outcome{status: raw.StatusCode, body: string(b)}
+	out := outcome{status: raw.StatusCode, body: t.red.Secrets(string(b))}
 	if !json.Valid(b) {
 		// Paid for and not repeatable with any confidence: final, not retried.
 		out.err = &contracts.UpstreamError{Status: raw.StatusCode, Type: "malformed_response",
@@ -113,9 +112,17 @@ func (t *turn) emitWhole(ctx context.Context, body []byte) {
 }
 
 // transportFailure classifies an attempt that got no (complete) response:
-// the caller's cancellation and the turn deadline are final, an attempt
-// timeout or a connection error is retried.
+// the caller's cancellation, the turn deadline and an answer past the
+// profile's cap (limit.go) are final, an attempt timeout or a connection
+// error is retried.
 func (t *turn) transportFailure(turnCtx, actx context.Context, err error) outcome {
+	return t.scrub(t.classify(turnCtx, actx, err))
+}
+
+func (t *turn) classify(turnCtx, actx context.Context, err error) outcome {
+	if ue, ok := tooLarge(err); ok && t.parent.Err() == nil {
+		return outcome{err: ue}
+	}
 	switch {
 	case t.parent.Err() != nil:
 		return outcome{err: &contracts.UpstreamError{Type: "cancelled", Message: fmt.Sprintf("call cancelled: %v", err)}}
@@ -128,6 +135,37 @@ func (t *turn) transportFailure(turnCtx, actx context.Context, err error) outcom
 	default:
 		return outcome{retryable: true, err: &contracts.UpstreamError{Type: "connection_error", Message: err.Error()}}
 	}
+}
+
+// errorOutcome reads an HTTP error answer: its body (cut at the cap,
+// limit.go) and message, scrubbed of credentials.
+func (t *turn) errorOutcome(raw *http.Response) outcome {
+	b, _ := io.ReadAll(raw.Body)
+	out := outcome{status: raw.StatusCode, body: string(b), err: parseUpstreamError(raw.StatusCode, string(b)),
+		retryable: retryableStatus(raw.StatusCode)}
+	out.wait, out.hasWait = retryAfter(raw.Header, time.Now())
+	return t.scrub(out)
+}
+
+// scrub is where upstream error text enters Aptix: a failed outcome's
+// message and body are masked of the profile's credentials and of
+// anything shaped like a credential (pkg/redact). A backend echoing the
+// request's Authorization in its error had the key relayed to the client,
+// the log (each retry and the failure), the stream's error event and the
+// trace. A successful body only has the exact credentials masked: it may
+// be large, and its text is the model's.
+func (t *turn) scrub(out outcome) outcome {
+	if out.err == nil && out.status >= 200 && out.status <= 299 {
+		out.body = t.red.Secrets(out.body)
+		return out
+	}
+	if out.err != nil {
+		e := *out.err // never change an error another outcome shares
+		e.Message, e.Code, e.Type = t.red.String(e.Message), t.red.String(e.Code), t.red.String(e.Type)
+		out.err = &e
+	}
+	out.body = t.red.String(out.body)
+	return out
 }
 
 func isEventStream(h http.Header) bool {

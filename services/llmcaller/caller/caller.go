@@ -26,6 +26,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/pkg/redact"
 	"github.com/aptix-dev/aptix/services/llmcaller/chatcompletions"
 )
 
@@ -226,7 +227,7 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		log = log.With("trace_id", sc.TraceID().String())
 	}
-	t = &turn{c: c, parent: ctx, prof: prof, in: in, log: log, names: map[string]fnCall{}, filters: map[string]*textFilter{},
+	t = &turn{c: c, parent: ctx, prof: prof, in: in, log: log, red: redact.New(prof.Credentials()...), names: map[string]fnCall{}, filters: map[string]*textFilter{},
 		prior: prior, upSeq: -1, relayed: -1, skip: -1}
 	if recs := c.records(); recs != nil && in.TurnID != "" {
 		t.rec = &startLog{store: recs, turnID: in.TurnID, rev: rev}
@@ -323,12 +324,16 @@ func (c *Caller) client(p profiles.Profile) openai.Client {
 // httpClient is the client carrying a profile's calls: for a Chat
 // Completions backend one whose transport translates each /responses call
 // (docs/backends.md), so everything above it runs as for any backend.
+// Under both, the profile's MaxResponseBytes caps what the backend's
+// answer may be (limit.go): for Chat Completions on the server's own bytes,
+// before the translation reads them.
 func (c *Caller) httpClient(p profiles.Profile) *http.Client {
-	if !p.ChatCompletions() {
-		return c.o.HTTPClient
-	}
 	hc := *c.o.HTTPClient
-	hc.Transport = &chatcompletions.Transport{Base: c.o.HTTPClient.Transport, Chat: p.Chat}
+	var rt http.RoundTripper = limitTransport{base: c.o.HTTPClient.Transport, limit: p.MaxResponseBytes}
+	if p.ChatCompletions() {
+		rt = &chatcompletions.Transport{Base: rt, Chat: p.Chat}
+	}
+	hc.Transport = rt
 	return &hc
 }
 

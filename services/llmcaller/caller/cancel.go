@@ -9,6 +9,8 @@ import (
 	"net/url"
 
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/aptix-dev/aptix/pkg/redact"
 )
 
 // CancelUpstream stops the upstream background response of a turn's call,
@@ -46,7 +48,8 @@ func (c *Caller) CancelUpstream(ctx context.Context, turnID string) (string, err
 	b, _ := io.ReadAll(raw.Body)
 	if raw.StatusCode < 200 || raw.StatusCode > 299 {
 		ue := parseUpstreamError(raw.StatusCode, string(b))
-		return "", fmt.Errorf("cancel upstream response %s of turn %s: HTTP %d: %s", st.ResponseID, turnID, raw.StatusCode, ue.Message)
+		msg := redact.New(prof.Credentials()...).String(ue.Message) // as every upstream error (turn.scrub)
+		return "", fmt.Errorf("cancel upstream response %s of turn %s: HTTP %d: %s", st.ResponseID, turnID, raw.StatusCode, msg)
 	}
 	c.log.Info("upstream response cancelled", "turn", turnID, "response", st.ResponseID, "status", statusOf(string(b)))
 	return st.ResponseID, nil

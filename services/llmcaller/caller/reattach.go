@@ -193,8 +193,8 @@ func (t *turn) rejoin(turnCtx context.Context, client openai.Client) (out outcom
 			}
 			return out, "" // completed, incomplete, or cancelled on purpose (CancelUpstream)
 		}
-		if t.parent.Err() != nil || turnCtx.Err() != nil {
-			return out, ""
+		if t.parent.Err() != nil || turnCtx.Err() != nil || out.err.Code == CodeResponseTooLarge {
+			return out, "" // too large: read again, it would be as large
 		}
 		if out.status == http.StatusNotFound {
 			return out, "not found upstream (404): expired or deleted"
@@ -209,6 +209,8 @@ func (t *turn) rejoin(turnCtx context.Context, client openai.Client) (out outcom
 			return t.ended(got, status)
 		} else if got.status == http.StatusNotFound {
 			return got, "not found upstream (404): expired or deleted"
+		} else if got.err != nil && got.err.Code == CodeResponseTooLarge {
+			return got, ""
 		}
 		if try > max(t.prof.MaxRetries, 1) {
 			return out, ""
@@ -273,7 +275,7 @@ func (t *turn) resume(turnCtx context.Context, client openai.Client) outcome {
 	}
 	defer raw.Body.Close()
 	if raw.StatusCode < 200 || raw.StatusCode > 299 {
-		return errorOutcome(raw)
+		return t.errorOutcome(raw)
 	}
 	if isEventStream(raw.Header) {
 		return t.readStream(turnCtx, actx, cancel, raw)
@@ -304,7 +306,7 @@ func (t *turn) fetch(turnCtx context.Context, client openai.Client) (outcome, st
 	}
 	defer raw.Body.Close()
 	if raw.StatusCode < 200 || raw.StatusCode > 299 {
-		return errorOutcome(raw), "", false
+		return t.errorOutcome(raw), "", false
 	}
 	b, err := io.ReadAll(raw.Body)
 	if err != nil {
@@ -312,14 +314,6 @@ func (t *turn) fetch(turnCtx context.Context, client openai.Client) (outcome, st
 	}
 	s := statusOf(string(b))
 	return outcome{status: raw.StatusCode, body: string(b)}, s, s != ""
-}
-
-func errorOutcome(raw *http.Response) outcome {
-	b, _ := io.ReadAll(raw.Body)
-	out := outcome{status: raw.StatusCode, body: string(b), err: parseUpstreamError(raw.StatusCode, string(b)),
-		retryable: retryableStatus(raw.StatusCode)}
-	out.wait, out.hasWait = retryAfter(raw.Header, time.Now())
-	return out
 }
 
 func statusOf(body string) string {

@@ -58,7 +58,7 @@ func (t *turn) readStream(turnCtx, actx context.Context, cancel context.CancelFu
 			out.body = string(data)
 			out.err = &contracts.UpstreamError{Status: raw.StatusCode, Type: "malformed_response",
 				Message: fmt.Sprintf("stream event %q is not valid JSON: %v", ev.Type, err)}
-			return out
+			return t.scrub(out)
 		}
 		if e.Type == "" {
 			e.Type = ev.Type
@@ -94,13 +94,16 @@ func (t *turn) readStream(turnCtx, actx context.Context, cancel context.CancelFu
 				t.closeText(actx, "")
 			}
 			out.body = string(e.Response)
+			if e.Type == "response.failed" {
+				out.body = t.red.String(out.body) // its error message is upstream error text
+			}
 			drainEnd(dec, cancel)
-			return out
+			return t.scrub(out)
 		case "error":
 			out.body = string(data)
 			out.err = streamError(raw.StatusCode, e)
 			drainEnd(dec, cancel)
-			return out
+			return t.scrub(out)
 		}
 	}
 	err := dec.Err()

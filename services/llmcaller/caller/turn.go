@@ -10,6 +10,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/pkg/redact"
 	"github.com/aptix-dev/aptix/pkg/toolemu"
 )
 
@@ -20,6 +21,10 @@ type turn struct {
 	prof   profiles.Profile
 	in     Input
 	log    *slog.Logger
+	// red masks the profile's credentials, and anything shaped like one,
+	// in the upstream's error text as it is read (scrub), so no log line,
+	// result, delta, event or span after that can hold them.
+	red *redact.Redactor
 
 	seq     int               // next delta sequence number
 	emitted bool              // a delta reached the sink: a retry would duplicate text
@@ -158,6 +163,7 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 			}
 		}
 	}
+	out = t.scrub(out) // the leaves scrubbed already; this covers any path added later
 	res.Status, res.Body, res.Error = out.status, out.body, out.err
 	if t.parent.Err() != nil {
 		return false

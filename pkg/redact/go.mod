@@ -1,0 +1,3 @@
+module github.com/aptix-dev/aptix/pkg/redact
+
+go 1.26
