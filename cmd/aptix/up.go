@@ -491,8 +491,9 @@ func localSandboxes(set *profiles.Set) []profiles.Profile {
 }
 
 // serveSandbox serves the sandbox model on baseURL's host:port. When that
-// address is already taken (say, by `aptix sandbox` with a script), it uses
-// the server that is there and says so.
+// address is already taken by an Aptix sandbox (say, `aptix sandbox` with a
+// script), it uses that one and says so; taken by anything else, it fails:
+// every prompt of every turn would go to a process nobody chose.
 func serveSandbox(baseURL string, log *slog.Logger) (func(), error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || u.Host == "" {
@@ -500,7 +501,10 @@ func serveSandbox(baseURL string, log *slog.Logger) (func(), error) {
 	}
 	ln, err := net.Listen("tcp", u.Host)
 	if err != nil {
-		log.Warn("sandbox address in use; using the server already listening there", "addr", u.Host)
+		if err := probeSandbox(baseURL); err != nil {
+			return nil, fmt.Errorf("the sandbox address %s is taken by something that is not an Aptix sandbox (stop it, or set APTIX_SANDBOX_URL to a free address): %w", u.Host, err)
+		}
+		log.Warn("sandbox address in use by an Aptix sandbox; using it", "addr", u.Host)
 		return func() {}, nil
 	}
 	// Its responses live in the data dir, so a conversation continued after
@@ -523,6 +527,21 @@ func serveSandbox(baseURL string, log *slog.Logger) (func(), error) {
 		_ = hs.Shutdown(c)
 		_ = sb.Close()
 	}, nil
+}
+
+// probeSandbox checks that what answers at baseURL is an Aptix sandbox:
+// every answer of one carries sandbox.HeaderSandbox.
+func probeSandbox(baseURL string) error {
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(strings.TrimRight(baseURL, "/") + "/_sandbox/stats")
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	_ = resp.Body.Close()
+	if resp.Header.Get(sandbox.HeaderSandbox) != "1" {
+		return fmt.Errorf("its answer (HTTP %d) has no %s header", resp.StatusCode, sandbox.HeaderSandbox)
+	}
+	return nil
 }
 
 // keyFile is the compaction keyring kept in file (mode 0600), made with one

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while runUp writes to it.
@@ -434,4 +437,28 @@ func TestUpCompactionKeysSurviveRestart(t *testing.T) {
 			t.Fatalf("altered %s…: %d %s", b[:10], code, body)
 		}
 	}
+}
+
+// TestServeSandboxRefusesAForeignServer: a sandbox address taken by
+// something other than an Aptix sandbox fails `aptix up` with a message
+// saying so (it was used silently, and a foreign process got every
+// prompt); one taken by an Aptix sandbox is used.
+func TestServeSandboxRefusesAForeignServer(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	foreign := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer foreign.Close()
+	if _, err := serveSandbox(foreign.URL+"/v1", log); err == nil || !strings.Contains(err.Error(), "not an Aptix sandbox") {
+		t.Fatalf("foreign server: %v", err)
+	}
+	sb := sandbox.New(sandbox.Options{})
+	defer sb.Close()
+	ours := httptest.NewServer(sb)
+	defer ours.Close()
+	stop, err := serveSandbox(ours.URL+"/v1", log)
+	if err != nil {
+		t.Fatalf("an Aptix sandbox: %v", err)
+	}
+	stop()
 }
