@@ -462,3 +462,21 @@ func TestServeSandboxRefusesAForeignServer(t *testing.T) {
 	}
 	stop()
 }
+
+// TestUpBannerListsLoadedProfiles: with a profiles file the banner lists
+// the profiles it loaded, the default marked, and does not tell the user to
+// set APTIX_PROFILES (it did, and listed none).
+func TestUpBannerListsLoadedProfiles(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "profiles.json")
+	if err := os.WriteFile(file, []byte(`{"default":"sandbox","profiles":{"local":{"baseUrl":"http://127.0.0.1:1/v1"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := startUpEnv(t, t.TempDir(), map[string]string{"APTIX_PROFILES": file})
+	banner := out.String()
+	if strings.Contains(banner, "set OPENAI_API_KEY or APTIX_PROFILES") {
+		t.Errorf("the banner tells to set APTIX_PROFILES while it is set:\n%s", banner)
+	}
+	if want := "Profiles: local, openai, sandbox (default) (from " + file + ")"; !strings.Contains(banner, want) {
+		t.Errorf("banner lacks %q:\n%s", want, banner)
+	}
+}
