@@ -194,8 +194,11 @@ func TestUpExecEvents(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unknown_tool_choice") || !strings.Contains(out, "error unknown_tool_choice") {
 		t.Fatalf("unknown tool choice: err %v, out %q", err, out)
 	}
-	if code := exitCode(err, true); code != exitFailure {
-		t.Errorf("a failed turn exits %d, want %d", code, exitFailure)
+	// Refused for what it asked (a named conversation may have tools of
+	// its own, so it was sent): an input error, as for a new one refused
+	// before sending (TestExecToolChoiceWithoutTools).
+	if code := exitCode(err, true); code != exitUsage {
+		t.Errorf("a turn refused for its tool choice exits %d, want %d", code, exitUsage)
 	}
 
 	var list bytes.Buffer
