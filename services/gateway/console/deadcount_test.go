@@ -28,7 +28,7 @@ func TestOverviewCountsWebhookDeadLetters(t *testing.T) {
 	if r := c.get("/console/"); r.status != 200 || !strings.Contains(r.body, `<a href="/console/dead">1</a>`) {
 		t.Fatalf("overview %d: the dead-letter card does not count the webhook's:\n%s", r.status, r.body)
 	}
-	if r := c.get("/console/dead?stage=webhook"); r.status != 200 || !strings.Contains(r.body, "receiver down") {
+	if r := c.get("/console/dead?stage=webhook"); r.status != 200 || !strings.Contains(r.body, "receiver down") || !strings.Contains(r.body, "webhook (1)") {
 		t.Fatalf("/console/dead?stage=webhook: %d\n%s", r.status, r.body)
 	}
 }
