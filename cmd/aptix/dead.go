@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
-	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // Dead letters are events a stage gave up on (pipeline stage.go deadLetter):
@@ -108,7 +107,7 @@ func init() {
 		},
 	}
 	for _, c := range []*cobra.Command{ls, retry, purge} {
-		c.Flags().StringVar(&stage, "stage", "", "only this stage's dead letters: "+layout.StageNames())
+		c.Flags().StringVar(&stage, "stage", "", "only this stage's dead letters: "+history.DeadSources())
 	}
 	retry.Flags().BoolVar(&all, "all", false, "retry every dead letter (of --stage, if given)")
 	dead.AddCommand(ls, show, retry, purge)

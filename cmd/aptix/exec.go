@@ -20,6 +20,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/services/envelope/request"
 )
 
 // execFlags are the knobs of one turn; each maps onto an AgentExecuteRequest field.
@@ -61,7 +62,7 @@ func init() {
 	fl.StringVar(&f.turn, "turn", "", "turn id (default: a new UUIDv7); re-sending the same id (with the same --conversation, or none) prints its answer and does not run it again")
 	fl.StringVar(&f.mode, "mode", "", "conceptual mode, e.g. DDR, ANALYZE (default: DEFAULT)")
 	fl.StringVar(&f.toolsFile, "tools", "", "JSON file with an array of tool definitions (Responses or Chat Completions shape)")
-	fl.StringVar(&f.toolChoice, "tool-choice", "", "tool name to force, or auto, none, required")
+	fl.StringVar(&f.toolChoice, "tool-choice", "", "tool name to force (a new conversation needs --tools), or auto, none, required")
 	fl.StringVar(&f.system, "system", "", "boot prompt sent as the system message on the conversation's first turn")
 	fl.StringVar(&f.backend, "backend", "", "backend profile name (default: the profile serving --model, else the server's default profile)")
 	fl.StringVar(&f.model, "model", "", "model name, alias or profile/model; without --backend it picks the profile serving it (docs/backends.md); default: the profile's")
@@ -109,6 +110,9 @@ func buildRequest(f execFlags, instruction string) (contracts.AgentExecuteReques
 		}
 		req.ToolsJson = tools
 	}
+	if err := checkToolChoice(f, req.NewConversation); err != nil {
+		return req, err
+	}
 	if f.backend != "" || f.model != "" {
 		req.AgentContext = &contracts.AgentContext{Backend: f.backend, Model: f.model}
 	}
@@ -119,6 +123,39 @@ func buildRequest(f execFlags, instruction string) (contracts.AgentExecuteReques
 		return req, usagef("%v", err)
 	}
 	return req, nil
+}
+
+// checkToolChoice refuses --tool-choice naming a tool (or "required") on a
+// new conversation without --tools: it has no tool to choose, and the turn
+// would only fail in the envelope stage. A continued conversation may have
+// tools from an earlier turn (they persist), so there the envelope decides,
+// and turnError makes its refusal an input error all the same.
+func checkToolChoice(f execFlags, newConversation bool) error {
+	switch f.toolChoice {
+	case "", request.ChoiceAuto, request.ChoiceNone:
+		return nil
+	}
+	if f.toolsFile != "" || !newConversation {
+		return nil
+	}
+	return usagef("--tool-choice %s needs tools to choose from: give them with --tools FILE (a new conversation has none)", f.toolChoice)
+}
+
+// inputCodes are the envelope's refusals of what the request asked: a
+// failed turn with one of them is an input error (exit 2), not a failure.
+var inputCodes = map[string]bool{request.CodeInvalidTools: true, request.CodeUnknownToolChoice: true, request.CodeInvalidRequest: true}
+
+// turnError is the error of a failed turn's response, nil for one that did
+// not fail.
+func turnError(r contracts.AgentExecuteResponse) error {
+	if r.Kind != contracts.KindError {
+		return nil
+	}
+	err := fmt.Errorf("turn failed: %s: %s", r.ErrorCode, r.ErrorMessage)
+	if inputCodes[r.ErrorCode] {
+		return usageError{err}
+	}
+	return err
 }
 
 // readToolsFile reads --tools. An empty file would silently mean "no
@@ -217,10 +254,7 @@ func execTurnOn(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, f ex
 		printResponse(stdout, resp, live)
 	}
 	summarize(stderr, turn)
-	if resp.Kind == contracts.KindError {
-		return fmt.Errorf("turn failed: %s: %s", resp.ErrorCode, resp.ErrorMessage)
-	}
-	return nil
+	return turnError(resp)
 }
 
 // warnIfNoStages pings the stages' micro services: with none running, a turn

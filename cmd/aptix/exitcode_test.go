@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 )
 
@@ -143,5 +144,39 @@ func isTypeName(s string) bool {
 func TestExitCodeAtCapacity(t *testing.T) {
 	if code := exitCode(fmt.Errorf("submit: %w", backpressure.ErrAtCapacity), true); code != exitTempFail {
 		t.Errorf("a turn refused at capacity exits %d, want %d", code, exitTempFail)
+	}
+}
+
+// TestExecToolChoiceWithoutTools: --tool-choice naming a tool on a new
+// conversation without --tools is an input error (exit 2) saying so before
+// anything is sent (it was sent, and failed in the pipeline); auto and
+// none need no tools, and a continued conversation may have its own. A
+// turn the envelope refuses for what it asked exits 2 too.
+func TestExecToolChoiceWithoutTools(t *testing.T) {
+	for _, c := range []struct {
+		f    execFlags
+		fail bool
+	}{
+		{execFlags{toolChoice: "ddr_document"}, true},
+		{execFlags{toolChoice: "required"}, true},
+		{execFlags{toolChoice: "auto"}, false},
+		{execFlags{toolChoice: "none"}, false},
+		{execFlags{toolChoice: "ddr_document", conversation: "c1"}, false},
+	} {
+		_, err := buildRequest(c.f, "hi")
+		if got := err != nil; got != c.fail {
+			t.Errorf("%+v: %v", c.f, err)
+			continue
+		}
+		if c.fail && (exitCode(err, true) != exitUsage || !strings.Contains(err.Error(), "--tools")) {
+			t.Errorf("%+v: exit %d, %v", c.f, exitCode(err, true), err)
+		}
+	}
+	refused := contracts.AgentExecuteResponse{Kind: contracts.KindError, ErrorCode: "unknown_tool_choice", ErrorMessage: "names no function tool"}
+	if code := exitCode(turnError(refused), true); code != exitUsage {
+		t.Errorf("a turn refused for its tool choice exits %d", code)
+	}
+	if code := exitCode(turnError(contracts.AgentExecuteResponse{Kind: contracts.KindError, ErrorCode: "upstream_error"}), true); code != exitFailure {
+		t.Errorf("a failed turn exits %d", code)
 	}
 }

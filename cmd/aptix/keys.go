@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -50,6 +51,9 @@ func init() {
 					roles = []string{auth.RoleAdmin} // opens the web console (/console/)
 				}
 				key, rec, err := k.CreateKey(ctx, auth.KeyRecord{Name: name, Principal: principal, Roles: roles, Budgets: budgets}, ttl)
+				if errors.Is(err, auth.ErrDuplicateName) {
+					return usagef("--name: %w", err)
+				}
 				if err != nil {
 					return err
 				}

@@ -16,7 +16,8 @@ var root = &cobra.Command{
 	Long: "Run LLM agent turns as an event-driven pipeline on NATS JetStream.\n\n" +
 		"Exit status: 0 on success; 1 when a turn fails (its error result is printed) or on a\n" +
 		"runtime error (no NATS, a stream or store that cannot be read); 2 for a usage or input\n" +
-		"error (an unknown command or flag, a missing argument, an invalid id, file or request);\n" +
+		"error (an unknown command or flag, a missing argument, an invalid id, file or request,\n" +
+		"a turn refused for its tools or tool choice);\n" +
 		"75 when Aptix is at capacity and refused the turn (nothing was accepted: retry later).",
 	SilenceUsage:  true,
 	SilenceErrors: true,

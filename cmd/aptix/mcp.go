@@ -108,7 +108,7 @@ func runMCP(ctx context.Context, addr, workspace string, out io.Writer) error {
 	}
 	o := mcpserver.Options{Workspace: workspace, Logger: log}
 	if addr == "" {
-		if err := mcpserver.New(src, o).Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+		if err := mcpserver.New(src, o).Run(ctx, drainTransport{&mcp.StdioTransport{}, mcpDrainWait}); err != nil && ctx.Err() == nil {
 			return fmt.Errorf("mcp over stdio: %w", err)
 		}
 		return nil

@@ -186,10 +186,8 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	}
 	defer forget()
 
-	model := fmt.Sprintf("%s (%s, model %s)", def.Name, def.BaseURL, def.Model(""))
-	if def.Sandbox {
-		model = "SANDBOX at " + def.BaseURL + ": a deterministic stand-in, NOT a model (set OPENAI_API_KEY or APTIX_PROFILES to use one)"
-	}
+	profilesFile := os.Getenv("APTIX_PROFILES")
+	model := modelLine(def, profilesFile)
 	// Every sandbox profile on this machine is served, the default or not:
 	// GET /v1/models lists it, so a request for it must be answered.
 	for _, sb := range localSandboxes(set) {
@@ -240,7 +238,8 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 		defer func() { close(quit); <-httpDone }()
 	}
 	u := &upRun{set: set, log: log, out: out, live: live, hs: hs, httpLn: httpLn, natsAddr: natsAddr, listen: listen, model: model, def: def,
-		streams: streams, subs: subs, sync: sync, nkeyFile: nkeyFile, guardMCP: guardMCP, logLevel: &logLevel, level: level}
+		profilesLine: profilesLine(set, profilesFile),
+		streams:      streams, subs: subs, sync: sync, nkeyFile: nkeyFile, guardMCP: guardMCP, logLevel: &logLevel, level: level}
 	// Everything on the connection (index, tools, stages, gateway) is
 	// rebuilt on a new one if NATS closes it for good (pipeline.Supervise):
 	// one bad protocol line must not stop the service.
@@ -281,11 +280,13 @@ type upRun struct {
 	natsAddr string
 	listen   string
 	model    string
-	streams  layout.StreamConfig
-	subs     pipeline.SubscriberConfig
-	nkeyFile string // the nkey NATS requires beyond loopback, or ""
-	guardMCP bool   // the MCP endpoint requires the gateway's credentials
-	sync     fsync.Policy
+	// profilesLine lists the profiles a profiles file loaded ("" without one).
+	profilesLine string
+	streams      layout.StreamConfig
+	subs         pipeline.SubscriberConfig
+	nkeyFile     string // the nkey NATS requires beyond loopback, or ""
+	guardMCP     bool   // the MCP endpoint requires the gateway's credentials
+	sync         fsync.Policy
 	// logLevel is the logger's level: warn until the banner is printed,
 	// then level (--log-level).
 	logLevel *slog.LevelVar
@@ -358,10 +359,10 @@ func (u *upRun) run(ctx context.Context, nc *nats.Conn) error {
 		if u.nkeyFile != "" {
 			natsAccess = "credentials required: the nkey " + u.nkeyFile + ", which the CLI on this data dir uses by itself (elsewhere --nkey FILE); "
 		}
-		fmt.Fprintf(u.out, "Aptix is up.\n  NATS:   %s (%s%sJetStream data in %s)\n  Model:  %s\n%s%s%s  Stages: %s (nats micro ls)\n\n"+
+		fmt.Fprintf(u.out, "Aptix is up.\n  NATS:   %s (%s%sJetStream data in %s)\n  Model:  %s\n%s%s%s%s  Stages: %s (nats micro ls)\n\n"+
 			"Send a first turn from another terminal:\n  %s\n%s"+
 			"Give it your code to retrieve from:\n  %s && %s\n\nCtrl-C stops it; in-flight turns finish first.\n",
-			natsAddr, listening(natsAddr, u.listen), natsAccess, dataDir, u.model, httpLine, mcpLine, limitsLine, stageNames(), hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
+			natsAddr, listening(natsAddr, u.listen), natsAccess, dataDir, u.model, u.profilesLine, httpLine, mcpLine, limitsLine, stageNames(), hint(natsAddr, "exec", `"Explain what this service does"`), curlLine,
 			hint(natsAddr, "index", "."), hint(natsAddr, "exec", `"Where are retries scheduled?"`))
 	} else {
 		log.Info("Aptix is up again on a new NATS connection", "restarts", u.runs-1)
@@ -451,6 +452,38 @@ func newGateway(ctx context.Context, addr string, nc *nats.Conn, set *profiles.S
 // flight: the stages' drain (30 s) and a little more.
 const gatewayDrain = 40 * time.Second
 
+// modelLine is the banner's Model line for the default profile def. The
+// hint to set OPENAI_API_KEY or APTIX_PROFILES is for a user who has set
+// neither: with a profiles file loaded (profilesFile) the sandbox is the
+// default by choice, and the hint would say the file was not read.
+func modelLine(def profiles.Profile, profilesFile string) string {
+	if !def.Sandbox {
+		return fmt.Sprintf("%s (%s, model %s)", def.Name, def.BaseURL, def.Model(""))
+	}
+	line := "SANDBOX at " + def.BaseURL + ": a deterministic stand-in, NOT a model"
+	if profilesFile == "" {
+		line += " (set OPENAI_API_KEY or APTIX_PROFILES to use one)"
+	}
+	return line
+}
+
+// profilesLine is the banner's Profiles line: with a profiles file, every
+// profile it makes available (the built-ins included, as a request's model
+// can name any), the default marked, so a user sees the file was read and
+// what it defines.
+func profilesLine(set *profiles.Set, profilesFile string) string {
+	if profilesFile == "" {
+		return ""
+	}
+	names := set.Names()
+	for i, n := range names {
+		if n == set.Default {
+			names[i] += " (default)"
+		}
+	}
+	return fmt.Sprintf("  Profiles: %s (from %s)\n", strings.Join(names, ", "), profilesFile)
+}
+
 // localSandboxes are the set's sandbox profiles on a loopback address (and
 // the default one, wherever), one per address: those `aptix up` serves
 // itself. Another sandbox elsewhere is someone else's to run.
@@ -478,8 +511,9 @@ func localSandboxes(set *profiles.Set) []profiles.Profile {
 }
 
 // serveSandbox serves the sandbox model on baseURL's host:port. When that
-// address is already taken (say, by `aptix sandbox` with a script), it uses
-// the server that is there and says so.
+// address is already taken by an Aptix sandbox (say, `aptix sandbox` with a
+// script), it uses that one and says so; taken by anything else, it fails:
+// every prompt of every turn would go to a process nobody chose.
 func serveSandbox(baseURL string, log *slog.Logger) (func(), error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || u.Host == "" {
@@ -487,7 +521,10 @@ func serveSandbox(baseURL string, log *slog.Logger) (func(), error) {
 	}
 	ln, err := net.Listen("tcp", u.Host)
 	if err != nil {
-		log.Warn("sandbox address in use; using the server already listening there", "addr", u.Host)
+		if err := probeSandbox(baseURL); err != nil {
+			return nil, fmt.Errorf("the sandbox address %s is taken by something that is not an Aptix sandbox (stop it, or set APTIX_SANDBOX_URL to a free address): %w", u.Host, err)
+		}
+		log.Warn("sandbox address in use by an Aptix sandbox; using it", "addr", u.Host)
 		return func() {}, nil
 	}
 	// Its responses live in the data dir, so a conversation continued after
@@ -510,6 +547,21 @@ func serveSandbox(baseURL string, log *slog.Logger) (func(), error) {
 		_ = hs.Shutdown(c)
 		_ = sb.Close()
 	}, nil
+}
+
+// probeSandbox checks that what answers at baseURL is an Aptix sandbox:
+// every answer of one carries sandbox.HeaderSandbox.
+func probeSandbox(baseURL string) error {
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(strings.TrimRight(baseURL, "/") + "/_sandbox/stats")
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	_ = resp.Body.Close()
+	if resp.Header.Get(sandbox.HeaderSandbox) != "1" {
+		return fmt.Errorf("its answer (HTTP %d) has no %s header", resp.StatusCode, sandbox.HeaderSandbox)
+	}
+	return nil
 }
 
 // keyFile is the compaction keyring kept in file (mode 0600), made with one

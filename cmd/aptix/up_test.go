@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while runUp writes to it.
@@ -191,8 +194,11 @@ func TestUpExecEvents(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unknown_tool_choice") || !strings.Contains(out, "error unknown_tool_choice") {
 		t.Fatalf("unknown tool choice: err %v, out %q", err, out)
 	}
-	if code := exitCode(err, true); code != exitFailure {
-		t.Errorf("a failed turn exits %d, want %d", code, exitFailure)
+	// Refused for what it asked (a named conversation may have tools of
+	// its own, so it was sent): an input error, as for a new one refused
+	// before sending (TestExecToolChoiceWithoutTools).
+	if code := exitCode(err, true); code != exitUsage {
+		t.Errorf("a turn refused for its tool choice exits %d, want %d", code, exitUsage)
 	}
 
 	var list bytes.Buffer
@@ -433,5 +439,47 @@ func TestUpCompactionKeysSurviveRestart(t *testing.T) {
 		if code != 400 || !strings.Contains(body, "invalid_encrypted_content") {
 			t.Fatalf("altered %s…: %d %s", b[:10], code, body)
 		}
+	}
+}
+
+// TestServeSandboxRefusesAForeignServer: a sandbox address taken by
+// something other than an Aptix sandbox fails `aptix up` with a message
+// saying so (it was used silently, and a foreign process got every
+// prompt); one taken by an Aptix sandbox is used.
+func TestServeSandboxRefusesAForeignServer(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	foreign := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer foreign.Close()
+	if _, err := serveSandbox(foreign.URL+"/v1", log); err == nil || !strings.Contains(err.Error(), "not an Aptix sandbox") {
+		t.Fatalf("foreign server: %v", err)
+	}
+	sb := sandbox.New(sandbox.Options{})
+	defer sb.Close()
+	ours := httptest.NewServer(sb)
+	defer ours.Close()
+	stop, err := serveSandbox(ours.URL+"/v1", log)
+	if err != nil {
+		t.Fatalf("an Aptix sandbox: %v", err)
+	}
+	stop()
+}
+
+// TestUpBannerListsLoadedProfiles: with a profiles file the banner lists
+// the profiles it loaded, the default marked, and does not tell the user to
+// set APTIX_PROFILES (it did, and listed none).
+func TestUpBannerListsLoadedProfiles(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "profiles.json")
+	if err := os.WriteFile(file, []byte(`{"default":"sandbox","profiles":{"local":{"baseUrl":"http://127.0.0.1:1/v1"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := startUpEnv(t, t.TempDir(), map[string]string{"APTIX_PROFILES": file})
+	banner := out.String()
+	if strings.Contains(banner, "set OPENAI_API_KEY or APTIX_PROFILES") {
+		t.Errorf("the banner tells to set APTIX_PROFILES while it is set:\n%s", banner)
+	}
+	if want := "Profiles: local, openai, sandbox (default) (from " + file + ")"; !strings.Contains(banner, want) {
+		t.Errorf("banner lacks %q:\n%s", want, banner)
 	}
 }

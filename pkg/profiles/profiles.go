@@ -5,6 +5,7 @@
 package profiles
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -352,69 +353,234 @@ type file struct {
 }
 
 // Parse reads a profiles file (JSON) on top of the built-in profiles.
-func Parse(data []byte) (*Set, error) {
-	var f file
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("parse profiles: %w", err)
+func Parse(data []byte) (*Set, error) { return parse("profiles", data) }
+
+// parse is Parse for the file named name. Every problem is reported, not
+// only the first, each as NAME:LINE:COL: profile "x": what, so a user
+// fixing a file sees them all and where they are. A JSON syntax error
+// stops the reading there (nothing after it can be trusted).
+func parse(name string, data []byte) (*Set, error) {
+	var errs []error
+	at := func(off int64, format string, a ...any) {
+		line, col := lineCol(data, off)
+		errs = append(errs, fmt.Errorf("%s:%d:%d: %s", name, line, col, fmt.Sprintf(format, a...)))
+	}
+	f, err := scanFile(data, at)
+	if err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			at(se.Offset, "JSON syntax error: %v", err)
+		} else {
+			at(0, "%v", err)
+		}
+		return nil, errors.Join(errs...)
 	}
 	s := Builtin()
-	for name, fp := range f.Profiles {
-		if !validName(name) {
-			return nil, fmt.Errorf("profile %q: name must match [a-z0-9_-]+", name)
+	for _, e := range f.profiles {
+		p, err := e.profile(at)
+		if err != nil {
+			at(e.offset, "profile %q: %v", e.name, err)
+			continue
 		}
-		p := Profile{Name: name, BaseURL: strings.TrimRight(fp.BaseURL, "/"), APIKeyEnv: fp.APIKeyEnv,
-			DefaultModel: fp.DefaultModel, ContextWindow: fp.ContextWindow, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
-			Models: fp.Models, API: fp.API, Headers: fp.Headers, Sandbox: fp.Sandbox, Prices: fp.Prices}
-		var err error
-		if p.Aliases, p.AliasRules, err = aliasMaps(fp.Aliases); err != nil {
-			return nil, fmt.Errorf("profile %q: %w", name, err)
+		if p != nil {
+			s.Put(*p)
 		}
-		if err := fp.Prices.check(); err != nil {
-			return nil, fmt.Errorf("profile %q: %w", name, err)
-		}
-		if p.BaseURL == "" {
-			return nil, fmt.Errorf("profile %q: baseUrl is required", name)
-		}
-		if p.ContextWindow < 0 {
-			return nil, fmt.Errorf("profile %q: contextWindow must not be negative", name)
-		}
-		if fp.MaxResponseBytes < 0 {
-			return nil, fmt.Errorf("profile %q: maxResponseBytes must not be negative", name)
-		}
-		p.MaxResponseBytes = fp.MaxResponseBytes
-		if fp.MaxRetries != nil {
-			p.MaxRetries = *fp.MaxRetries
-		}
-		if p.AttemptTimeout, err = parseDuration(fp.AttemptTimeout); err != nil {
-			return nil, fmt.Errorf("profile %q: attemptTimeout: %w", name, err)
-		}
-		if p.TurnTimeout, err = parseDuration(fp.TurnTimeout); err != nil {
-			return nil, fmt.Errorf("profile %q: turnTimeout: %w", name, err)
-		}
-		p.Capabilities = Capabilities{RetainsTools: fp.Capabilities.RetainsTools, SupportsPreviousResponseID: true, ToolMode: fp.Capabilities.ToolMode,
-			Reattach: fp.Capabilities.Reattach, Compact: fp.Capabilities.Compact, InputTokens: fp.Capabilities.InputTokens}
-		if fp.Capabilities.SupportsPreviousResponseID != nil {
-			p.Capabilities.SupportsPreviousResponseID = *fp.Capabilities.SupportsPreviousResponseID
-		}
-		switch p.Capabilities.ToolMode {
-		case "", ToolModeNative, ToolModePrompt:
-		default:
-			return nil, fmt.Errorf("profile %q: toolMode must be native or prompt, got %q", name, p.Capabilities.ToolMode)
-		}
-		if err := p.parseAPI(fp); err != nil {
-			return nil, fmt.Errorf("profile %q: %w", name, err)
-		}
-		s.Put(p)
 	}
-	if f.Default != "" {
-		if _, ok := s.profiles[f.Default]; !ok {
-			return nil, fmt.Errorf("default profile %q is not defined", f.Default)
+	if f.defaultName != "" {
+		if _, ok := s.profiles[f.defaultName]; !ok {
+			at(f.defaultOffset, "default profile %q is not defined", f.defaultName)
+		} else {
+			s.Default = f.defaultName
 		}
-		s.Default = f.Default
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return s, nil
+}
+
+// scannedFile is a profiles file read token by token, so each profile
+// keeps the offset of its value for the errors about it.
+type scannedFile struct {
+	defaultName   string
+	defaultOffset int64
+	profiles      []rawProfile
+}
+
+type rawProfile struct {
+	name   string
+	offset int64 // of the value's first byte
+	raw    json.RawMessage
+}
+
+// scanFile reads the top-level object of a profiles file: "default" and
+// "profiles" (their order free); an unknown key or a profile defined twice
+// is reported with at, a syntax error returned.
+func scanFile(data []byte, at func(int64, string, ...any)) (scannedFile, error) {
+	var f scannedFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := expectDelim(dec, '{', "the file must be a JSON object"); err != nil {
+		return f, err
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return f, err
+		}
+		off := valueOffset(data, dec.InputOffset())
+		switch key {
+		case "default":
+			if err := dec.Decode(&f.defaultName); err != nil {
+				if err := fieldError(err, "default", off, at); err != nil {
+					return f, err
+				}
+			}
+			f.defaultOffset = off
+		case "profiles":
+			if err := expectDelim(dec, '{', "profiles must be an object of profiles by name"); err != nil {
+				return f, err
+			}
+			seen := map[string]bool{}
+			for dec.More() {
+				tok, err := dec.Token()
+				if err != nil {
+					return f, err
+				}
+				name, _ := tok.(string)
+				e := rawProfile{name: name, offset: valueOffset(data, dec.InputOffset())}
+				if err := dec.Decode(&e.raw); err != nil {
+					return f, err
+				}
+				if seen[name] {
+					at(e.offset, "profile %q is defined twice", name)
+					continue
+				}
+				seen[name] = true
+				f.profiles = append(f.profiles, e)
+			}
+			if _, err := dec.Token(); err != nil {
+				return f, err
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return f, err
+			}
+			at(off, "unknown field %q (want default, profiles)", key)
+		}
+	}
+	_, err := dec.Token()
+	return f, err
+}
+
+// fieldError is a syntax error as is, anything else (a wrong type) at off.
+func fieldError(err error, field string, off int64, at func(int64, string, ...any)) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return err
+	}
+	at(off, "%s: %v", field, err)
+	return nil
+}
+
+func expectDelim(dec *json.Decoder, d json.Delim, msg string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != d {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// valueOffset is the offset of the value after a key ending at keyEnd: past
+// the blanks and the colon.
+func valueOffset(data []byte, keyEnd int64) int64 {
+	i := keyEnd
+	for i < int64(len(data)) && strings.IndexByte(" \t\r\n:", data[i]) >= 0 {
+		i++
+	}
+	return i
+}
+
+// lineCol is the 1-based line and column of byte offset off in data.
+func lineCol(data []byte, off int64) (int, int) {
+	off = min(max(off, 0), int64(len(data)))
+	before := data[:off]
+	line := 1 + bytes.Count(before, []byte("\n"))
+	return line, int(off) - (bytes.LastIndexByte(before, '\n') + 1) + 1
+}
+
+// profile reads one profile; a problem is reported with at and the
+// profile skipped (nil), so every profile's problems are reported.
+func (e rawProfile) profile(at func(int64, string, ...any)) (*Profile, error) {
+	name := e.name
+	var fp fileProfile
+	dec := json.NewDecoder(bytes.NewReader(e.raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fp); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			at(e.offset+te.Offset, "profile %q: %v", name, err)
+			return nil, nil
+		}
+		return nil, err // an unknown field: json names it
+	}
+	bad := false
+	fail := func(err error) {
+		at(e.offset, "profile %q: %v", name, err)
+		bad = true
+	}
+	if !validName(name) {
+		fail(errors.New("name must match [a-z0-9_-]+"))
+	}
+	p := Profile{Name: name, BaseURL: strings.TrimRight(fp.BaseURL, "/"), APIKeyEnv: fp.APIKeyEnv,
+		DefaultModel: fp.DefaultModel, ContextWindow: fp.ContextWindow, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
+		Models: fp.Models, API: fp.API, Headers: fp.Headers, Sandbox: fp.Sandbox, Prices: fp.Prices}
+	var err error
+	if p.Aliases, p.AliasRules, err = aliasMaps(fp.Aliases); err != nil {
+		fail(err)
+	}
+	if err := fp.Prices.check(); err != nil {
+		fail(err)
+	}
+	if p.BaseURL == "" {
+		fail(errors.New("baseUrl is required"))
+	}
+	if p.ContextWindow < 0 {
+		fail(errors.New("contextWindow must not be negative"))
+	}
+	if fp.MaxResponseBytes < 0 {
+		fail(errors.New("maxResponseBytes must not be negative"))
+	}
+	p.MaxResponseBytes = fp.MaxResponseBytes
+	if fp.MaxRetries != nil {
+		p.MaxRetries = *fp.MaxRetries
+	}
+	if p.AttemptTimeout, err = parseDuration(fp.AttemptTimeout); err != nil {
+		fail(fmt.Errorf("attemptTimeout: %w", err))
+	}
+	if p.TurnTimeout, err = parseDuration(fp.TurnTimeout); err != nil {
+		fail(fmt.Errorf("turnTimeout: %w", err))
+	}
+	p.Capabilities = Capabilities{RetainsTools: fp.Capabilities.RetainsTools, SupportsPreviousResponseID: true, ToolMode: fp.Capabilities.ToolMode,
+		Reattach: fp.Capabilities.Reattach, Compact: fp.Capabilities.Compact, InputTokens: fp.Capabilities.InputTokens}
+	if fp.Capabilities.SupportsPreviousResponseID != nil {
+		p.Capabilities.SupportsPreviousResponseID = *fp.Capabilities.SupportsPreviousResponseID
+	}
+	switch p.Capabilities.ToolMode {
+	case "", ToolModeNative, ToolModePrompt:
+	default:
+		fail(fmt.Errorf("toolMode must be native or prompt, got %q", p.Capabilities.ToolMode))
+	}
+	if err := p.parseAPI(fp); err != nil {
+		fail(err)
+	}
+	if bad {
+		return nil, nil
+	}
+	return &p, nil
 }
 
 // parseAPI checks the api field and the settings that depend on it: a Chat
@@ -474,7 +640,7 @@ func Load(path string) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read profiles: %w", err)
 	}
-	return Parse(data)
+	return parse(path, data)
 }
 
 // FromEnv loads APTIX_PROFILES (a file path, optional), then applies

@@ -1,6 +1,8 @@
 package profiles
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -252,5 +254,51 @@ func TestCredentials(t *testing.T) {
 	}
 	if strings.Contains(got, "Aptix") || strings.Contains(got, "example.com") {
 		t.Errorf("credentials %q hold a header that is no secret", got)
+	}
+}
+
+// TestLoadReportsEveryProblemWithItsPlace: a profiles file's errors name
+// the file, the profile and the line:col, and all of them are reported
+// (they named none of these and stopped at the first); a JSON syntax error
+// is reported at its line:col.
+func TestLoadReportsEveryProblemWithItsPlace(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "backends.json")
+	body := `{
+  "default": "nope",
+  "profiles": {
+    "good": {"baseUrl": "http://h/v1"},
+    "nourl": {},
+    "slow": {"baseUrl": "http://h/v1", "turnTimeout": "soon"},
+    "typed": {"baseUrl": "http://h/v1", "maxConcurrent": "many"},
+    "extra": {"baseUrl": "http://h/v1", "apiKey": "sk-secret"}
+  }
+}`
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(file)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		file + `:2:14: default profile "nope" is not defined`,
+		file + `:5:14: profile "nourl": baseUrl is required`,
+		file + `:6:13: profile "slow": turnTimeout`,
+		file + `:7:`, `profile "typed"`, `maxConcurrent`,
+		file + `:8:14: profile "extra": json: unknown field "apiKey"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), `"good"`) {
+		t.Errorf("a good profile reported:\n%v", err)
+	}
+	if err := os.WriteFile(file, []byte("{\n  \"profiles\": {\n    \"x\": {\"baseUrl\": \"u\",}\n  }\n}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(file); err == nil || !strings.Contains(err.Error(), file+":3:") || !strings.Contains(err.Error(), "syntax") {
+		t.Errorf("syntax error: %v", err)
 	}
 }

@@ -28,6 +28,17 @@ type DeadLetter struct {
 	Deliveries                  int
 }
 
+// DeadWebhook is the source of the gateway's dead letters: webhook
+// deliveries that exhausted their attempts, filed as aptix.dead.webhook
+// beside the stages' and listed, retried and purged as theirs are. A
+// retry publishes the completion again; the gateway delivers a re-driven
+// completion's webhook afresh.
+const DeadWebhook = "webhook"
+
+// DeadSources names what dead letters are filed under: the stages and
+// the gateway's webhooks.
+func DeadSources() string { return layout.StageNames() + ", " + DeadWebhook }
+
 // Conversation is the conversation of the original event ("" when unknown).
 func (d DeadLetter) Conversation() string {
 	_, conv, _, _ := contracts.ParseSubject(d.Original)
@@ -39,12 +50,15 @@ func DeadFilter(stage string) (string, error) {
 	if stage == "" {
 		return contracts.DeadPrefix + ".>", nil
 	}
+	if stage == DeadWebhook {
+		return contracts.DeadSubject(stage), nil
+	}
 	for _, st := range layout.Stages {
 		if st.Name == stage {
 			return contracts.DeadSubject(stage), nil
 		}
 	}
-	return "", inputf("stage %q: want one of %s", stage, layout.StageNames())
+	return "", inputf("stage %q: want one of %s", stage, DeadSources())
 }
 
 // DeadLetters reads the dead letters of one stage (or all), oldest first.

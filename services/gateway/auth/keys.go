@@ -103,6 +103,9 @@ func (k *Keys) CreateWithRoles(ctx context.Context, name, principal string, ttl 
 	return k.CreateKey(ctx, KeyRecord{Name: name, Principal: principal, Roles: roles}, ttl)
 }
 
+// ErrDuplicateName refuses a key named like an active one.
+var ErrDuplicateName = errors.New("an active key has this name")
+
 // CreateKey makes a key with spec's name, principal, roles and budgets.
 func (k *Keys) CreateKey(ctx context.Context, spec KeyRecord, ttl time.Duration) (string, KeyRecord, error) {
 	name, principal, roles := spec.Name, spec.Principal, spec.Roles
@@ -112,6 +115,20 @@ func (k *Keys) CreateKey(ctx context.Context, spec KeyRecord, ttl time.Duration)
 	}
 	if principal == "" {
 		principal = "key:" + name
+	}
+	// A name is how an operator revokes a key (`keys revoke NAME` revokes
+	// every active key of it): a second active key of the same name would
+	// be revoked with the first one nobody meant. A revoked key's name is
+	// free again. Two creations racing on one name can both pass; keys
+	// are made by an operator, not by traffic.
+	all, err := k.List(ctx)
+	if err != nil {
+		return "", KeyRecord{}, fmt.Errorf("list keys: %w", err)
+	}
+	for _, r := range all {
+		if r.Name == name && r.RevokedAt == nil {
+			return "", KeyRecord{}, fmt.Errorf("%w: key %s is named %q (revoke it first, or choose another name)", ErrDuplicateName, r.ID, name)
+		}
 	}
 	var id [idLen / 2]byte
 	var secret [32]byte

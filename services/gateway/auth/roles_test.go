@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -87,5 +88,29 @@ func TestJWTRoles(t *testing.T) {
 		if err != nil || p.Has(RoleAdmin) != c.admin {
 			t.Errorf("claim %q %v: %+v %v, want admin %v", c.claim, c.extra, p, err, c.admin)
 		}
+	}
+}
+
+// TestKeyNamesAreUnique: a second active key of a name is refused at
+// creation (it was accepted, and `keys revoke NAME` then revoked both);
+// once the first is revoked the name is free again.
+func TestKeyNamesAreUnique(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx := context.Background()
+	keys, err := OpenKeys(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := keys.Create(ctx, "ci", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := keys.Create(ctx, "ci", "", 0); !errors.Is(err, ErrDuplicateName) {
+		t.Fatalf("second key named ci: %v", err)
+	}
+	if done, err := keys.Revoke(ctx, "ci"); err != nil || len(done) != 1 {
+		t.Fatalf("revoke: %v %d", err, len(done))
+	}
+	if _, _, err := keys.Create(ctx, "ci", "", 0); err != nil {
+		t.Fatalf("the name of a revoked key: %v", err)
 	}
 }

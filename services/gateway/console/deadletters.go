@@ -40,12 +40,18 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := deadData{Stage: stage, Letters: letters, Now: c.cfg.Now(), Notice: r.URL.Query().Get("notice")}
+	// The stages, then the gateway's webhooks: every source a dead letter
+	// is filed under has its tab and its share of the total.
+	names := make([]string, 0, len(layout.Stages)+1)
 	for _, st := range layout.Stages {
+		names = append(names, st.Name)
+	}
+	for _, name := range append(names, history.DeadWebhook) {
 		d.Stages = append(d.Stages, struct {
 			Name  string
 			Count uint64
-		}{st.Name, counts[st.Name]})
-		d.Total += counts[st.Name]
+		}{name, counts[name]})
+		d.Total += counts[name]
 	}
 	c.render(w, r, "dead", "Dead letters", d)
 }

@@ -193,7 +193,11 @@ func (c *Console) overviewData(ctx context.Context) (*overviewData, error) {
 		row.Samples = len(lat)
 		row.P50, row.P99 = quantile(lat, 0.50), quantile(lat, 0.99)
 		d.Stages = append(d.Stages, row)
-		d.DeadTotal += row.Dead
+	}
+	// Every dead letter, the gateway's webhooks' too: the card links to the
+	// list, which shows them all (it counted only the stages').
+	for _, n := range dead {
+		d.DeadTotal += n
 	}
 	for name, n := range replicas {
 		if !stageNames[name] && strings.HasPrefix(name, "aptix-") {

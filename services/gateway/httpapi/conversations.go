@@ -226,10 +226,17 @@ func (s *Server) settleEntries(ctx context.Context, c *responses.Conversation) (
 // add applies an addition to the conversation, settled first, so what is
 // added goes after every output that is in, and a conversation too full to
 // keep an output takes nothing more.
-func (s *Server) add(ctx context.Context, id string, change func(*responses.Conversation)) error {
+//
+// items are the client's new items: one whose id the conversation already
+// has is refused (errDuplicateItem) in the same compare-and-set as the
+// addition, so two requests racing with one id cannot both add it.
+func (s *Server) add(ctx context.Context, id string, items []json.RawMessage, change func(*responses.Conversation)) error {
 	_, err := s.store.UpdateConversation(ctx, id, func(c *responses.Conversation) (bool, error) {
 		if _, err := s.settleEntries(ctx, c); err != nil {
 			return false, err
+		}
+		if taken := c.TakenID(items); taken != "" {
+			return false, &errDuplicateItem{id: taken}
 		}
 		change(c)
 		return true, nil
@@ -237,9 +244,17 @@ func (s *Server) add(ctx context.Context, id string, change func(*responses.Conv
 	return err
 }
 
+// errDuplicateItem refuses an item whose id its conversation already has.
+type errDuplicateItem struct{ id string }
+
+func (e *errDuplicateItem) Error() string { return "duplicate item id " + e.id }
+
 // convError is the answer for a conversation that could not be updated.
 func (s *Server) convError(id string, err error) *responses.Error {
+	var dup *errDuplicateItem
 	switch {
+	case errors.As(err, &dup):
+		return responses.DuplicateItem(dup.id)
 	case errors.Is(err, errConvGone):
 		return responses.ConversationNotFound(id)
 	case errors.Is(err, errConvFull):
@@ -426,7 +441,7 @@ func (s *Server) convAppend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
-	if err := s.add(r.Context(), c.ID, func(c *responses.Conversation) { c.Append(items) }); err != nil {
+	if err := s.add(r.Context(), c.ID, items, func(c *responses.Conversation) { c.Append(items) }); err != nil {
 		s.convFail(w, c.ID, err)
 		return
 	}

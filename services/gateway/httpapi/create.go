@@ -318,6 +318,15 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		}
 		history = h
 		target.ConversationID, object = c.ID, c.ID
+		// The input joins the conversation: its ids must name it uniquely
+		// (checked again, atomically, when it is added).
+		input := responses.InputItems(respID, req.Input)
+		if e := responses.CheckItemIDs("input", input); e != nil {
+			return p, e
+		}
+		if taken := c.TakenID(input); taken != "" {
+			return p, responses.DuplicateItem(taken)
+		}
 	} else if req.Conversation != "" && !detached {
 		if !contracts.IsToken(req.Conversation) {
 			return p, responses.BadRequest("conversation", responses.CodeInvalidValue,
@@ -427,7 +436,7 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 		// Before the submit, so the conversation never misses a turn that
 		// ran; a submit that fails withdraws it.
 		input := responses.InputItems(respID, req.Input)
-		if err := s.add(ctx, object, func(c *responses.Conversation) { c.AppendPending(*meta, input) }); err != nil {
+		if err := s.add(ctx, object, input, func(c *responses.Conversation) { c.AppendPending(*meta, input) }); err != nil {
 			if req.Store {
 				_ = s.store.Delete(ctx, meta.ID)
 			}

@@ -78,10 +78,6 @@ type Config struct {
 	// WSWriteTimeout bounds one frame's write: a reader that takes longer
 	// is disconnected (its response still completes). Default 30s.
 	WSWriteTimeout time.Duration
-	// WSAuthTTL is how long a socket's credential is trusted before the
-	// next response.create checks it again: a revoked or expired one then
-	// closes the socket with 1008 (policy violation). Default DefaultWSAuthTTL.
-	WSAuthTTL time.Duration
 	// BodyTimeout bounds reading a request's body, from its headers on
 	// (408 beyond it, the connection closed). Default DefaultBodyTimeout.
 	BodyTimeout time.Duration
@@ -167,9 +163,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.WSWriteTimeout <= 0 {
 		cfg.WSWriteTimeout = 30 * time.Second
-	}
-	if cfg.WSAuthTTL <= 0 {
-		cfg.WSAuthTTL = DefaultWSAuthTTL
 	}
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout

@@ -111,17 +111,27 @@ func jsonContent(r *http.Request) *responses.Error {
 }
 
 // Live serves the gateway currently connected to the bus (Set), and while
-// there is none (the process is connecting again after NATS closed its
-// connection) answers /healthz 200 and everything else 503 with
-// Retry-After, so a balancer takes the replica out until it is back.
+// there is none (the process is still starting, or connecting again after
+// NATS closed its connection) answers /healthz 200 and everything else 503
+// with Retry-After, so a balancer takes the replica out until it is back.
+// The 503 says which of the two it is: a client seeing "re-established"
+// during start-up would look for a network fault that never happened.
 type Live struct {
 	cur atomic.Pointer[Server]
+	// served is set by the first gateway Set: from then on a missing one
+	// is a lost connection, not a start-up.
+	served atomic.Bool
 	// BodyTimeout bounds a body sent while there is no gateway; default DefaultBodyTimeout.
 	BodyTimeout time.Duration
 }
 
 // Set makes s the gateway served (nil: none).
-func (l *Live) Set(s *Server) { l.cur.Store(s) }
+func (l *Live) Set(s *Server) {
+	if s != nil {
+		l.served.Store(true)
+	}
+	l.cur.Store(s)
+}
 
 func (l *Live) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s := l.cur.Load(); s != nil {
@@ -134,7 +144,11 @@ func (l *Live) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Retry-After", "1")
-	writeJSON(w, http.StatusServiceUnavailable, responses.Unavailable("The Aptix bus connection is being re-established; retry shortly.").Body())
+	msg := "Aptix is starting; retry shortly."
+	if l.served.Load() {
+		msg = "The Aptix bus connection is being re-established; retry shortly."
+	}
+	writeJSON(w, http.StatusServiceUnavailable, responses.Unavailable(msg).Body())
 }
 
 func cmpOr(d, def time.Duration) time.Duration {

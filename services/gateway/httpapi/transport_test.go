@@ -27,6 +27,26 @@ func TestLiveWithoutGateway(t *testing.T) {
 	}
 }
 
+// TestLiveStartingMessage: before the first gateway is set the 503 says
+// Aptix is starting; only after one was served and lost does it speak of
+// the bus connection being re-established.
+func TestLiveStartingMessage(t *testing.T) {
+	l := &Live{}
+	get := func() string {
+		rec := httptest.NewRecorder()
+		l.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/models", nil))
+		return rec.Body.String()
+	}
+	if b := get(); !strings.Contains(b, "starting") || strings.Contains(b, "re-established") {
+		t.Fatalf("before start: %s", b)
+	}
+	l.Set(&Server{})
+	l.Set(nil)
+	if b := get(); !strings.Contains(b, "re-established") {
+		t.Fatalf("after a lost connection: %s", b)
+	}
+}
+
 // TestJSONContent: application/json with or without parameters, or no
 // Content-Type, is JSON; anything else is refused.
 func TestJSONContent(t *testing.T) {

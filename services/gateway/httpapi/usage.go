@@ -76,7 +76,9 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Principal = who
 	} else if admin {
-		f.All = true
+		// Every principal's totals are nobody's in particular: labelled
+		// with the admin's own principal they read as the admin's spend.
+		f.All, f.Principal = true, ""
 	}
 	for _, d := range []struct {
 		param string

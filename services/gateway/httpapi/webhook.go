@@ -25,6 +25,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/history"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -130,7 +132,7 @@ const WebhookConsumer = "aptix-gateway-webhooks"
 
 // webhookDead is where a delivery that exhausted its attempts goes, with
 // the reason in aptix-dead-reason.
-var webhookDead = contracts.DeadSubject("webhook")
+var webhookDead = contracts.DeadSubject(history.DeadWebhook)
 
 // webhooks delivers the webhooks of terminal responses.
 //
@@ -331,7 +333,11 @@ func (wh *webhooks) handle(m jetstream.Msg) {
 		return
 	}
 	d := delivery{m: m, id: id, url: target, event: event, resp: resp}
-	if prev := resp.Webhook; prev != nil && prev.Event == event {
+	// A completion re-driven from its dead letter (`aptix dead retry`)
+	// starts the delivery over; any other completion whose delivery ended
+	// was settled before a crash lost its acknowledgement.
+	redriven := m.Headers().Get(contracts.HeaderRedrive) != ""
+	if prev := resp.Webhook; prev != nil && prev.Event == event && !(redriven && prev.Status == "failed") {
 		switch prev.Status {
 		case "delivered", "failed":
 			_ = m.Ack() // done before a crash lost the acknowledgement
@@ -519,8 +525,20 @@ func (wh *webhooks) deadLetter(ctx context.Context, m jetstream.Msg, id, event s
 	wh.s.log.Warn("webhook dead-lettered", "response", id, "event", event, "attempts", attempts, "err", cause)
 	// Recorded first: whoever sees the dead letter finds the status.
 	wh.record(ctx, id, responses.WebhookStatus{Status: "failed", Event: event, Attempts: attempts, Error: cause.Error()})
+	// Filed as a stage files its dead letters (the completion's own
+	// headers, its subject, the attempts), so `aptix dead` and the console
+	// list it with its source and subject and can re-drive it: it had
+	// only the reason, and listed as from nowhere.
 	h := nats.Header{}
+	for k, v := range m.Headers() {
+		if !pipeline.PublishDirective(k) && k != contracts.HeaderRedrive {
+			h[k] = v
+		}
+	}
 	h.Set(contracts.HeaderDeadReason, cause.Error())
+	h.Set(contracts.HeaderDeadStage, history.DeadWebhook)
+	h.Set(contracts.HeaderDeadSubject, m.Subject())
+	h.Set(contracts.HeaderDeadDeliveries, strconv.Itoa(attempts))
 	h.Set("aptix-response-id", id)
 	if _, err := wh.s.js.PublishMsg(ctx, &nats.Msg{Subject: webhookDead, Data: m.Data(), Header: h}); err != nil {
 		wh.s.log.Warn("webhook dead letter not stored", "response", id, "err", err)

@@ -24,11 +24,6 @@ import (
 // Open Responses': 60 minutes).
 const DefaultWSMaxAge = 60 * time.Minute
 
-// DefaultWSAuthTTL is how long a socket trusts its credential before a
-// response.create checks it again (Config.WSAuthTTL). HTTP checks it on
-// every request; a socket carries many, so it checks at most this often.
-const DefaultWSAuthTTL = 5 * time.Second
-
 // websocket is GET /v1/responses with an Upgrade: WebSocket mode, a second
 // adapter over the same domain as POST /v1/responses. Each response.create
 // message is a create (prepareFrom, Submit, relay, exactly as the SSE path),
@@ -67,7 +62,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(s.cfg.MaxBodyBytes)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	ws := &socket{s: s, c: c, ctx: ctx, cancel: cancel,
-		cred: r.Clone(context.WithoutCancel(r.Context())), owner: principal(r.Context()), checked: time.Now()}
+		cred: r.Clone(context.WithoutCancel(r.Context())), owner: principal(r.Context())}
 	defer ws.close(websocket.StatusNormalClosure, "")
 	if !s.track(ws) {
 		ws.close(websocket.StatusServiceRestart, "gateway restarting")
@@ -125,18 +120,18 @@ type socket struct {
 	warm *responses.Warmup
 
 	// cred is the upgrade request, whose credential authorized checks
-	// again; owner is the principal it was; checked when it last passed.
-	cred    *http.Request
-	owner   string
-	authMu  sync.Mutex
-	checked time.Time
+	// again; owner is the principal it was.
+	cred   *http.Request
+	owner  string
+	authMu sync.Mutex
 }
 
-// authorized checks the socket's credential again once WSAuthTTL has passed
-// since it last passed, as an HTTP request would be checked: a key revoked
+// authorized checks the socket's credential again for each response.create,
+// as HTTP checks it for each request (one KV read for a key): a key revoked
 // or expired (or a token past its exp) since the upgrade refuses the
-// response.create, and end says the socket must close (1008). A key store
-// that cannot be read refuses this create only (503).
+// response.create at once, and end says the socket must close (1008). A
+// trust window between checks (it was 5 s) let a revoked key run one more
+// paid turn. A key store that cannot be read refuses this create only (503).
 func (ws *socket) authorized() (e *responses.Error, end bool) {
 	s := ws.s
 	if s.cfg.Auth == nil {
@@ -144,15 +139,11 @@ func (ws *socket) authorized() (e *responses.Error, end bool) {
 	}
 	ws.authMu.Lock()
 	defer ws.authMu.Unlock()
-	if time.Since(ws.checked) < s.cfg.WSAuthTTL {
-		return nil, false
-	}
 	ctx, cancel := context.WithTimeout(ws.ctx, 10*time.Second)
 	defer cancel()
 	p, f := s.cfg.Auth.Authenticate(ws.cred.WithContext(ctx))
 	switch {
 	case f == nil && p.ID == ws.owner:
-		ws.checked = time.Now()
 		return nil, false
 	case f != nil && f.Code == "unavailable":
 		return responses.Unavailable("The key store is unavailable; retry later."), false
@@ -476,7 +467,6 @@ func (ws *socket) warmup(gen uint64, req *responses.CreateRequest) {
 // WebSocketConfigFromEnv sets cfg's connection settings from
 // APTIX_WS_MAX_AGE (the connection limit, default 60m),
 // APTIX_WS_PING_INTERVAL (30s), APTIX_WS_WRITE_TIMEOUT (30s),
-// APTIX_WS_AUTH_TTL (how long a socket trusts its credential, 5s) and
 // APTIX_HTTP_BODY_TIMEOUT (reading a request body, 30s), Go durations;
 // unset keeps cfg's values.
 func WebSocketConfigFromEnv(cfg *Config) error {
@@ -484,7 +474,7 @@ func WebSocketConfigFromEnv(cfg *Config) error {
 		env string
 		dst *time.Duration
 	}{{"APTIX_WS_MAX_AGE", &cfg.WSMaxAge}, {"APTIX_WS_PING_INTERVAL", &cfg.WSPingInterval}, {"APTIX_WS_WRITE_TIMEOUT", &cfg.WSWriteTimeout},
-		{"APTIX_WS_AUTH_TTL", &cfg.WSAuthTTL}, {"APTIX_HTTP_BODY_TIMEOUT", &cfg.BodyTimeout}} {
+		{"APTIX_HTTP_BODY_TIMEOUT", &cfg.BodyTimeout}} {
 		s := os.Getenv(v.env)
 		if s == "" {
 			continue

@@ -225,7 +225,11 @@ func ConversationItems(param string, raw json.RawMessage, key string) ([]json.Ra
 		e.Message = strings.ReplaceAll(e.Message, "'input", "'"+param)
 		return nil, e
 	}
-	return InputItems(key, r.Input), nil
+	items = InputItems(key, r.Input)
+	if e := CheckItemIDs(param, items); e != nil {
+		return nil, e
+	}
+	return items, nil
 }
 
 // ParseConversationCreate reads POST /v1/conversations: optional items (at

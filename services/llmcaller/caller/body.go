@@ -275,7 +275,14 @@ var errHistoryMissing = errors.New("conversation history is missing")
 // under that response id are prepended to the input. It returns the full
 // input items now in the body, which the caller stores under the new
 // response id after a successful call.
-func replayHistory(ctx context.Context, hs HistoryStore, b body) ([]json.RawMessage, error) {
+//
+// A response made by a backend that threads by previous_response_id has no
+// such record (those calls write none): the conversation then moves here
+// from that backend, and its items are read from its calls' events as
+// recovery reads them (chain, recover.go). Without that, a conversation
+// could move from Chat Completions to a Responses backend but not back, and
+// failed naming an upstream id the client never saw.
+func replayHistory(ctx context.Context, hs, chain HistoryStore, b body) ([]json.RawMessage, error) {
 	input, err := b.inputItems()
 	if err != nil {
 		return nil, err
@@ -284,12 +291,21 @@ func replayHistory(ctx context.Context, hs HistoryStore, b body) ([]json.RawMess
 	if prev == "" {
 		return input, nil
 	}
-	if hs == nil {
+	if hs == nil && chain == nil {
 		return nil, fmt.Errorf("%w: previous_response_id %q cannot be replayed: no history store configured", errHistoryMissing, prev)
 	}
-	items, err := hs.Get(ctx, prev)
+	items, err := []json.RawMessage(nil), ErrHistoryNotFound
+	if hs != nil {
+		items, err = hs.Get(ctx, prev)
+	}
+	if errors.Is(err, ErrHistoryNotFound) && chain != nil {
+		items, err = loadChain(ctx, chain, prev)
+	}
 	if errors.Is(err, ErrHistoryNotFound) {
 		return nil, fmt.Errorf("%w: no stored items for previous_response_id %q (this backend does not thread by previous_response_id, so Aptix replays its own copy)", errHistoryMissing, prev)
+	}
+	if errors.Is(err, errHistoryMissing) {
+		return nil, fmt.Errorf("previous_response_id %q: %w", prev, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load history of %q: %w", prev, err)

@@ -82,7 +82,8 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 	var input []json.RawMessage
 	replay := !t.prof.Capabilities.SupportsPreviousResponseID
 	if replay {
-		if input, err = replayHistory(turnCtx, t.c.o.History, b); err != nil {
+		chain := t.c.recoverySource(t.in.ConversationID, t.in.ContinuationConversation)
+		if input, err = replayHistory(turnCtx, t.c.o.History, chain, b); err != nil {
 			res.Error = &contracts.UpstreamError{Type: "aptix_history_missing", Message: err.Error()}
 			if !errors.Is(err, errHistoryMissing) {
 				res.Error.Type = "aptix_history_unavailable"

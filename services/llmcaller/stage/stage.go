@@ -110,6 +110,13 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	if t.Envelope == nil {
 		return pipeline.Reject(pipeline.CodeInvalidEvent, "enveloped event has no envelope section")
 	}
+	// The turn is charged (and its budget counted) at the price of the
+	// backend and model that serve the call, not the one the envelope
+	// priced it at: a replay retargeted to another backend (`aptix replay
+	// --backend`, the console's replay) kept the original model's price.
+	if price, ok := l.Caller.Price(t.Envelope.Backend, t.Envelope.Model); ok {
+		t.Envelope.Price = price
+	}
 	if l.JS != nil && pipeline.Delivered(ctx) > 1 {
 		// Before the budget and the cancel are read: a turn whose answer
 		// is stored is answered, whatever was spent or asked since.

@@ -12,7 +12,7 @@
 // APTIX_JWT_PRINCIPAL_CLAIM, APTIX_JWT_LEEWAY, APTIX_LIMIT_RPM,
 // APTIX_LIMIT_BACKGROUND (services/gateway/README.md, "Auth"); connection
 // limits: APTIX_HTTP_BODY_TIMEOUT, APTIX_WS_MAX_AGE, APTIX_WS_PING_INTERVAL,
-// APTIX_WS_WRITE_TIMEOUT, APTIX_WS_AUTH_TTL (docs/operations.md). A NATS
+// APTIX_WS_WRITE_TIMEOUT (docs/operations.md). A NATS
 // connection closed for good is replaced (pipeline.Supervise); meanwhile
 // /readyz and the API answer 503.
 package main
