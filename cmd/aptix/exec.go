@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/services/envelope/request"
@@ -143,7 +144,7 @@ func checkToolChoice(f execFlags, newConversation bool) error {
 
 // inputCodes are the envelope's refusals of what the request asked: a
 // failed turn with one of them is an input error (exit 2), not a failure.
-var inputCodes = map[string]bool{request.CodeInvalidTools: true, request.CodeUnknownToolChoice: true, request.CodeInvalidRequest: true}
+var inputCodes = map[string]bool{tooldef.CodeInvalidTools: true, tooldef.CodeUnknownToolChoice: true, request.CodeInvalidRequest: true}
 
 // turnError is the error of a failed turn's response, nil for one that did
 // not fail.
