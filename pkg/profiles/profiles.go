@@ -6,6 +6,7 @@ package profiles
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +41,30 @@ const (
 	// no server-side state: no previous_response_id (Aptix replays the
 	// conversation), no background mode (no re-attach), no compaction.
 	APIChatCompletions API = "chat-completions"
+	// APIAnthropicMessages is Anthropic's Messages API (POST
+	// {baseUrl}/messages, x-api-key, anthropic-version). The LLM caller
+	// translates the turn's Responses request into it and the reply back,
+	// or forwards a Messages client's own body (docs/backends.md). Like
+	// Chat Completions it keeps nothing server-side: Aptix replays the
+	// conversation, thinking blocks and their signatures included.
+	APIAnthropicMessages API = "anthropic-messages"
+)
+
+// Anthropic holds what an Anthropic Messages backend needs that the
+// Responses request does not say.
+type Anthropic struct {
+	// Version is the anthropic-version header sent when the client sent
+	// none (default DefaultAnthropicVersion).
+	Version string `json:"version,omitempty"`
+	// MaxTokens is max_tokens for a request that names no limit: Messages
+	// requires one, Responses does not (default DefaultAnthropicMaxTokens).
+	MaxTokens int `json:"maxTokens,omitempty"`
+}
+
+// The Anthropic defaults.
+const (
+	DefaultAnthropicVersion   = "2023-06-01"
+	DefaultAnthropicMaxTokens = 8192
 )
 
 // Chat holds what differs between Chat Completions servers, so no server's
@@ -131,6 +156,8 @@ type Profile struct {
 	API API `json:"api,omitempty"`
 	// Chat are the Chat Completions server's quirks (API chat-completions only).
 	Chat Chat `json:"chat,omitzero"`
+	// Anthropic are the Messages backend's settings (API anthropic-messages only).
+	Anthropic Anthropic `json:"anthropic,omitzero"`
 	// Headers are sent with every request to the backend (e.g. OpenRouter's
 	// HTTP-Referer and X-Title). Never put a secret here: use APIKeyEnv.
 	Headers map[string]string `json:"headers,omitempty"`
@@ -255,6 +282,14 @@ func withDefaults(p Profile) Profile {
 	if p.MaxResponseBytes <= 0 {
 		p.MaxResponseBytes = DefaultMaxResponseBytes
 	}
+	if p.API == APIAnthropicMessages {
+		p.Capabilities.SupportsPreviousResponseID, p.Capabilities.RetainsTools = false, false
+		p.Capabilities.Reattach, p.Capabilities.Compact, p.Capabilities.InputTokens = false, false, false
+		p.Anthropic.Version = cmp.Or(p.Anthropic.Version, DefaultAnthropicVersion)
+		if p.Anthropic.MaxTokens <= 0 {
+			p.Anthropic.MaxTokens = DefaultAnthropicMaxTokens
+		}
+	}
 	if p.API == APIChatCompletions {
 		// Chat Completions keeps nothing server-side: these can never hold.
 		p.Capabilities.SupportsPreviousResponseID, p.Capabilities.RetainsTools = false, false
@@ -326,6 +361,7 @@ type fileProfile struct {
 	Models         []string          `json:"models"`
 	API            API               `json:"api"`
 	Chat           *Chat             `json:"chat"`
+	Anthropic      *Anthropic        `json:"anthropic"`
 	Headers        map[string]string `json:"headers"`
 	AttemptTimeout string            `json:"attemptTimeout"`
 	TurnTimeout    string            `json:"turnTimeout"`
@@ -592,23 +628,36 @@ func (p *Profile) parseAPI(fp fileProfile) error {
 		if fp.Chat != nil {
 			return fmt.Errorf(`"chat" quirks need "api": %q`, APIChatCompletions)
 		}
+		if fp.Anthropic != nil {
+			return fmt.Errorf(`"anthropic" settings need "api": %q`, APIAnthropicMessages)
+		}
 		return nil
 	case APIChatCompletions:
+		if fp.Anthropic != nil {
+			return fmt.Errorf(`"anthropic" settings need "api": %q`, APIAnthropicMessages)
+		}
+	case APIAnthropicMessages:
+		if fp.Chat != nil {
+			return fmt.Errorf(`"chat" quirks need "api": %q`, APIChatCompletions)
+		}
+		if fp.Anthropic != nil {
+			p.Anthropic = *fp.Anthropic
+		}
 	default:
-		return fmt.Errorf("api must be %q or %q, got %q", APIResponses, APIChatCompletions, p.API)
+		return fmt.Errorf("api must be %q, %q or %q, got %q", APIResponses, APIChatCompletions, APIAnthropicMessages, p.API)
 	}
 	c := fp.Capabilities
 	switch {
 	case c.SupportsPreviousResponseID != nil && *c.SupportsPreviousResponseID:
-		return errors.New("a chat-completions backend has no previous_response_id (Aptix replays the conversation): drop supportsPreviousResponseId")
+		return fmt.Errorf("a %s backend has no previous_response_id (Aptix replays the conversation): drop supportsPreviousResponseId", p.API)
 	case c.Reattach:
-		return errors.New("a chat-completions backend has no background mode to re-attach to: drop reattach")
+		return fmt.Errorf("a %s backend has no background mode to re-attach to: drop reattach", p.API)
 	case c.Compact:
-		return errors.New("a chat-completions backend serves no /responses/compact: drop compact")
+		return fmt.Errorf("a %s backend serves no /responses/compact: drop compact", p.API)
 	case c.InputTokens:
-		return errors.New("a chat-completions backend serves no /responses/input_tokens (the gateway counts): drop inputTokens")
+		return fmt.Errorf("a %s backend serves no /responses/input_tokens (the gateway counts): drop inputTokens", p.API)
 	case c.RetainsTools:
-		return errors.New("a chat-completions backend keeps no tools between requests: drop retainsTools")
+		return fmt.Errorf("a %s backend keeps no tools between requests: drop retainsTools", p.API)
 	}
 	p.Capabilities.SupportsPreviousResponseID = false
 	if fp.Chat != nil {
