@@ -168,6 +168,15 @@ type OpenAIPassthrough struct {
 	// request in Responses terms, for the envelope, the console and a
 	// backend it cannot be sent to.
 	Chat json.RawMessage `json:"chat,omitempty"`
+	// Messages is an Anthropic Messages client's request body as it sent
+	// it (POST /v1/messages), set when an Anthropic Messages backend serves
+	// the turn: sent upstream in place of the translation, changing only
+	// the model and stream, so thinking blocks and their signatures reach
+	// Anthropic byte for byte. AnthropicVersion and AnthropicBeta are the
+	// client's headers, passed to an Anthropic backend.
+	Messages         json.RawMessage `json:"messages,omitempty"`
+	AnthropicVersion string          `json:"anthropicVersion,omitempty"`
+	AnthropicBeta    string          `json:"anthropicBeta,omitempty"`
 }
 
 // RagChunk is one retrieved piece of source, ready for the AGN-002 formatter.

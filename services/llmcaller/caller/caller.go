@@ -27,6 +27,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/pkg/redact"
+	"github.com/aptix-dev/aptix/services/llmcaller/anthropicmessages"
 	"github.com/aptix-dev/aptix/services/llmcaller/chatcompletions"
 )
 
@@ -332,6 +333,9 @@ func (c *Caller) httpClient(p profiles.Profile) *http.Client {
 	var rt http.RoundTripper = limitTransport{base: c.o.HTTPClient.Transport, limit: p.MaxResponseBytes}
 	if p.ChatCompletions() {
 		rt = &chatcompletions.Transport{Base: rt, Chat: p.Chat}
+	}
+	if p.API == profiles.APIAnthropicMessages {
+		rt = &anthropicmessages.Transport{Base: rt, Anthropic: p.Anthropic}
 	}
 	hc.Transport = rt
 	return &hc

@@ -15,6 +15,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
+	"github.com/aptix-dev/aptix/services/llmcaller/anthropicmessages"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 	"github.com/aptix-dev/aptix/services/llmcaller/chatcompletions"
 )
@@ -190,6 +191,16 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		// A Chat Completions client's request goes to a Chat Completions
 		// backend as it sent it (a Responses backend never reads it).
 		callCtx = chatcompletions.WithClientBody(callCtx, pt.Chat)
+	}
+	if pt := t.Request.OpenAI; pt != nil {
+		// A Messages client's request goes to a Messages backend as it sent
+		// it, with its anthropic-version and anthropic-beta (the body only
+		// when nothing rewrites the request: no tool loop, no emulation).
+		c := anthropicmessages.Client{Version: pt.AnthropicVersion, Beta: pt.AnthropicBeta}
+		if t.Tools == nil && in.Emulation == nil {
+			c.Body = pt.Messages
+		}
+		callCtx = anthropicmessages.WithClient(callCtx, c)
 	}
 	res := l.Caller.Call(callCtx, in)
 	if found != nil {
