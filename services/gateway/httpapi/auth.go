@@ -18,6 +18,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
+	"github.com/aptix-dev/aptix/services/gateway/messages"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -36,6 +37,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		p, f = s.cfg.Auth.Authenticate(r)
 		if f != nil {
 			if f.Code == "unavailable" {
+				if isMessagesPath(r.URL.Path) {
+					s.failMessages(w, responses.Unavailable("The key store is unavailable; retry later."))
+					return nil, false
+				}
 				s.fail(w, responses.Unavailable("The key store is unavailable; retry later."))
 				return nil, false
 			}
@@ -52,12 +57,20 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 				challenge += `, error="invalid_token"`
 			}
 			w.Header().Set("WWW-Authenticate", challenge)
+			if isMessagesPath(r.URL.Path) {
+				writeJSON(w, http.StatusUnauthorized, messages.ErrorDoc("authentication_error", msg))
+				return nil, false
+			}
 			writeJSON(w, http.StatusUnauthorized, (&responses.Error{Status: 401, Type: responses.TypeInvalidRequest,
 				Code: ptr(f.Code), Message: msg}).Body())
 			return nil, false
 		}
 	}
-	if wait := s.limits.allow(p.ID, s.cfg.Now()); wait > 0 {
+	if wait := s.limits.allow(p.ID, s.cfg.Now()); wait > 0 && isMessagesPath(r.URL.Path) {
+		s.failMessages(w, &responses.Error{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("Rate limit reached: %d requests per minute.", s.cfg.LimitRPM),
+			RetryAfter: max(1, int(math.Ceil(wait.Seconds())))})
+		return nil, false
+	} else if wait > 0 {
 		s.tooMany(w, wait, fmt.Sprintf("Rate limit reached: %d requests per minute. Retry after %s.", s.cfg.LimitRPM, wait.Round(time.Second)))
 		return nil, false
 	}

@@ -254,6 +254,8 @@ func (s *Server) routes() {
 	// is a turn with its own trace.
 	m.HandleFunc("GET /v1/responses", s.websocket)
 	handle("POST /v1/chat/completions", s.chatCompletions) // chatcompletions.go
+	handle("POST /v1/messages", s.messagesCreate)          // messages.go
+	handle("POST /v1/messages/count_tokens", s.messagesCountTokens)
 	handle("POST /v1/responses/compact", s.compact)
 	handle("POST /v1/responses/input_tokens", s.inputTokens) // inputtokens.go
 	handle("GET /v1/responses/{id}", s.get)
