@@ -118,6 +118,7 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("POST /v1/responses/compact", s.compact)
 	s.mux.HandleFunc("POST /v1/responses/input_tokens", s.inputTokens) // inputtokens.go
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)   // chat.go
+	s.mux.HandleFunc("POST /v1/messages", s.messagesCreate)            // messages.go
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.get)
 	s.mux.HandleFunc("GET /v1/_sandbox/stats", s.stats)
 	s.mux.HandleFunc("POST /v1/responses/{id}/cancel", s.cancelBackground)
