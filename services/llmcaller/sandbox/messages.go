@@ -225,6 +225,7 @@ func parseMessages(body []byte) (messagesRequest, request, []entry, error) {
 			case "tool_use":
 				flush()
 				calls[b.ID] = true
+				b.ID = sandboxCallID(b.ID)
 				args := "{}"
 				if len(b.Input) > 0 {
 					args = string(b.Input)
@@ -243,7 +244,7 @@ func parseMessages(body []byte) (messagesRequest, request, []entry, error) {
 						out += ib.Text
 					}
 				}
-				raws = append(raws, mustJSON(map[string]any{"type": "function_call_output", "call_id": b.ToolUseID, "output": out}))
+				raws = append(raws, mustJSON(map[string]any{"type": "function_call_output", "call_id": sandboxCallID(b.ToolUseID), "output": out}))
 			default:
 				return mr, req, nil, invalid(bp+".type", "", fmt.Sprintf("%s.type: content block type %q is not served by the sandbox", bp, b.Type))
 			}
@@ -256,6 +257,15 @@ func parseMessages(body []byte) (messagesRequest, request, []entry, error) {
 		items[i] = decodeEntry(raw)
 	}
 	return mr, req, items, nil
+}
+
+// sandboxCallID is the sandbox's call id of a tool_use id it gave (toolu_X for
+// call_X), so its tool rule recognises its own calls.
+func sandboxCallID(toolUseID string) string {
+	if rest, ok := strings.CutPrefix(toolUseID, "toolu_"); ok {
+		return "call_" + rest
+	}
+	return toolUseID
 }
 
 // anthropicMessage is the answer as a Messages message: with thinking

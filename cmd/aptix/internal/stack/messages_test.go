@@ -1,0 +1,468 @@
+package stack
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/responses"
+	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
+)
+
+// messagesBackend is a backend kind the Messages door is tested on.
+type messagesBackend struct {
+	name string
+	env  func(t *testing.T) (*env, *fakeAnthropic)
+	// thinking: the backend speaks Messages, so thinking blocks come back
+	// and cross every turn; on another they are named as ignored.
+	thinking bool
+	// toolReply is what the model says after the tool result.
+	toolReply string
+}
+
+// anthropicProfile routes every model to a Messages backend at baseURL
+// (the sandbox's own Messages endpoint when empty).
+func anthropicProfile(baseURL string, models ...string) func(*Config) {
+	return func(c *Config) {
+		if baseURL == "" {
+			sb, err := c.Profiles.Get("sandbox")
+			if err != nil {
+				panic(err)
+			}
+			baseURL = sb.BaseURL
+		}
+		c.Profiles.Put(profiles.Profile{Name: "anthropic", API: profiles.APIAnthropicMessages, BaseURL: baseURL, DefaultModel: models[0], Models: models[1:],
+			Sandbox: true, AttemptTimeout: 2 * time.Second, TurnTimeout: 6 * time.Second, MaxRetries: 2, MaxConcurrent: 64,
+			Anthropic:    profiles.Anthropic{Version: profiles.DefaultAnthropicVersion, MaxTokens: 1024},
+			Capabilities: profiles.Capabilities{ToolMode: profiles.ToolModeNative}})
+		c.Profiles.Default = "anthropic"
+	}
+}
+
+var messagesBackends = []messagesBackend{
+	{"messages sandbox", func(t *testing.T) (*env, *fakeAnthropic) {
+		return newEnv(t, sandbox.Options{}, anthropicProfile("", "sandbox-1")), nil
+	}, true, `returned "18 C, sunny"`},
+	{"anthropic fake", func(t *testing.T) (*env, *fakeAnthropic) {
+		fake := newFakeAnthropic()
+		hs := httptest.NewServer(fake)
+		t.Cleanup(hs.Close)
+		return newEnv(t, sandbox.Options{}, anthropicProfile(hs.URL+"/v1", "claude-fake")), fake
+	}, true, "Fake saw tool result: 18 C, sunny"},
+	{"responses sandbox", func(t *testing.T) (*env, *fakeAnthropic) { return newEnv(t, sandbox.Options{}), nil }, false, `returned "18 C, sunny"`},
+	{"chat sandbox", func(t *testing.T) (*env, *fakeAnthropic) {
+		return newEnv(t, sandbox.Options{}, chatProfile("", nil, "sandbox-1")), nil
+	}, false, `returned "18 C, sunny"`},
+}
+
+func anthropicClient(url string, opts ...aoption.RequestOption) anthropic.Client {
+	return anthropic.NewClient(append([]aoption.RequestOption{aoption.WithBaseURL(url), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0)}, opts...)...)
+}
+
+var weatherTool = anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{Name: "get_weather", Description: anthropic.String("The weather in a city"),
+	InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}, Required: []string{"city"}}}}
+
+// TestMessagesAnthropicSDK: anthropic-sdk-go's Messages.New,
+// NewStreaming accumulated into a message, a tool-use round trip,
+// thinking blocks across three turns and CountTokens, against the gateway
+// on each backend kind: the sandbox's Messages endpoint and a recording
+// fake Anthropic server (the client's body forwarded, thinking and
+// signatures back unchanged), the sandbox's Responses API and its Chat
+// Completions endpoint (translated; thinking named in
+// X-Aptix-Ignored-Params).
+func TestMessagesAnthropicSDK(t *testing.T) {
+	for _, b := range messagesBackends {
+		t.Run(b.name, func(t *testing.T) {
+			e, fake := b.env(t)
+			url, _ := e.gateway()
+			client := anthropicClient(url)
+			ctx := ctxT(t)
+			model := anthropic.Model("sandbox-1")
+			if fake != nil {
+				model = "claude-fake"
+			}
+
+			m, err := client.Messages.New(ctx, anthropic.MessageNewParams{Model: model, MaxTokens: 200,
+				System:   []anthropic.TextBlockParam{{Text: "Be terse.", CacheControl: anthropic.NewCacheControlEphemeralParam()}},
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Explain the retry policy"))}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(m.ID, "msg_") || m.Type != "message" || m.Role != "assistant" || m.StopReason != anthropic.StopReasonEndTurn ||
+				len(m.Content) != 1 || m.Content[0].Type != "text" || m.Content[0].Text == "" || m.Usage.OutputTokens == 0 {
+				t.Fatalf("message %s", m.RawJSON())
+			}
+
+			s := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: model, MaxTokens: 200,
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Stream the answer please"))}})
+			var acc anthropic.Message
+			var text string
+			n := 0
+			for s.Next() {
+				ev := s.Current()
+				if err := acc.Accumulate(ev); err != nil {
+					t.Fatalf("accumulate %s: %v", ev.RawJSON(), err)
+				}
+				if d, ok := ev.AsAny().(anthropic.ContentBlockDeltaEvent); ok {
+					text += d.Delta.Text
+				}
+				n++
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if len(acc.Content) != 1 || acc.Content[0].Text == "" || acc.Content[0].Text != text || acc.StopReason != anthropic.StopReasonEndTurn || n < 5 {
+				t.Fatalf("streamed %+v (deltas %q) stop %q in %d events", acc.Content, text, acc.StopReason, n)
+			}
+
+			// A tool round trip, streamed.
+			msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(weatherAsk))}
+			s = client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: model, MaxTokens: 200, Messages: msgs, Tools: []anthropic.ToolUnionParam{weatherTool}})
+			acc = anthropic.Message{}
+			for s.Next() {
+				if err := acc.Accumulate(s.Current()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+			var use *anthropic.ContentBlockUnion
+			for i := range acc.Content {
+				if acc.Content[i].Type == "tool_use" {
+					use = &acc.Content[i]
+				}
+			}
+			if acc.StopReason != anthropic.StopReasonToolUse || use == nil || use.Name != "get_weather" || !strings.Contains(string(use.Input), "Paris") {
+				t.Fatalf("tool call: stop %q content %+v", acc.StopReason, acc.Content)
+			}
+			msgs = append(msgs, acc.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock(use.ID, "18 C, sunny", false)))
+			m, err = client.Messages.New(ctx, anthropic.MessageNewParams{Model: model, MaxTokens: 200, Messages: msgs, Tools: []anthropic.ToolUnionParam{weatherTool}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.StopReason != anthropic.StopReasonEndTurn || len(m.Content) == 0 || !strings.Contains(m.Content[len(m.Content)-1].Text, b.toolReply) {
+				t.Fatalf("after the tool result: %s", m.RawJSON())
+			}
+
+			// Thinking across three turns, alternating plain and streamed.
+			var hdr http.Header
+			msgs = nil
+			var sent []anthropic.ContentBlockUnion // every thinking block the backend gave
+			for turn := range 3 {
+				msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock(fmt.Sprintf("Think about step %d", turn))))
+				params := anthropic.MessageNewParams{Model: model, MaxTokens: 2048, Messages: msgs, Thinking: anthropic.ThinkingConfigParamOfEnabled(1024)}
+				var got anthropic.Message
+				if turn == 1 {
+					s := client.Messages.NewStreaming(ctx, params, aoption.WithResponseInto(new(*http.Response)))
+					for s.Next() {
+						if err := got.Accumulate(s.Current()); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if err := s.Err(); err != nil {
+						t.Fatalf("turn %d: %v", turn, err)
+					}
+				} else {
+					var raw *http.Response
+					mm, err := client.Messages.New(ctx, params, aoption.WithResponseInto(&raw))
+					if err != nil {
+						t.Fatalf("turn %d: %v", turn, err)
+					}
+					got, hdr = *mm, raw.Header
+				}
+				var thinking []anthropic.ContentBlockUnion
+				for _, c := range got.Content {
+					if c.Type == "thinking" {
+						thinking = append(thinking, c)
+					}
+				}
+				if b.thinking && (len(thinking) != 1 || got.Content[0].Type != "thinking" || thinking[0].Signature == "") {
+					t.Fatalf("turn %d: want a signed thinking block first, got %+v", turn, got.Content)
+				}
+				if !b.thinking && len(thinking) != 0 {
+					t.Fatalf("turn %d: thinking from a backend that has none: %+v", turn, got.Content)
+				}
+				sent = append(sent, thinking...)
+				msgs = append(msgs, got.ToParam())
+			}
+			if h := hdr.Get(responses.IgnoredHeader); b.thinking && h != "" {
+				t.Fatalf("a Messages backend gets the body as sent, yet %s: %q", responses.IgnoredHeader, h)
+			}
+			if !b.thinking {
+				// Thinking from another model (here a forged one) cannot
+				// cross to a backend that does not speak Messages: named.
+				var raw *http.Response
+				_, err := client.Messages.New(ctx, anthropic.MessageNewParams{Model: model, MaxTokens: 200, Messages: []anthropic.MessageParam{
+					anthropic.NewUserMessage(anthropic.NewTextBlock("Hello")),
+					anthropic.NewAssistantMessage(anthropic.NewThinkingBlock("sig", "hmm"), anthropic.NewTextBlock("Hi")),
+					anthropic.NewUserMessage(anthropic.NewTextBlock("Again"))}}, aoption.WithResponseInto(&raw))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h := raw.Header.Get(responses.IgnoredHeader); !strings.Contains(h, "messages[].content[].thinking") {
+					t.Fatalf("%s: %q, want the thinking block named", responses.IgnoredHeader, h)
+				}
+			}
+			if fake != nil {
+				fake.checkReturned(t, sent)
+			}
+
+			ct, err := client.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: model,
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("How many tokens is this?"))}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ct.InputTokens < 5 {
+				t.Fatalf("count_tokens %s", ct.RawJSON())
+			}
+		})
+	}
+}
+
+// TestMessagesChangedSignatureRefused: a thinking block whose signature a
+// client (or a proxy) changed reaches the Messages backend as sent, and
+// the backend's refusal comes back as Anthropic's 400.
+func TestMessagesChangedSignatureRefused(t *testing.T) {
+	for _, b := range messagesBackends[:2] {
+		t.Run(b.name, func(t *testing.T) {
+			e, fake := b.env(t)
+			url, _ := e.gateway()
+			client := anthropicClient(url)
+			ctx := ctxT(t)
+			model := anthropic.Model("sandbox-1")
+			if fake != nil {
+				model = "claude-fake"
+			}
+			msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Think first"))}
+			m, err := client.Messages.New(ctx, anthropic.MessageNewParams{Model: model, MaxTokens: 2048, Messages: msgs, Thinking: anthropic.ThinkingConfigParamOfEnabled(1024)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tampered := m.ToParam()
+			tampered.Content[0].OfThinking.Signature += "x"
+			msgs = append(msgs, tampered, anthropic.NewUserMessage(anthropic.NewTextBlock("And again")))
+			_, err = client.Messages.New(ctx, anthropic.MessageNewParams{Model: model, MaxTokens: 2048, Messages: msgs, Thinking: anthropic.ThinkingConfigParamOfEnabled(1024)})
+			var ae *anthropic.Error
+			if !errors.As(err, &ae) || ae.StatusCode != 400 || !strings.Contains(ae.Error(), "Invalid `signature` in `thinking` block") {
+				t.Fatalf("want 400 invalid signature, got %v", err)
+			}
+		})
+	}
+}
+
+// TestMessagesErrors: Anthropic's error shape and statuses at the door:
+// a missing max_tokens, an unknown member, a bad key.
+func TestMessagesErrors(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	url, _ := e.gateway()
+	for _, c := range []struct {
+		name, body string
+		status     int
+		typ, want  string
+	}{
+		{"no max_tokens", `{"model":"sandbox-1","messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error", "max_tokens: Field required"},
+		{"unknown member", `{"model":"sandbox-1","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"frobnicate":1}`, 400, "invalid_request_error", "frobnicate: Extra inputs are not permitted"},
+		{"bad role", `{"model":"sandbox-1","max_tokens":5,"messages":[{"role":"system","content":"hi"}]}`, 400, "invalid_request_error", "messages.0.role"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := http.Post(url+"/v1/messages", "application/json", strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body struct {
+				Type  string `json:"type"`
+				Error struct{ Type, Message string }
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			if resp.StatusCode != c.status || body.Type != "error" || body.Error.Type != c.typ || !strings.Contains(body.Error.Message, c.want) {
+				t.Fatalf("%d %+v", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+// fakeAnthropic is an independent Messages server that records what it
+// is sent: it answers text, a tool_use for a weather question, a thinking
+// block (with a signature of its own making, bytes chosen to trip any
+// re-encoding: HTML characters, a line separator, non-ASCII) when thinking
+// is enabled, and refuses a thinking block it did not send, byte for byte,
+// as Anthropic does.
+type fakeAnthropic struct {
+	mu     sync.Mutex
+	issued map[string]string // signature → thinking
+	bodies [][]byte
+	n      int
+}
+
+func newFakeAnthropic() *fakeAnthropic { return &fakeAnthropic{issued: map[string]string{}} }
+
+func (f *fakeAnthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	fail := func(status int, typ, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+	}
+	if r.URL.Path != "/v1/messages" || r.Header.Get("X-Api-Key") == "" && r.Header.Get("Authorization") != "" || r.Header.Get("Anthropic-Version") == "" {
+		fail(400, "invalid_request_error", fmt.Sprintf("fake: %s with x-api-key %q, anthropic-version %q", r.URL.Path, r.Header.Get("X-Api-Key"), r.Header.Get("Anthropic-Version")))
+		return
+	}
+	var req struct {
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Thinking *struct {
+			Type string `json:"type"`
+		} `json:"thinking"`
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		MaxTokens *int `json:"max_tokens"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || req.MaxTokens == nil {
+		fail(400, "invalid_request_error", fmt.Sprintf("fake: bad body %v: %s", err, body))
+		return
+	}
+	f.mu.Lock()
+	f.bodies = append(f.bodies, body)
+	f.n++
+	n := f.n
+	f.mu.Unlock()
+	var lastText, toolResult string
+	for i, m := range req.Messages {
+		var blocks []struct {
+			Type      string          `json:"type"`
+			Text      string          `json:"text"`
+			Thinking  string          `json:"thinking"`
+			Signature string          `json:"signature"`
+			Content   json.RawMessage `json:"content"`
+		}
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			lastText = s
+			continue
+		}
+		_ = json.Unmarshal(m.Content, &blocks)
+		for j, b := range blocks {
+			switch b.Type {
+			case "text":
+				lastText = b.Text
+			case "thinking":
+				f.mu.Lock()
+				want, ok := f.issued[b.Signature]
+				f.mu.Unlock()
+				if !ok || want != b.Thinking {
+					fail(400, "invalid_request_error", fmt.Sprintf("messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j))
+					return
+				}
+			case "tool_result":
+				if json.Unmarshal(b.Content, &toolResult) != nil {
+					var inner []struct{ Text string }
+					_ = json.Unmarshal(b.Content, &inner)
+					for _, in := range inner {
+						toolResult += in.Text
+					}
+				}
+			}
+		}
+	}
+	var content []map[string]any
+	if req.Thinking != nil && req.Thinking.Type == "enabled" {
+		th := fmt.Sprintf("Step %d: <b>&</b> \u2028 über \"quoted\" \\ thinking", n)
+		sig := fmt.Sprintf("EqQBCkYIBxgCKkB+/fake=%d==", n)
+		f.mu.Lock()
+		f.issued[sig] = th
+		f.mu.Unlock()
+		content = append(content, map[string]any{"type": "thinking", "thinking": th, "signature": sig})
+	}
+	stop := "end_turn"
+	switch {
+	case toolResult != "":
+		content = append(content, map[string]any{"type": "text", "text": "Fake saw tool result: " + toolResult})
+	case strings.Contains(lastText, "weather"):
+		content = append(content, map[string]any{"type": "text", "text": "Let me check."},
+			map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_fake%d", n), "name": "get_weather", "input": map[string]string{"city": "Paris"}})
+		stop = "tool_use"
+	default:
+		content = append(content, map[string]any{"type": "text", "text": "Fake answer number " + fmt.Sprint(n) + " to: " + lastText})
+	}
+	usage := map[string]int{"input_tokens": 11, "output_tokens": 7, "cache_creation_input_tokens": 3, "cache_read_input_tokens": 2}
+	msg := map[string]any{"id": fmt.Sprintf("msg_fake%d", n), "type": "message", "role": "assistant", "model": req.Model, "content": content,
+		"stop_reason": stop, "stop_sequence": nil, "usage": usage}
+	if !req.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(msg)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	send := func(name string, v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
+	}
+	start := map[string]any{"id": msg["id"], "type": "message", "role": "assistant", "model": req.Model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+		"usage": map[string]int{"input_tokens": 11, "output_tokens": 1, "cache_creation_input_tokens": 3, "cache_read_input_tokens": 2}}
+	send("message_start", map[string]any{"type": "message_start", "message": start})
+	send("ping", map[string]any{"type": "ping"})
+	for i, c := range content {
+		delta := func(d map[string]any) {
+			send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": d})
+		}
+		switch c["type"] {
+		case "thinking":
+			send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+			th := c["thinking"].(string)
+			delta(map[string]any{"type": "thinking_delta", "thinking": th[:5]})
+			delta(map[string]any{"type": "thinking_delta", "thinking": th[5:]})
+			delta(map[string]any{"type": "signature_delta", "signature": c["signature"]})
+		case "text":
+			send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "text", "text": ""}})
+			for _, w := range strings.SplitAfter(c["text"].(string), " ") {
+				delta(map[string]any{"type": "text_delta", "text": w})
+			}
+		case "tool_use":
+			send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "tool_use", "id": c["id"], "name": c["name"], "input": map[string]any{}}})
+			delta(map[string]any{"type": "input_json_delta", "partial_json": `{"city":`})
+			delta(map[string]any{"type": "input_json_delta", "partial_json": `"Paris"}`})
+		}
+		send("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
+	}
+	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": 7}})
+	send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// checkReturned: every thinking block the client got came from the fake
+// with its text and signature unchanged, and every later request carried
+// each one back exactly (the fake refuses any other).
+func (f *fakeAnthropic) checkReturned(t *testing.T, got []anthropic.ContentBlockUnion) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(got) == 0 {
+		t.Fatal("no thinking blocks came back")
+	}
+	for _, b := range got {
+		if want, ok := f.issued[b.Signature]; !ok || want != b.Thinking {
+			t.Fatalf("thinking %q with signature %q is not what the fake sent", b.Thinking, b.Signature)
+		}
+	}
+	last := string(f.bodies[len(f.bodies)-1])
+	for _, b := range got[:len(got)-1] {
+		if !strings.Contains(last, b.Signature) {
+			t.Fatalf("the last request lacks signature %q: %s", b.Signature, last)
+		}
+	}
+}
+
