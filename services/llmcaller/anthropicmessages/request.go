@@ -75,7 +75,7 @@ type responsesRequest struct {
 	Stop json.RawMessage `json:"stop"`
 }
 
-// Block is one Messages content block, in a fixed field order.
+// Block is one Messages content block (or tool) the translation writes.
 type Block map[string]any
 
 // Msg is one Messages message.

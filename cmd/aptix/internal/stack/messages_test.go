@@ -465,4 +465,3 @@ func (f *fakeAnthropic) checkReturned(t *testing.T, got []anthropic.ContentBlock
 		}
 	}
 }
-
