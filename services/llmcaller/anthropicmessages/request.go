@@ -95,7 +95,8 @@ var budgets = map[string]int{"minimal": 1024, "low": 2048, "medium": 8192, "high
 // tool_result blocks; reasoning items as thinking (or redacted_thinking)
 // blocks with their signatures; images and files as image and document
 // blocks; max_output_tokens as max_tokens (d.MaxTokens when absent);
-// reasoning.effort as thinking with a budget below max_tokens.
+// reasoning.effort as thinking with a budget below max_tokens (added to
+// d.MaxTokens when the request set no limit).
 func Request(body []byte, d Defaults) ([]byte, error) {
 	var r responsesRequest
 	if err := json.Unmarshal(body, &r); err != nil {
@@ -119,14 +120,21 @@ func Request(body []byte, d Defaults) ([]byte, error) {
 	}
 	out["messages"] = msgs
 	maxTokens := d.MaxTokens
-	if r.MaxOutputTokens != nil && *r.MaxOutputTokens > 0 {
-		maxTokens = *r.MaxOutputTokens
-	}
 	if maxTokens <= 0 {
 		maxTokens = 8192
 	}
+	limited := r.MaxOutputTokens != nil && *r.MaxOutputTokens > 0
+	if limited {
+		maxTokens = *r.MaxOutputTokens
+	}
 	if r.Reasoning != nil {
 		if b, ok := budgets[r.Reasoning.Effort]; ok {
+			// The budget counts within max_tokens: a request that set no
+			// limit gets the budget on top of the profile's default, one
+			// that did keeps its limit and thinks within it.
+			if !limited {
+				maxTokens += b
+			}
 			b = min(b, maxTokens-1)
 			if b >= 1024 {
 				out["thinking"] = map[string]any{"type": "enabled", "budget_tokens": b}

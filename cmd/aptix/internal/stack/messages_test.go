@@ -14,6 +14,9 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	oresponses "github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
@@ -464,4 +467,72 @@ func (f *fakeAnthropic) checkReturned(t *testing.T, got []anthropic.ContentBlock
 			t.Fatalf("the last request lacks signature %q: %s", b.Signature, last)
 		}
 	}
+}
+
+// TestAnthropicBackendTranslated: an anthropic-messages backend serves the
+// other doors through the translation. A Responses client (openai-go)
+// continues with previous_response_id across three turns with reasoning:
+// Aptix replays the history as messages, and the fake refuses any
+// thinking block or signature that does not come back exactly as it sent
+// it; cache reads count as cached tokens. A chat client's tool round
+// trip goes through too.
+func TestAnthropicBackendTranslated(t *testing.T) {
+	fake := newFakeAnthropic()
+	hs := httptest.NewServer(fake)
+	t.Cleanup(hs.Close)
+	e := newEnv(t, sandbox.Options{}, anthropicProfile(hs.URL+"/v1", "claude-fake"))
+	_, client := e.gateway()
+	ctx := ctxT(t)
+	prev := ""
+	for turn := range 3 {
+		params := responsesParams(fmt.Sprintf("Think about step %d", turn), prev)
+		var r *oresponses.Response
+		if turn == 1 {
+			s := client.Responses.NewStreaming(ctx, params)
+			for s.Next() {
+				if ev := s.Current(); ev.Type == "response.completed" {
+					rr := ev.Response
+					r = &rr
+				}
+			}
+			if err := s.Err(); err != nil {
+				t.Fatalf("turn %d: %v", turn, err)
+			}
+		} else {
+			var err error
+			if r, err = client.Responses.New(ctx, params); err != nil {
+				t.Fatalf("turn %d: %v", turn, err)
+			}
+		}
+		if r == nil || r.Status != "completed" || !strings.Contains(r.OutputText(), "Fake answer") || r.Usage.InputTokensDetails.CachedTokens != 2 || r.Usage.InputTokens != 16 {
+			t.Fatalf("turn %d: %+v", turn, r)
+		}
+		prev = r.ID
+	}
+	fake.mu.Lock()
+	last := string(fake.bodies[len(fake.bodies)-1])
+	fake.mu.Unlock()
+	if n := strings.Count(last, `"type":"thinking"`); n != 2 {
+		t.Fatalf("the third turn replayed %d thinking blocks, want 2: %s", n, last)
+	}
+
+	c, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "claude-fake",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather?")},
+		Tools:    []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather", Parameters: weatherParams})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Choices[0].FinishReason != "tool_calls" || len(c.Choices[0].Message.ToolCalls) != 1 {
+		t.Fatalf("chat: %s", c.RawJSON())
+	}
+}
+
+// responsesParams is a Responses create with reasoning, continuing prev.
+func responsesParams(text, prev string) oresponses.ResponseNewParams {
+	p := oresponses.ResponseNewParams{Model: "claude-fake", Input: oresponses.ResponseNewParamsInputUnion{OfString: openai.String(text)},
+		Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortLow}}
+	if prev != "" {
+		p.PreviousResponseID = openai.String(prev)
+	}
+	return p
 }
