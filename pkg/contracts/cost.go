@@ -14,7 +14,11 @@ type Price struct {
 	// CachedInput is charged for the input tokens the backend served from
 	// its prompt cache; nil charges them as Input.
 	CachedInput *float64 `json:"cachedInput,omitempty"`
-	Output      float64  `json:"output"`
+	// CacheWrite is charged for the input tokens the backend wrote to its
+	// prompt cache (Anthropic's cache_creation_input_tokens, priced above
+	// input); nil charges them as Input.
+	CacheWrite *float64 `json:"cacheWrite,omitempty"`
+	Output     float64  `json:"output"`
 	// Reasoning is charged for the output tokens the model spent reasoning
 	// (the Responses API counts them inside output_tokens); nil charges
 	// them as Output, which is what OpenAI does.
@@ -54,8 +58,8 @@ func CostFromNanos(n int64) Cost {
 	return Cost{Total: float64(n) / 1e9, Currency: CurrencyUSD}
 }
 
-// Cost prices usage: uncached input, cached input, output other than
-// reasoning, and reasoning, each at its rate. A nil price leaves the turn
+// Cost prices usage: uncached input, cached input, input written to the
+// cache, output other than reasoning, and reasoning, each at its rate. A nil price leaves the turn
 // unpriced. Token counts a backend reports inconsistently (more cached
 // than input tokens) are clamped rather than charged negative.
 func (p *Price) Cost(u LlmUsage) Cost {
@@ -63,15 +67,19 @@ func (p *Price) Cost(u LlmUsage) Cost {
 		return Cost{Unpriced: true}
 	}
 	cached := min(max(u.CachedTokens, 0), max(u.PromptTokens, 0))
+	written := min(max(u.CacheWriteTokens, 0), max(u.PromptTokens, 0)-cached)
 	reasoning := min(max(u.ReasoningTokens, 0), max(u.CompletionTokens, 0))
-	cachedRate, reasoningRate := p.Input, p.Output
+	cachedRate, writeRate, reasoningRate := p.Input, p.Input, p.Output
 	if p.CachedInput != nil {
 		cachedRate = *p.CachedInput
+	}
+	if p.CacheWrite != nil {
+		writeRate = *p.CacheWrite
 	}
 	if p.Reasoning != nil {
 		reasoningRate = *p.Reasoning
 	}
-	micro := float64(max(u.PromptTokens, 0)-cached)*p.Input + float64(cached)*cachedRate +
+	micro := float64(max(u.PromptTokens, 0)-cached-written)*p.Input + float64(cached)*cachedRate + float64(written)*writeRate +
 		float64(max(u.CompletionTokens, 0)-reasoning)*p.Output + float64(reasoning)*reasoningRate
 	// Rounded to the nano-dollar totals are kept in.
 	return Cost{Total: math.Round(micro*1e3) / 1e9, Currency: CurrencyUSD, PriceVersion: p.Version}

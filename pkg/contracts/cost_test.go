@@ -22,6 +22,12 @@ func TestPriceCost(t *testing.T) {
 			Cost{Total: 0.0048, Currency: "USD", PriceVersion: "v1"}},
 		"unset rates fall back": {&Price{Input: 1, Output: 4}, LlmUsage{PromptTokens: 1000, CachedTokens: 1000, CompletionTokens: 10, ReasoningTokens: 10},
 			Cost{Total: 0.00104, Currency: "USD"}},
+		"cache reads and writes at their rates": {&Price{Input: 3, CachedInput: f(0.3), CacheWrite: f(3.75), Output: 15},
+			LlmUsage{PromptTokens: 1000, CachedTokens: 600, CacheWriteTokens: 300, CompletionTokens: 100},
+			// 100×3 + 600×0.3 + 300×3.75 + 100×15 = 300+180+1125+1500 = 3105 µ$ → 0.003105
+			Cost{Total: 0.003105, Currency: "USD"}},
+		"cache writes without a rate are input": {&Price{Input: 1, Output: 1}, LlmUsage{PromptTokens: 1000, CacheWriteTokens: 400},
+			Cost{Total: 0.001, Currency: "USD"}},
 		"zero price is a priced zero": {&Price{}, LlmUsage{PromptTokens: 5, CompletionTokens: 5}, Cost{Total: 0, Currency: "USD"}},
 		"inconsistent counts clamped": {&Price{Input: 1, CachedInput: f(0), Output: 1, Reasoning: f(0)},
 			LlmUsage{PromptTokens: 10, CachedTokens: 50, CompletionTokens: 10, ReasoningTokens: 50}, Cost{Total: 0, Currency: "USD"}},

@@ -59,6 +59,17 @@ type UpstreamUsage struct {
 type tokenDetails struct {
 	CachedTokens    int `json:"cached_tokens"`
 	ReasoningTokens int `json:"reasoning_tokens"`
+	// CacheWriteTokens are the input tokens written to the prompt cache:
+	// no OpenAI field, the anthropic-messages backend's translation of
+	// cache_creation_input_tokens (services/llmcaller/anthropicmessages).
+	CacheWriteTokens int `json:"cache_write_tokens"`
+}
+
+func (d *tokenDetails) written() int {
+	if d == nil {
+		return 0
+	}
+	return d.CacheWriteTokens
 }
 
 func (d *tokenDetails) cached() int {
@@ -89,6 +100,7 @@ func (u *UpstreamUsage) LlmUsage() LlmUsage {
 		TotalTokens:      u.TotalTokens,
 		CachedTokens:     cmp.Or(u.InputTokensDetails.cached(), u.PromptTokensDetails.cached()),
 		ReasoningTokens:  cmp.Or(u.OutputTokensDetails.reasoning(), u.CompletionTokensDetails.reasoning()),
+		CacheWriteTokens: u.InputTokensDetails.written(),
 	}
 	if out.TotalTokens == 0 {
 		out.TotalTokens = out.PromptTokens + out.CompletionTokens
@@ -100,5 +112,6 @@ func (u *UpstreamUsage) LlmUsage() LlmUsage {
 func (u LlmUsage) Plus(o LlmUsage) LlmUsage {
 	return LlmUsage{PromptTokens: u.PromptTokens + o.PromptTokens,
 		CompletionTokens: u.CompletionTokens + o.CompletionTokens, TotalTokens: u.TotalTokens + o.TotalTokens,
-		CachedTokens: u.CachedTokens + o.CachedTokens, ReasoningTokens: u.ReasoningTokens + o.ReasoningTokens}
+		CachedTokens: u.CachedTokens + o.CachedTokens, ReasoningTokens: u.ReasoningTokens + o.ReasoningTokens,
+		CacheWriteTokens: u.CacheWriteTokens + o.CacheWriteTokens}
 }

@@ -271,6 +271,10 @@ type LlmUsage struct {
 	// reasoning (part of CompletionTokens). Both priced on their own.
 	CachedTokens    int `json:"cachedTokens,omitempty"`
 	ReasoningTokens int `json:"reasoningTokens,omitempty"`
+	// CacheWriteTokens are the prompt tokens the backend wrote to its cache
+	// (part of PromptTokens, Anthropic's cache_creation_input_tokens),
+	// priced at Price.CacheWrite.
+	CacheWriteTokens int `json:"cacheWriteTokens,omitempty"`
 }
 
 // FileBundle carries file edits produced by later phases (code patching tools).

@@ -21,14 +21,14 @@ func ParsePrices(s string) (Prices, error) {
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("prices: want {\"MODEL or *\":{\"input\":…,\"cachedInput\":…,\"output\":…,\"reasoning\":…}}: %w", err)
+		return nil, fmt.Errorf("prices: want {\"MODEL or *\":{\"input\":…,\"cachedInput\":…,\"cacheWrite\":…,\"output\":…,\"reasoning\":…}}: %w", err)
 	}
 	return p, p.check()
 }
 
 func (ps Prices) check() error {
 	for model, p := range ps {
-		for name, v := range map[string]*float64{"input": &p.Input, "cachedInput": p.CachedInput, "output": &p.Output, "reasoning": p.Reasoning} {
+		for name, v := range map[string]*float64{"input": &p.Input, "cachedInput": p.CachedInput, "cacheWrite": p.CacheWrite, "output": &p.Output, "reasoning": p.Reasoning} {
 			if v != nil && (*v < 0 || math.IsNaN(*v) || math.IsInf(*v, 0)) {
 				return fmt.Errorf("prices[%q].%s must be a non-negative number of USD per million tokens", model, name)
 			}

@@ -148,14 +148,15 @@ func StopReason(r responses.Response) string {
 }
 
 // UsageOf is a response's usage in Anthropic's terms: the cached input
-// tokens as cache reads, the rest as input_tokens.
+// tokens as cache reads, those written to the cache as cache creation, the
+// rest as input_tokens.
 func UsageOf(r responses.Response) Usage {
 	u := r.Usage
 	if u == nil {
 		return Usage{}
 	}
-	cached := u.InputTokensDetails.CachedTokens
-	return Usage{InputTokens: max(0, u.InputTokens-cached), CacheReadInputTokens: cached, OutputTokens: u.OutputTokens}
+	cached, written := u.InputTokensDetails.CachedTokens, u.InputTokensDetails.CacheWriteTokens
+	return Usage{InputTokens: max(0, u.InputTokens-cached-written), CacheReadInputTokens: cached, CacheCreationInputTokens: written, OutputTokens: u.OutputTokens}
 }
 
 // FromResponse is the Messages answer of a completed (or incomplete)

@@ -109,6 +109,10 @@ type Usage struct {
 // InputDetail is usage.input_tokens_details.
 type InputDetail struct {
 	CachedTokens int `json:"cached_tokens"`
+	// CacheWriteTokens are input tokens an Anthropic backend wrote to its
+	// prompt cache (no OpenAI field: absent unless there are some), so the
+	// Messages door can say cache_creation_input_tokens.
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
 }
 
 // OutputDetail is usage.output_tokens_details.
@@ -258,7 +262,8 @@ type upstream struct {
 		PromptTokens       int `json:"prompt_tokens"`
 		CompletionTokens   int `json:"completion_tokens"`
 		InputTokensDetails struct {
-			CachedTokens int `json:"cached_tokens"`
+			CachedTokens     int `json:"cached_tokens"`
+			CacheWriteTokens int `json:"cache_write_tokens"`
 		} `json:"input_tokens_details"`
 		OutputTokensDetails struct {
 			ReasoningTokens int `json:"reasoning_tokens"`
@@ -294,7 +299,7 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 		if u := up.Usage; u != nil {
 			in, out := max(u.InputTokens, u.PromptTokens), max(u.OutputTokens, u.CompletionTokens)
 			r.Usage = &Usage{InputTokens: in, OutputTokens: out, TotalTokens: max(u.TotalTokens, in+out),
-				InputTokensDetails:  InputDetail{CachedTokens: u.InputTokensDetails.CachedTokens},
+				InputTokensDetails:  InputDetail{CachedTokens: u.InputTokensDetails.CachedTokens, CacheWriteTokens: u.InputTokensDetails.CacheWriteTokens},
 				OutputTokensDetails: OutputDetail{ReasoningTokens: u.OutputTokensDetails.ReasoningTokens}}
 		}
 		if up.Error != nil && up.Status == StatusFailed {

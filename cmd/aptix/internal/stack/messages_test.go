@@ -106,6 +106,9 @@ func TestMessagesAnthropicSDK(t *testing.T) {
 				len(m.Content) != 1 || m.Content[0].Type != "text" || m.Content[0].Text == "" || m.Usage.OutputTokens == 0 {
 				t.Fatalf("message %s", m.RawJSON())
 			}
+			if fake != nil && (m.Usage.InputTokens != 11 || m.Usage.CacheReadInputTokens != 2 || m.Usage.CacheCreationInputTokens != 3 || m.Usage.OutputTokens != 7) {
+				t.Fatalf("usage as the backend said it: %s", m.RawJSON())
+			}
 
 			s := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: model, MaxTokens: 200,
 				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Stream the answer please"))}})
