@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -355,4 +356,24 @@ func (s *Server) messagesStream(w http.ResponseWriter, msg map[string]any, strea
 	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": msg["stop_reason"], "stop_sequence": nil},
 		"usage": map[string]int{"output_tokens": usage["output_tokens"]}})
 	send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// messagesCountTokens serves POST /v1/messages/count_tokens: the input
+// tokens of the system prompt, messages and tools (~4 bytes a token, as
+// /v1/responses/input_tokens counts). Not a model call.
+func (s *Server) messagesCountTokens(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var req struct {
+		System   json.RawMessage `json:"system"`
+		Messages json.RawMessage `json:"messages"`
+		Tools    json.RawMessage `json:"tools"`
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil || len(req.Messages) == 0 {
+		writeJSON(w, http.StatusBadRequest, anthError("invalid_request_error", fmt.Sprintf("sandbox: not a count_tokens request (%v)", err)))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": tokenCount(len(req.System) + len(req.Messages) + len(req.Tools))})
 }

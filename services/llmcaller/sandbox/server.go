@@ -119,11 +119,12 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("POST /v1/responses/input_tokens", s.inputTokens) // inputtokens.go
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)   // chat.go
 	s.mux.HandleFunc("POST /v1/messages", s.messagesCreate)            // messages.go
+	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.messagesCountTokens)
 	s.mux.HandleFunc("GET /v1/responses/{id}", s.get)
 	s.mux.HandleFunc("GET /v1/_sandbox/stats", s.stats)
 	s.mux.HandleFunc("POST /v1/responses/{id}/cancel", s.cancelBackground)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "", "", "The sandbox serves only /v1/responses, /v1/responses/compact and /v1/chat/completions.")
+		writeError(w, http.StatusNotFound, "invalid_request_error", "", "", "The sandbox serves only /v1/responses, /v1/responses/compact, /v1/chat/completions and /v1/messages.")
 	})
 	if o.StateFile != "" {
 		if err := s.openState(o.StateFile); err != nil {

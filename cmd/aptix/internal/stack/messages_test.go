@@ -230,7 +230,7 @@ func TestMessagesAnthropicSDK(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ct.InputTokens < 5 {
+			if ct.InputTokens < 5 || fake != nil && ct.InputTokens != 42 {
 				t.Fatalf("count_tokens %s", ct.RawJSON())
 			}
 		})
@@ -307,10 +307,11 @@ func TestMessagesErrors(t *testing.T) {
 // is enabled, and refuses a thinking block it did not send, byte for byte,
 // as Anthropic does.
 type fakeAnthropic struct {
-	mu     sync.Mutex
-	issued map[string]string // signature → thinking
-	bodies [][]byte
-	n      int
+	mu      sync.Mutex
+	issued  map[string]string // signature → thinking
+	bodies  [][]byte
+	headers []http.Header
+	n       int
 }
 
 func newFakeAnthropic() *fakeAnthropic { return &fakeAnthropic{issued: map[string]string{}} }
@@ -321,6 +322,14 @@ func (f *fakeAnthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+	}
+	f.mu.Lock()
+	f.headers = append(f.headers, r.Header.Clone())
+	f.mu.Unlock()
+	if r.URL.Path == "/v1/messages/count_tokens" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"input_tokens":42}`)
+		return
 	}
 	if r.URL.Path != "/v1/messages" || r.Header.Get("X-Api-Key") == "" && r.Header.Get("Authorization") != "" || r.Header.Get("Anthropic-Version") == "" {
 		fail(400, "invalid_request_error", fmt.Sprintf("fake: %s with x-api-key %q, anthropic-version %q", r.URL.Path, r.Header.Get("X-Api-Key"), r.Header.Get("Anthropic-Version")))
