@@ -172,11 +172,13 @@ type OpenAIPassthrough struct {
 	// it (POST /v1/messages), set when an Anthropic Messages backend serves
 	// the turn: sent upstream in place of the translation, changing only
 	// the model and stream, so thinking blocks and their signatures reach
-	// Anthropic byte for byte. AnthropicVersion and AnthropicBeta are the
-	// client's headers, passed to an Anthropic backend.
-	Messages         json.RawMessage `json:"messages,omitempty"`
-	AnthropicVersion string          `json:"anthropicVersion,omitempty"`
-	AnthropicBeta    string          `json:"anthropicBeta,omitempty"`
+	// Anthropic byte for byte. Bytes, not json.RawMessage: encoding/json
+	// would re-escape a raw message's < > & on the way through the bus.
+	// AnthropicVersion and AnthropicBeta are the client's headers, passed
+	// to an Anthropic backend.
+	Messages         []byte `json:"messages,omitempty"`
+	AnthropicVersion string `json:"anthropicVersion,omitempty"`
+	AnthropicBeta    string `json:"anthropicBeta,omitempty"`
 }
 
 // RagChunk is one retrieved piece of source, ready for the AGN-002 formatter.

@@ -1,12 +1,14 @@
 package stack
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -547,4 +549,98 @@ func responsesParams(text, prev string) oresponses.ResponseNewParams {
 		p.PreviousResponseID = openai.String(prev)
 	}
 	return p
+}
+
+// TestMessagesClaudeCodeShape replays a request shaped as Claude Code
+// sends it (written from its public documentation: system text blocks
+// with cache_control, its tool list with JSON Schema input_schema,
+// metadata.user_id, thinking, streaming, anthropic-beta) through the
+// gateway. An Anthropic backend gets the body exactly as sent but for the
+// model, with the client's anthropic-version and anthropic-beta; the
+// answer streams in Anthropic's order (message_start, ping, the thinking
+// block, text, tool_use, message_delta, message_stop). Another backend
+// runs the translation, and names what it cannot carry.
+func TestMessagesClaudeCodeShape(t *testing.T) {
+	fixture, err := os.ReadFile("testdata/claude_code_messages.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(t *testing.T, url string) (http.Header, []string, string) {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/messages", bytes.NewReader(fixture))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Api-Key", "unused")
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		req.Header.Set("Anthropic-Beta", "interleaved-thinking-2025-05-14,example-beta-2025-01-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		var seq []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if name, ok := strings.CutPrefix(line, "event: "); ok {
+				seq = append(seq, name)
+			}
+		}
+		return resp.Header, seq, string(b)
+	}
+
+	t.Run("anthropic fake", func(t *testing.T) {
+		fake := newFakeAnthropic()
+		hs := httptest.NewServer(fake)
+		t.Cleanup(hs.Close)
+		e := newEnv(t, sandbox.Options{}, anthropicProfile(hs.URL+"/v1", "claude-real", "claude-fake"), func(c *Config) {
+			p, _ := c.Profiles.Get("anthropic")
+			p.Aliases = map[string]string{"claude-fake": "claude-real"} // the model name is routing: replaced
+			c.Profiles.Put(p)
+		})
+		url, _ := e.gateway()
+		h, seq, body := post(t, url)
+		if h.Get(responses.IgnoredHeader) != "" {
+			t.Fatalf("%s: %q on a Messages backend", responses.IgnoredHeader, h.Get(responses.IgnoredHeader))
+		}
+		// The thinking block first (its text, then its signature), the text, the tool call.
+		want := "message_start ping content_block_start content_block_delta content_block_delta content_block_stop content_block_start content_block_delta content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop"
+		first := strings.Index(body, "content_block_start")
+		if got := strings.Join(seq, " "); got != want || !strings.Contains(body[first:first+200], `"type":"thinking"`) ||
+			!strings.Contains(body, `"type":"signature_delta"`) || !strings.Contains(body, `"stop_reason":"tool_use"`) {
+			t.Fatalf("events %s\n%s", got, body)
+		}
+		fake.mu.Lock()
+		got, hdr := fake.bodies[len(fake.bodies)-1], fake.headers[len(fake.headers)-1]
+		fake.mu.Unlock()
+		var sent, arrived map[string]json.RawMessage
+		_ = json.Unmarshal(fixture, &sent)
+		_ = json.Unmarshal(got, &arrived)
+		sent["model"] = json.RawMessage(`"claude-real"`)
+		for k, v := range sent {
+			// Each member's bytes as sent, whitespace between tokens aside:
+			// nothing re-escaped (< stays <), nothing reordered.
+			var a bytes.Buffer
+			_ = json.Compact(&a, v)
+			if a.String() != string(arrived[k]) {
+				t.Errorf("%s arrived as %s, sent %s", k, arrived[k], a.String())
+			}
+		}
+		if len(arrived) != len(sent) || hdr.Get("Anthropic-Beta") != "interleaved-thinking-2025-05-14,example-beta-2025-01-01" || hdr.Get("Anthropic-Version") != "2023-06-01" {
+			t.Fatalf("arrived %s with %v", got, hdr)
+		}
+	})
+
+	t.Run("responses sandbox", func(t *testing.T) {
+		e := newEnv(t, sandbox.Options{})
+		url, _ := e.gateway()
+		fixture = bytes.Replace(fixture, []byte(`"claude-fake"`), []byte(`"sandbox-1"`), 1)
+		h, seq, body := post(t, url)
+		if got := h.Get(responses.IgnoredHeader); got != "messages[].content[].cache_control, system[].cache_control, tools[].cache_control" {
+			t.Fatalf("%s: %q", responses.IgnoredHeader, got)
+		}
+		if got := strings.Join(seq, " "); !strings.HasPrefix(got, "message_start ping content_block_start") || !strings.HasSuffix(got, "message_delta message_stop") {
+			t.Fatalf("events %s\n%s", got, body)
+		}
+	})
 }
