@@ -328,6 +328,10 @@ func (f *fakeAnthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.headers = append(f.headers, r.Header.Clone())
 	f.mu.Unlock()
+	if strings.Contains(r.Header.Get("Anthropic-Beta"), "test-overloaded") {
+		fail(529, "overloaded_error", "Overloaded")
+		return
+	}
 	if r.URL.Path == "/v1/messages/count_tokens" {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"input_tokens":42}`)
@@ -643,4 +647,29 @@ func TestMessagesClaudeCodeShape(t *testing.T) {
 			t.Fatalf("events %s\n%s", got, body)
 		}
 	})
+}
+
+// TestMessagesBackendOverloaded: an Anthropic backend's 529, after the
+// caller's retries, reaches the Messages client as Anthropic's 529
+// overloaded_error with retry-after.
+func TestMessagesBackendOverloaded(t *testing.T) {
+	fake := newFakeAnthropic()
+	hs := httptest.NewServer(fake)
+	t.Cleanup(hs.Close)
+	e := newEnv(t, sandbox.Options{}, anthropicProfile(hs.URL+"/v1", "claude-fake"))
+	url, _ := e.gateway()
+	var raw *http.Response
+	client := anthropicClient(url)
+	_, err := client.Messages.New(ctxT(t), anthropic.MessageNewParams{Model: "claude-fake", MaxTokens: 10,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}},
+		aoption.WithHeader("anthropic-beta", "test-overloaded"), aoption.WithResponseInto(&raw))
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 529 || !strings.Contains(ae.Error(), `"type":"overloaded_error"`) || raw.Header.Get("Retry-After") == "" {
+		t.Fatalf("want 529 overloaded_error with retry-after, got %v", err)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.headers) != 3 {
+		t.Fatalf("the backend was called %d times, want 3 (two retries)", len(fake.headers))
+	}
 }
