@@ -65,7 +65,10 @@ type outputItem struct {
 	Arguments        string  `json:"arguments"`
 	EncryptedContent *string `json:"encrypted_content"`
 	Redacted         bool    `json:"redacted"`
-	Content          []struct {
+	// StopSequence: an Anthropic backend's answer stopped at it (set by
+	// services/llmcaller/anthropicmessages on the last message item).
+	StopSequence *string `json:"stop_sequence"`
+	Content      []struct {
 		Type    string `json:"type"`
 		Text    string `json:"text"`
 		Refusal string `json:"refusal"`
@@ -83,6 +86,9 @@ func contentOf(r responses.Response) (blocks []any, ids []string, refused bool) 
 		var it outputItem
 		if json.Unmarshal(raw, &it) != nil {
 			continue
+		}
+		if it.StopSequence != nil {
+			blocks, ids = append(blocks, stopAt(*it.StopSequence)), append(ids, "")
 		}
 		switch it.Type {
 		case "message":
@@ -119,9 +125,38 @@ func contentOf(r responses.Response) (blocks []any, ids []string, refused bool) 
 	return blocks, ids, refused
 }
 
+// stopAt marks, among the blocks contentOf reads, the stop sequence an
+// answer stopped at; it is no content block (blocksOnly drops it).
+type stopAt string
+
+// blocksOnly drops the stopAt marks.
+func blocksOnly(blocks []any, ids []string) ([]any, []string) {
+	var b []any
+	var i []string
+	for k, v := range blocks {
+		if _, ok := v.(stopAt); !ok {
+			b, i = append(b, v), append(i, ids[k])
+		}
+	}
+	return b, i
+}
+
+// StopSequence is the stop sequence a response stopped at, or nil.
+func StopSequence(r responses.Response) *string {
+	blocks, _, _ := contentOf(r)
+	for _, b := range blocks {
+		if s, ok := b.(stopAt); ok {
+			v := string(s)
+			return &v
+		}
+	}
+	return nil
+}
+
 // StopReason is the stop_reason of a response: max_tokens when it stopped
 // at max_output_tokens, refusal when a filter or the model refused,
-// tool_use when it ends in tool calls, else end_turn.
+// stop_sequence when an Anthropic backend said so, tool_use when it ends
+// in tool calls, else end_turn.
 func StopReason(r responses.Response) string {
 	blocks, _, refused := contentOf(r)
 	if r.Status == responses.StatusIncomplete {
@@ -138,6 +173,9 @@ func StopReason(r responses.Response) string {
 	}
 	if refused {
 		return "refusal"
+	}
+	if StopSequence(r) != nil {
+		return "stop_sequence"
 	}
 	for _, b := range blocks {
 		if _, ok := b.(toolUseBlock); ok {
@@ -162,12 +200,13 @@ func UsageOf(r responses.Response) Usage {
 // FromResponse is the Messages answer of a completed (or incomplete)
 // response. A failed one is an error instead (Failed).
 func FromResponse(r responses.Response) Message {
-	blocks, _, _ := contentOf(r)
+	all, ids, _ := contentOf(r)
+	blocks, _ := blocksOnly(all, ids)
 	if blocks == nil {
 		blocks = []any{}
 	}
 	return Message{ID: ID(r.ID), Type: "message", Role: "assistant", Model: r.Model, Content: blocks,
-		StopReason: StopReason(r), Usage: UsageOf(r)}
+		StopReason: StopReason(r), StopSequence: StopSequence(r), Usage: UsageOf(r)}
 }
 
 // Failed is the error a response that did not complete answers with

@@ -116,7 +116,8 @@ func (s *Streamer) finish(r responses.Response) []Event {
 		_, body := ErrorBody(e)
 		return append(out, Event{"error", body})
 	}
-	blocks, ids, _ := contentOf(r)
+	all, allIDs, _ := contentOf(r)
+	blocks, ids := blocksOnly(all, allIDs)
 	for i, b := range blocks {
 		if s.shown[ids[i]] {
 			continue
@@ -144,6 +145,6 @@ func (s *Streamer) finish(r responses.Response) []Event {
 	}
 	u := UsageOf(r)
 	out = append(out, Event{"message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": StopReason(r), "stop_sequence": nil}, "usage": u}})
+		"delta": map[string]any{"stop_reason": StopReason(r), "stop_sequence": StopSequence(r)}, "usage": u}})
 	return append(out, Event{"message_stop", map[string]any{"type": "message_stop"}})
 }

@@ -213,3 +213,15 @@ func TestTransport(t *testing.T) {
 		t.Fatalf("%d %v: %s", resp.StatusCode, seen, b)
 	}
 }
+
+// TestResponseStopSequence: the stop sequence rides on the last message item.
+func TestResponseStopSequence(t *testing.T) {
+	got, err := Response([]byte(`{"id":"msg_4","type":"message","model":"m","stop_reason":"stop_sequence","stop_sequence":"END",
+		"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"usage":{"input_tokens":1,"output_tokens":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(got), `"stop_sequence":"END"`) != 1 || !strings.Contains(string(got), `"text":"b","annotations":[],"logprobs":[]}],"stop_sequence":"END"`) {
+		t.Fatalf("%s", got)
+	}
+}

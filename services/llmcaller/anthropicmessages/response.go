@@ -49,6 +49,10 @@ type (
 		Status  string `json:"status"`
 		Role    string `json:"role"`
 		Content []any  `json:"content"`
+		// StopSequence is on the last message item of an answer that
+		// stopped at one of stop_sequences (no Responses field says it):
+		// the Messages door reads it back as stop_reason stop_sequence.
+		StopSequence *string `json:"stop_sequence,omitempty"`
 	}
 	outputText struct {
 		Type        string `json:"type"`
@@ -153,6 +157,15 @@ func (m *Message) responses(status string) responseBody {
 		case "redacted_thinking":
 			r.Output = append(r.Output, reasoningItem{ID: itemID("rs", m.ID, i), Type: "reasoning", Summary: []any{}, Content: []any{},
 				EncryptedContent: b.Data, Redacted: true})
+		}
+	}
+	if m.StopReason != nil && *m.StopReason == "stop_sequence" && m.StopSequence != nil {
+		for i := len(r.Output) - 1; i >= 0; i-- {
+			if it, ok := r.Output[i].(messageItem); ok {
+				it.StopSequence = m.StopSequence
+				r.Output[i] = it
+				break
+			}
 		}
 	}
 	if m.StopReason != nil && status == "completed" {

@@ -108,6 +108,13 @@ func TestMessagesAnthropicSDK(t *testing.T) {
 				len(m.Content) != 1 || m.Content[0].Type != "text" || m.Content[0].Text == "" || m.Usage.OutputTokens == 0 {
 				t.Fatalf("message %s", m.RawJSON())
 			}
+			if fake != nil {
+				m, err := client.Messages.New(ctx, anthropic.MessageNewParams{Model: model, MaxTokens: 200, StopSequences: []string{"END"},
+					Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Stop at END"))}})
+				if err != nil || m.StopReason != anthropic.StopReasonStopSequence || m.StopSequence != "END" {
+					t.Fatalf("stop sequence: %v %s", err, m.RawJSON())
+				}
+			}
 			if fake != nil && (m.Usage.InputTokens != 11 || m.Usage.CacheReadInputTokens != 2 || m.Usage.CacheCreationInputTokens != 3 || m.Usage.OutputTokens != 7) {
 				t.Fatalf("usage as the backend said it: %s", m.RawJSON())
 			}
@@ -351,7 +358,8 @@ func (f *fakeAnthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
-		MaxTokens *int `json:"max_tokens"`
+		MaxTokens     *int     `json:"max_tokens"`
+		StopSequences []string `json:"stop_sequences"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil || req.MaxTokens == nil {
 		fail(400, "invalid_request_error", fmt.Sprintf("fake: bad body %v: %s", err, body))
@@ -420,9 +428,13 @@ func (f *fakeAnthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		content = append(content, map[string]any{"type": "text", "text": "Fake answer number " + fmt.Sprint(n) + " to: " + lastText})
 	}
+	var stopSeq any
+	if len(req.StopSequences) > 0 && stop == "end_turn" {
+		stop, stopSeq = "stop_sequence", req.StopSequences[0]
+	}
 	usage := map[string]int{"input_tokens": 11, "output_tokens": 7, "cache_creation_input_tokens": 3, "cache_read_input_tokens": 2}
 	msg := map[string]any{"id": fmt.Sprintf("msg_fake%d", n), "type": "message", "role": "assistant", "model": req.Model, "content": content,
-		"stop_reason": stop, "stop_sequence": nil, "usage": usage}
+		"stop_reason": stop, "stop_sequence": stopSeq, "usage": usage}
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(msg)
@@ -460,7 +472,7 @@ func (f *fakeAnthropic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		send("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
 	}
-	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": 7}})
+	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": stopSeq}, "usage": map[string]int{"output_tokens": 7}})
 	send("message_stop", map[string]any{"type": "message_stop"})
 }
 
