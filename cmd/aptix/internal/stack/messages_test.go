@@ -21,6 +21,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -290,6 +291,8 @@ func TestMessagesErrors(t *testing.T) {
 		{"no max_tokens", `{"model":"sandbox-1","messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error", "max_tokens: Field required"},
 		{"unknown member", `{"model":"sandbox-1","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"frobnicate":1}`, 400, "invalid_request_error", "frobnicate: Extra inputs are not permitted"},
 		{"bad role", `{"model":"sandbox-1","max_tokens":5,"messages":[{"role":"system","content":"hi"}]}`, 400, "invalid_request_error", "messages.0.role"},
+		{"too large", `{"model":"sandbox-1","max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("x", 70<<10) + `"}]}`, 413, "request_too_large", ""},
+		{"unknown model", `{"model":"nowhere/claude-9","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, 404, "not_found_error", "nowhere"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp, err := http.Post(url+"/v1/messages", "application/json", strings.NewReader(c.body))
@@ -683,5 +686,37 @@ func TestMessagesBackendOverloaded(t *testing.T) {
 	defer fake.mu.Unlock()
 	if len(fake.headers) != 3 {
 		t.Fatalf("the backend was called %d times, want 3 (two retries)", len(fake.headers))
+	}
+}
+
+// TestMessagesAuth: the Anthropic SDK's x-api-key carries an Aptix key
+// (so does Authorization: Bearer); a wrong or missing one is Anthropic's
+// 401 authentication_error.
+func TestMessagesAuth(t *testing.T) {
+	e := newEnv(t, sandbox.Options{})
+	ctx := ctxT(t)
+	keys, err := auth.OpenKeys(ctx, e.js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := keys.Create(ctx, "claude-code", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := e.authGateway(&auth.Chain{Keys: keys}, &logBuf{})
+	params := anthropic.MessageNewParams{Model: "sandbox-1", MaxTokens: 50, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}
+	good := anthropic.NewClient(aoption.WithBaseURL(url), aoption.WithAPIKey(key), aoption.WithMaxRetries(0))
+	if _, err := good.Messages.New(ctx, params); err != nil {
+		t.Fatalf("x-api-key: %v", err)
+	}
+	bearer := anthropic.NewClient(aoption.WithBaseURL(url), aoption.WithAuthToken(key), aoption.WithMaxRetries(0))
+	if _, err := bearer.Messages.New(ctx, params); err != nil {
+		t.Fatalf("bearer: %v", err)
+	}
+	bad := anthropic.NewClient(aoption.WithBaseURL(url), aoption.WithAPIKey("sk-wrong"), aoption.WithMaxRetries(0))
+	_, err = bad.Messages.New(ctx, params)
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 401 || !strings.Contains(ae.Error(), `"type":"authentication_error"`) {
+		t.Fatalf("want 401 authentication_error, got %v", err)
 	}
 }
