@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/pkg/redact"
 	"github.com/aptix-dev/aptix/services/gateway/messages"
@@ -103,7 +104,10 @@ func (s *Server) messagesCreate(w http.ResponseWriter, r *http.Request) {
 	if exec.OpenAI != nil {
 		exec.OpenAI.AnthropicVersion = r.Header.Get("Anthropic-Version")
 		exec.OpenAI.AnthropicBeta = strings.Join(r.Header.Values("Anthropic-Beta"), ",")
-		if anthropic {
+		// Forwarded as sent unless Aptix's own turn changes what the model
+		// sees (an alias rule's AGN-003 framing, retrieved context): then
+		// the translation goes, thinking blocks still in it.
+		if anthropic && exec.Framing == contracts.FramingNone && exec.RagScope == contracts.RagScopeNone {
 			exec.OpenAI.Messages = mreq.Body
 		}
 	}
