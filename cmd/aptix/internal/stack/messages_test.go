@@ -17,6 +17,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	oresponses "github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
@@ -547,6 +548,18 @@ func TestAnthropicBackendTranslated(t *testing.T) {
 	fake.mu.Unlock()
 	if n := strings.Count(last, `"type":"thinking"`); n != 2 {
 		t.Fatalf("the third turn replayed %d thinking blocks, want 2: %s", n, last)
+	}
+
+	// What the translation cannot carry is named.
+	var raw *http.Response
+	params := responsesParams("Answer in JSON", "")
+	params.Text = oresponses.ResponseTextConfigParam{Format: oresponses.ResponseFormatTextConfigUnionParam{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}}}
+	params.PromptCacheKey = openai.String("k")
+	if _, err := client.Responses.New(ctx, params, option.WithResponseInto(&raw)); err != nil {
+		t.Fatal(err)
+	}
+	if h := raw.Header.Get(responses.IgnoredHeader); h != "prompt_cache_key, text.format" {
+		t.Fatalf("%s: %q", responses.IgnoredHeader, h)
 	}
 
 	c, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "claude-fake",
