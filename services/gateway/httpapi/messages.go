@@ -194,6 +194,9 @@ func (s *Server) serveMessagesEvents(w http.ResponseWriter, r *http.Request, met
 		out, _ := ms.Events(evs)
 		return write(out...)
 	})
+	mu.Lock()
+	failed = true // no ping may write once the handler returns
+	mu.Unlock()
 }
 
 // messagesCountTokens is POST /v1/messages/count_tokens: the input tokens
