@@ -13,6 +13,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/envelope/request"
+	"github.com/aptix-dev/aptix/services/llmcaller/anthropicmessages"
 	"github.com/aptix-dev/aptix/services/llmcaller/chatcompletions"
 )
 
@@ -100,6 +101,15 @@ func init() {
 					return printJSON(cmd, chat)
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "note: profile %s speaks Chat Completions; the LLM caller translates this body after replaying the conversation (%v)\n", p.Name, err)
+			}
+			if p.API == profiles.APIAnthropicMessages {
+				// What goes on the wire to an Anthropic Messages server.
+				msg, err := anthropicmessages.Request(res.Body, anthropicmessages.Defaults{MaxTokens: p.Anthropic.MaxTokens})
+				if err == nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: profile %s speaks Anthropic Messages: this is the POST %s/messages body\n", p.Name, p.BaseURL)
+					return printJSON(cmd, msg)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: profile %s speaks Anthropic Messages; the LLM caller translates this body after replaying the conversation (%v)\n", p.Name, err)
 			}
 			return printJSON(cmd, res.Body)
 		},
