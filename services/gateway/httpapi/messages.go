@@ -126,7 +126,10 @@ func (s *Server) messagesCreate(w http.ResponseWriter, r *http.Request) {
 	})
 	defer stop()
 	if mreq.Stream {
-		s.serveMessagesEvents(w, r, meta, run, mreq.Thinking)
+		// Only an Anthropic backend answers thinking blocks, which the live
+		// deltas do not carry: hold its stream to keep them first. Any other
+		// streams live whatever the request's thinking.
+		s.serveMessagesEvents(w, r, meta, run, mreq.Thinking && anthropic)
 		return
 	}
 	resp, e := s.outcome(ctx, meta, run.g)

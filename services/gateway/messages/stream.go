@@ -23,9 +23,10 @@ func Ping() Event { return Event{"ping", map[string]string{"type": "ping"}} }
 // with the stop_reason and usage; message_stop.
 //
 // Text and tool input stream live. Thinking is not among the turn's live
-// deltas, so a request with thinking (Hold) streams every block from the
-// whole answer at its end, in the model's order (thinking first, as a
-// client must send them back); pings keep the connection alive meanwhile.
+// deltas, so a stream that may answer thinking blocks (hold: thinking on an
+// Anthropic backend) sends every block from the whole answer at its end,
+// in the model's order (thinking first, as a client must send them back);
+// pings keep the connection alive meanwhile.
 // Blocks the live stream did not show are sent at the end likewise.
 type Streamer struct {
 	id, model string
