@@ -3,6 +3,7 @@ module github.com/aptix-dev/aptix/cmd/aptix
 go 1.26.0
 
 require (
+	github.com/anthropics/anthropic-sdk-go v1.84.0
 	github.com/aptix-dev/aptix/pkg/hostguard v0.0.0
 	github.com/aptix-dev/aptix/services/gateway v0.0.0
 	github.com/chromedp/cdproto v0.159.0
@@ -25,7 +26,6 @@ require (
 )
 
 require (
-	github.com/anthropics/anthropic-sdk-go v1.84.0 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/invopop/jsonschema v0.14.0 // indirect
