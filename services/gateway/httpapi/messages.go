@@ -109,6 +109,17 @@ func (s *Server) messagesCreate(w http.ResponseWriter, r *http.Request) {
 		// the translation goes, thinking blocks still in it.
 		if anthropic && exec.Framing == contracts.FramingNone && exec.RagScope == contracts.RagScopeNone {
 			exec.OpenAI.Messages = mreq.Body
+		} else if anthropic {
+			// The translation carries thinking blocks, not the rest of
+			// what only Messages says: named, as for any backend.
+			for _, k := range mreq.Ignored() {
+				if !strings.HasSuffix(k, "thinking") {
+					req.Ignore(k)
+				}
+			}
+			if v := req.IgnoredValue(); v != "" {
+				w.Header().Set(responses.IgnoredHeader, v)
+			}
 		}
 	}
 	run, e := s.submit(ctx, meta, exec, req.Stream, req.Store)
