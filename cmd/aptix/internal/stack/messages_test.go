@@ -733,3 +733,44 @@ func TestMessagesAuth(t *testing.T) {
 		t.Fatalf("want 401 authentication_error, got %v", err)
 	}
 }
+
+// TestMessagesFramedAlias: an alias whose rule asks for Aptix's own turn
+// (AGN-003 framing) makes a Messages request to an Anthropic backend go
+// as the translation: the thinking blocks still cross with their
+// signatures (the fake refuses any other), the rest that only Messages
+// says is named.
+func TestMessagesFramedAlias(t *testing.T) {
+	fake := newFakeAnthropic()
+	hs := httptest.NewServer(fake)
+	t.Cleanup(hs.Close)
+	e := newEnv(t, sandbox.Options{}, anthropicProfile(hs.URL+"/v1", "claude-fake"), func(c *Config) {
+		p, _ := c.Profiles.Get("anthropic")
+		p.Aliases = map[string]string{"claude-framed": "claude-fake"}
+		p.AliasRules = map[string]profiles.Alias{"claude-framed": {Model: "claude-fake", Framing: "agn003", Mode: "ASK"}}
+		c.Profiles.Put(p)
+	})
+	url, _ := e.gateway()
+	client := anthropicClient(url)
+	ctx := ctxT(t)
+	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Think"))}
+	params := func() anthropic.MessageNewParams {
+		return anthropic.MessageNewParams{Model: "claude-framed", MaxTokens: 4096, Messages: msgs, Thinking: anthropic.ThinkingConfigParamOfEnabled(1024), TopK: anthropic.Int(5)}
+	}
+	m, err := client.Messages.New(ctx, params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("Again")))
+	var raw *http.Response
+	m2, err := client.Messages.New(ctx, params(), aoption.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	last := string(fake.bodies[len(fake.bodies)-1])
+	fake.mu.Unlock()
+	if m.Content[0].Type != "thinking" || m2.Content[0].Type != "thinking" || !strings.Contains(last, m.Content[0].Signature) ||
+		!strings.Contains(last, "[MODE: ASK]") || raw.Header.Get(responses.IgnoredHeader) != "top_k" {
+		t.Fatalf("%s: %q; sent %s", responses.IgnoredHeader, raw.Header.Get(responses.IgnoredHeader), last)
+	}
+}
