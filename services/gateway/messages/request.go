@@ -73,7 +73,7 @@ var (
 		"container": true, "mcp_servers": true, "context_management": true}
 )
 
-// Error is a 400 invalid_request_error in the gateway's error type; the
+// bad is a 400 invalid_request_error in the gateway's error type; the
 // handler writes it in Anthropic's shape (Body).
 func bad(param, format string, args ...any) *responses.Error {
 	return responses.BadRequest(param, responses.CodeInvalidValue, fmt.Sprintf(format, args...))
@@ -84,7 +84,8 @@ func isNull(v json.RawMessage) bool {
 	return len(v) == 0 || string(v) == "null"
 }
 
-// Peek reads the model and stream of a body (for routing, before Parse).
+// Peek reads the model of a body (to route it before Parse, which needs
+// to know whether the backend speaks Messages).
 func Peek(data []byte) (model string) {
 	var m struct {
 		Model string `json:"model"`
