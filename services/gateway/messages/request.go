@@ -74,7 +74,7 @@ var (
 )
 
 // bad is a 400 invalid_request_error in the gateway's error type; the
-// handler writes it in Anthropic's shape (Body).
+// handler writes it in Anthropic's shape (ErrorBody).
 func bad(param, format string, args ...any) *responses.Error {
 	return responses.BadRequest(param, responses.CodeInvalidValue, fmt.Sprintf(format, args...))
 }
