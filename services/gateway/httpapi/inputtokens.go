@@ -10,7 +10,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
-	"github.com/aptix-dev/aptix/services/gateway/tokens"
+	"github.com/aptix-dev/aptix/pkg/pipeline/tokens"
 )
 
 // maxHistory bounds how many responses a local count walks back through
