@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
 // ToolMode says how function tools reach a backend.
@@ -118,8 +120,13 @@ type Profile struct {
 	// With it, a request with truncation "auto" has its oldest input items
 	// dropped by the LLM caller until it fits (an estimate of ~4 bytes a
 	// token), instead of failing upstream.
-	ContextWindow int               `json:"contextWindow,omitempty"`
-	Aliases       map[string]string `json:"aliases,omitempty"`
+	ContextWindow int `json:"contextWindow,omitempty"`
+	// MaxOutputTokens is the output a budgeted turn that names no
+	// max_output_tokens is limited to, and so the output its budget
+	// reservation counts (docs/usage-and-budgets.md#the-reservation-rule);
+	// 0 is DefaultMaxOutputTokens.
+	MaxOutputTokens int               `json:"maxOutputTokens,omitempty"`
+	Aliases         map[string]string `json:"aliases,omitempty"`
 	// Models are further model names this profile serves: a request naming
 	// one is routed here (Set.Route) and /v1/models lists it.
 	Models []string `json:"models,omitempty"`
@@ -279,7 +286,9 @@ func Builtin() *Set {
 	}
 	s.Put(Profile{
 		Name: "sandbox", BaseURL: sb, DefaultModel: "sandbox-1", Sandbox: true,
-		AttemptTimeout: 30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: DefaultMaxRetries, MaxConcurrent: 256,
+		// Its answers are short: a budgeted turn reserves this much output.
+		MaxOutputTokens: SandboxMaxOutputTokens,
+		AttemptTimeout:  30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: DefaultMaxRetries, MaxConcurrent: 256,
 		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Reattach: true, Compact: true, InputTokens: true},
 		// The sandbox is free, but priced (at zero) so its turns show a cost
 		// and tests can give it a price (APTIX_PROFILE_SANDBOX_PRICES) to spend.
@@ -292,23 +301,39 @@ func Builtin() *Set {
 	return s
 }
 
+// DefaultMaxOutputTokens is a profile's MaxOutputTokens when it names none.
+const DefaultMaxOutputTokens = 4096
+
+// SandboxMaxOutputTokens is the built-in sandbox's MaxOutputTokens.
+const SandboxMaxOutputTokens = 256
+
+// BudgetMaxOutput is the output a budgeted turn that names no
+// max_output_tokens is sent with, and its reservation counts.
+func (p Profile) BudgetMaxOutput() int {
+	if p.MaxOutputTokens > 0 {
+		return p.MaxOutputTokens
+	}
+	return DefaultMaxOutputTokens
+}
+
 // fileProfile is the on-disk shape: durations as strings ("30s"), and
 // supportsPreviousResponseId defaulting to true when absent.
 type fileProfile struct {
-	BaseURL        string            `json:"baseUrl"`
-	APIKeyEnv      string            `json:"apiKeyEnv"`
-	DefaultModel   string            `json:"defaultModel"`
-	ContextWindow  int               `json:"contextWindow"`
-	Aliases        map[string]string `json:"aliases"`
-	Models         []string          `json:"models"`
-	API            API               `json:"api"`
-	Chat           *Chat             `json:"chat"`
-	Headers        map[string]string `json:"headers"`
-	AttemptTimeout string            `json:"attemptTimeout"`
-	TurnTimeout    string            `json:"turnTimeout"`
-	MaxRetries     *int              `json:"maxRetries"`
-	MaxConcurrent  int               `json:"maxConcurrent"`
-	Capabilities   struct {
+	BaseURL         string            `json:"baseUrl"`
+	APIKeyEnv       string            `json:"apiKeyEnv"`
+	DefaultModel    string            `json:"defaultModel"`
+	ContextWindow   int               `json:"contextWindow"`
+	MaxOutputTokens int               `json:"maxOutputTokens"`
+	Aliases         map[string]string `json:"aliases"`
+	Models          []string          `json:"models"`
+	API             API               `json:"api"`
+	Chat            *Chat             `json:"chat"`
+	Headers         map[string]string `json:"headers"`
+	AttemptTimeout  string            `json:"attemptTimeout"`
+	TurnTimeout     string            `json:"turnTimeout"`
+	MaxRetries      *int              `json:"maxRetries"`
+	MaxConcurrent   int               `json:"maxConcurrent"`
+	Capabilities    struct {
 		RetainsTools               bool     `json:"retainsTools"`
 		SupportsPreviousResponseID *bool    `json:"supportsPreviousResponseId"`
 		ToolMode                   ToolMode `json:"toolMode"`
@@ -341,7 +366,7 @@ func Parse(data []byte) (*Set, error) {
 			return nil, fmt.Errorf("profile %q: name must match [a-z0-9_-]+", name)
 		}
 		p := Profile{Name: name, BaseURL: strings.TrimRight(fp.BaseURL, "/"), APIKeyEnv: fp.APIKeyEnv,
-			DefaultModel: fp.DefaultModel, ContextWindow: fp.ContextWindow, Aliases: fp.Aliases, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
+			DefaultModel: fp.DefaultModel, ContextWindow: fp.ContextWindow, MaxOutputTokens: fp.MaxOutputTokens, Aliases: fp.Aliases, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
 			Models: fp.Models, API: fp.API, Headers: fp.Headers, Sandbox: fp.Sandbox, Prices: fp.Prices}
 		if err := fp.Prices.check(); err != nil {
 			return nil, fmt.Errorf("profile %q: %w", name, err)
@@ -351,6 +376,9 @@ func Parse(data []byte) (*Set, error) {
 		}
 		if p.ContextWindow < 0 {
 			return nil, fmt.Errorf("profile %q: contextWindow must not be negative", name)
+		}
+		if p.MaxOutputTokens < 0 || p.MaxOutputTokens > contracts.MaxOutputTokensLimit {
+			return nil, fmt.Errorf("profile %q: maxOutputTokens must be between 0 and %d", name, contracts.MaxOutputTokensLimit)
 		}
 		if fp.MaxRetries != nil {
 			p.MaxRetries = *fp.MaxRetries
