@@ -286,9 +286,7 @@ func Builtin() *Set {
 	}
 	s.Put(Profile{
 		Name: "sandbox", BaseURL: sb, DefaultModel: "sandbox-1", Sandbox: true,
-		// Its answers are short: a budgeted turn reserves this much output.
-		MaxOutputTokens: SandboxMaxOutputTokens,
-		AttemptTimeout:  30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: DefaultMaxRetries, MaxConcurrent: 256,
+		AttemptTimeout: 30 * time.Second, TurnTimeout: 60 * time.Second, MaxRetries: DefaultMaxRetries, MaxConcurrent: 256,
 		Capabilities: Capabilities{RetainsTools: false, SupportsPreviousResponseID: true, ToolMode: ToolModeNative, Reattach: true, Compact: true, InputTokens: true},
 		// The sandbox is free, but priced (at zero) so its turns show a cost
 		// and tests can give it a price (APTIX_PROFILE_SANDBOX_PRICES) to spend.
@@ -304,14 +302,18 @@ func Builtin() *Set {
 // DefaultMaxOutputTokens is a profile's MaxOutputTokens when it names none.
 const DefaultMaxOutputTokens = 4096
 
-// SandboxMaxOutputTokens is the built-in sandbox's MaxOutputTokens.
+// SandboxMaxOutputTokens is a sandbox profile's MaxOutputTokens when it
+// names none.
 const SandboxMaxOutputTokens = 256
 
 // BudgetMaxOutput is the output a budgeted turn that names no
 // max_output_tokens is sent with, and its reservation counts.
 func (p Profile) BudgetMaxOutput() int {
-	if p.MaxOutputTokens > 0 {
+	switch {
+	case p.MaxOutputTokens > 0:
 		return p.MaxOutputTokens
+	case p.Sandbox:
+		return SandboxMaxOutputTokens // its answers are short
 	}
 	return DefaultMaxOutputTokens
 }
