@@ -83,9 +83,10 @@ func (l *LLMCaller) release(ctx context.Context, t *contracts.Turn, held bool) {
 	}
 }
 
-// estimate is the call's worst case: its input counted locally with the
-// model's tokenizer (instructions, input items, tools: tokens.Count, the
-// count input_tokens answers), its max_output_tokens (the envelope sets
+// estimate is the call's worst case: its input counted locally
+// (instructions, input items, tools) with the model's tokenizer, and never
+// under a token for every 4 bytes of text (tokens.Bound: the backend's
+// tokenizer may not be OpenAI's), its max_output_tokens (the envelope sets
 // the profile's for a budgeted turn that names none), at the price the
 // envelope recorded for the serving model. A body that cannot be read is
 // counted at a token a byte, which no tokenizer exceeds.
@@ -107,7 +108,7 @@ func estimate(t *contracts.Turn) spend.Hold {
 		} else {
 			_ = json.Unmarshal(b.Input, &r.Items)
 		}
-		if n, err := tokens.Count(r); err == nil {
+		if n, err := tokens.Bound(r); err == nil {
 			input = n
 		}
 	}
