@@ -16,9 +16,12 @@ import (
 
 // Usage and budgets (docs/usage-and-budgets.md): the gateway copies the
 // caller's budgets into each turn it submits and refuses a turn whose
-// budget is already spent before it is published, so the model is never
-// called for it. The totals are the shared KV ones the mapper folds turns
-// into: every gateway replica reads the same spend.
+// budget has no room left (spent plus what calls in flight hold) before it
+// is published, so the model is never called for it. The reservation
+// itself, which makes a budget a hard limit, is the LLM caller's: it knows
+// each call's input, output limit and price. The totals are the shared KV
+// ones the mapper folds turns into: every gateway replica reads the same
+// spend and holds.
 
 // CodeBudgetExceeded is the error code of a turn refused by a budget.
 const CodeBudgetExceeded = "budget_exceeded"
