@@ -22,7 +22,7 @@ func TestEstimate(t *testing.T) {
 	}
 }
 
-// TestReserveBurst is the issue-42 burst on one record: 32 calls of a
+// TestReserveBurst is a burst on one record: 32 calls of a
 // $0.0012 worst case against $0.01 are admitted 8 at a time, whatever
 // their order, and a settled call leaves room for its unused allowance.
 func TestReserveBurst(t *testing.T) {

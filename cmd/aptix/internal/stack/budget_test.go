@@ -166,13 +166,13 @@ func TestBudgetAcrossGateways(t *testing.T) {
 	t.Logf("refused after %d turns at $%.6f spent; %d model calls, none after the refusal", ok, contracts.CostFromNanos(nanos).Total, calls)
 }
 
-// TestBudgetBurstHardLimit is issue 42's burst: a key with a small budget
+// TestBudgetBurstHardLimit is a burst against a budget: a key with a small budget
 // sends 32 concurrent requests of large input (about 6,000 tokens each,
 // $0.12 at $20 per million) at a priced sandbox. Each call holds its worst
 // case before the model is called, so the burst spends at most the budget,
 // what is refused gets 429 budget_exceeded, the totals equal the completed
 // turns, and nothing is left held once the turns are counted. Before the
-// reservation all 32 ran ($3.86 of a $0.50 budget).
+// reservation all 32 ran (about $6 of a $0.50 budget).
 func TestBudgetBurstHardLimit(t *testing.T) {
 	e := newEnv(t, sandbox.Options{Latency: 200 * time.Millisecond}, priced(20))
 	const budget = 0.5
