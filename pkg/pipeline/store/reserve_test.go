@@ -139,3 +139,31 @@ func TestReserveSettleFoldRelease(t *testing.T) {
 		t.Fatalf("month %+v", month)
 	}
 }
+
+// TestReserveRedeliveredOnce: a call whose holder died (kill -9) is
+// redelivered to another replica, which reserves under the same call key:
+// the hold is renewed, not added again, and the call is not refused for
+// its own hold.
+func TestReserveRedeliveredOnce(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx := context.Background()
+	a, err := store.OpenUsage(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := store.OpenUsage(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	budgets := []contracts.Budget{{Tokens: 100, Period: "day"}}
+	h := spend.Estimate("c1.t1", 40, 50, nil)
+	for i, u := range []*store.Usage{a, b} {
+		if r, err := u.Reserve(ctx, "key:a", budgets, "c1.t1", h); r != nil || err != nil {
+			t.Fatalf("delivery %d: %v %v", i+1, r, err)
+		}
+	}
+	tot, err := b.Totals(ctx, "key:a", spend.DayWindow(time.Now()))
+	if _, tokens := tot.Held(time.Now()); err != nil || tokens != 90 || len(tot.Holds) != 1 {
+		t.Fatalf("held %d tokens in %d holds after a redelivery, want 90 in 1 (%v)", tokens, len(tot.Holds), err)
+	}
+}

@@ -299,7 +299,8 @@ func TestUnpricedTurn(t *testing.T) {
 // meanwhile (by the same principal on another replica). The redelivery
 // does not refuse what was already paid:
 // the turn completes, its cost is recorded as overrun, and the model is not
-// called again; the next turn is refused.
+// called again; the next turn is refused; the call's hold is counted once
+// (as the turn's cost) and none is left.
 func TestBudgetSpentWhileCallPaid(t *testing.T) {
 	var e *env
 	var crashed atomic.Bool
@@ -340,5 +341,11 @@ func TestBudgetSpentWhileCallPaid(t *testing.T) {
 	next := e.turn(contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t3", Instruction: "refused", Principal: "bus:p", Budgets: budget})
 	if next.Response.ErrorCode != "budget_exceeded" || e.sb.Requests()-calls != 1 {
 		t.Fatalf("next turn %+v, %d calls", next.Response, e.sb.Requests()-calls)
+	}
+	// The crashed delivery's hold was counted once, as the turn's cost:
+	// nothing is left held after the fold.
+	day, err := e.usageOf().Totals(context.Background(), "bus:p", spend.DayWindow(time.Now()))
+	if held, _ := day.Held(time.Now()); err != nil || held != 0 || len(day.Holds) != 0 {
+		t.Fatalf("holds left after a crash and its redelivery: %+v (%v)", day.Holds, err)
 	}
 }
