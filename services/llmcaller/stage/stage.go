@@ -151,6 +151,7 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	}
 	res := l.Caller.Call(callCtx, in)
 	if found != nil {
+		l.settle(ctx, t, held, found.LLM) // the earlier handling's call is what this key cost
 		return answered(ctx, t, found)
 	}
 	if err := ctx.Err(); err != nil {
