@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
@@ -220,6 +221,58 @@ func TestBudgetBurstHardLimit(t *testing.T) {
 		t.Fatalf("$%v still held after every turn was counted (%v)", contracts.CostFromNanos(held).Total, err)
 	}
 	t.Logf("burst of %d: %d ran, %d refused, spent $%.6f of a $%v budget", burst, ok.Load(), refused.Load(), contracts.CostFromNanos(nanos).Total, budget)
+}
+
+// TestBusBurstHardLimit: the same burst on the bus path (turns a bus
+// client submits with its principal and budgets, no gateway in between),
+// over two LLM caller replicas: each call reserves against the shared
+// totals record, so the two together admit no more than the budget allows.
+func TestBusBurstHardLimit(t *testing.T) {
+	e := newEnv(t, sandbox.Options{Latency: 200 * time.Millisecond}, priced(20))
+	second := e.cfg
+	second.Only = []string{"llmcaller"}
+	e.run(e.nc, second)
+	const budget = 0.5
+	budgets := []contracts.Budget{{USD: budget, Period: contracts.PeriodDay}}
+	large := strings.Repeat("budget burst filler text ", 1500)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const burst = 16
+	var ok, refused atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < burst; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := contracts.AgentExecuteRequest{ConversationId: fmt.Sprintf("c%d", i), TurnId: "t1",
+				Instruction: fmt.Sprintf("bus burst %d: %s", i, large), Principal: "bus:burst", Budgets: budgets}
+			if err := client.Submit(ctx, e.js, req); err != nil {
+				t.Error(err)
+				return
+			}
+			turn, err := client.Await(ctx, e.js, req.ConversationId, req.TurnId)
+			switch {
+			case err != nil || turn.Response == nil:
+				t.Errorf("turn %d: %v", i, err)
+			case turn.Response.Kind != contracts.KindError:
+				ok.Add(1)
+			case turn.Response.ErrorCode == "budget_exceeded":
+				refused.Add(1)
+			default:
+				t.Errorf("turn %d: %+v", i, turn.Response)
+			}
+		}()
+	}
+	wg.Wait()
+	e.settled()
+	turns, nanos := e.spentBy("bus:burst")
+	if ok.Load() < 1 || refused.Load() < 1 || turns != int(ok.Load()) {
+		t.Fatalf("%d ok, %d refused of %d; %d completed turns", ok.Load(), refused.Load(), burst, turns)
+	}
+	if nanos > int64(budget*1e9) {
+		t.Fatalf("the bus burst spent $%.6f of a $%v budget: %d turns ran", contracts.CostFromNanos(nanos).Total, budget, ok.Load())
+	}
+	t.Logf("bus burst of %d over two LLM callers: %d ran, %d refused, spent $%.6f of $%v", burst, ok.Load(), refused.Load(), contracts.CostFromNanos(nanos).Total, budget)
 }
 
 // TestUsageOnceUnderRedelivery: a mapper that records a turn's usage and
