@@ -128,16 +128,16 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 		chunks = t.Retrieval.Chunks
 	}
 	block := contextblock.Format(chunks, e.Budget)
-	// The body is built, with an HTTP gateway client's fields and input
-	// items (docs/request.md#what-an-http-client-adds), the server-side
-	// tools, the client's answers to waiting approvals and the pending
-	// server-side outputs merged in, and encoded once.
 	if len(req.Budgets) > 0 && req.MaxOutputTokens == 0 {
 		// A budget reserves each call's worst case, so the call must have
 		// one: a budgeted turn that names no output limit gets the
 		// profile's (docs/usage-and-budgets.md#the-reservation-rule).
 		req.MaxOutputTokens = profile.BudgetMaxOutput()
 	}
+	// The body is built, with an HTTP gateway client's fields and input
+	// items (docs/request.md#what-an-http-client-adds), the server-side
+	// tools, the client's answers to waiting approvals and the pending
+	// server-side outputs merged in, and encoded once.
 	res, err := request.Build(request.Input{
 		Request: req, Conversation: conv, ContextBlock: block.Text,
 		Capabilities: profile.Capabilities, PriorTools: prior, DefaultModel: profile.DefaultModel,
