@@ -88,7 +88,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"), Message: err.Error()})
 			return
 		}
-		if e := s.budgetFailure(r.Context(), t.Response); e != nil {
+		if e := budgetFailure(t.Response); e != nil {
 			s.fail(w, e)
 			return
 		}

@@ -52,22 +52,15 @@ func (s *Server) checkBudgets(ctx context.Context) ([]contracts.Budget, *respons
 // budgetFailure is the 429 of a turn the LLM caller refused because its
 // call's worst case did not fit in the budget (the reservation rule is
 // applied there, where the call's input and price are known), or nil: an
-// execute answers it as the gateway's own check does. Retry-After is until
-// the soonest of the caller's budgets resets.
-func (s *Server) budgetFailure(ctx context.Context, r *contracts.AgentExecuteResponse) *responses.Error {
+// execute answers it as a create does (responses.Failure). Its Retry-After
+// is the default: the room may come back as soon as calls in flight
+// settle, not only when the budget resets.
+func budgetFailure(r *contracts.AgentExecuteResponse) *responses.Error {
 	if r == nil || r.Kind != contracts.KindError || r.ErrorCode != CodeBudgetExceeded {
 		return nil
 	}
-	now := s.cfg.Now()
-	wait := 0
-	for _, b := range auth.From(ctx).Budgets {
-		_, reset := b.Window(now)
-		if secs := int(math.Ceil(reset.Sub(now).Seconds())); wait == 0 || secs < wait {
-			wait = secs
-		}
-	}
 	return &responses.Error{Status: http.StatusTooManyRequests, Type: TypeInsufficientQuota,
-		Code: ptr(CodeBudgetExceeded), Message: r.ErrorMessage, RetryAfter: max(1, wait)}
+		Code: ptr(CodeBudgetExceeded), Message: r.ErrorMessage}
 }
 
 // keyID is the id of the API key the caller used, for per-key usage.
