@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -434,6 +435,13 @@ func (u *Usage) update(ctx context.Context, principal, window string, change fun
 		}
 		if err == nil || !casConflict(err) {
 			return err
+		}
+		// Many calls of one principal at once contend for its record: a
+		// random pause, growing with the attempts, spreads them out.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(rand.Int64N(int64(attempt+1) * int64(time.Millisecond)))):
 		}
 	}
 	return fmt.Errorf("usage totals %s: too much contention", key)
