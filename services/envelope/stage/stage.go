@@ -94,6 +94,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 
 	var prior []request.Tool
 	var pending []json.RawMessage
+	var history int // what the backend holds for the continuation (contracts.Envelope.HistoryTokens)
 	var approvals []contracts.PendingApproval
 	// A replay sees the conversation as its original did: aptix replay pins
 	// the original's continuation in the request, and the record, which may
@@ -114,6 +115,11 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 			}
 			if req.ResponseContinuationId == rec.ResponseId {
 				pending, approvals = rec.Pending, rec.Approvals
+			}
+			if req.ResponseContinuationId != "" {
+				// An earlier response of the conversation holds no more
+				// than its latest (compaction aside).
+				history = rec.ContextTokens
 			}
 			if len(rec.Tools) > 0 && rec.Backend == profile.Name {
 				if err := json.Unmarshal(rec.Tools, &prior); err != nil {
@@ -187,6 +193,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 	t.Envelope = &contracts.Envelope{
 		Backend: profile.Name, Model: res.Model, Body: res.Body, Sources: sources,
 		Tools: tools, ContextChars: len(block.Text), Price: profile.Price(res.Model),
+		HistoryTokens: history,
 	}
 	if res.Emulation != nil {
 		emulated, err := json.Marshal(res.Emulation.Tools)

@@ -86,7 +86,8 @@ func (l *LLMCaller) release(ctx context.Context, t *contracts.Turn, held bool) {
 // estimate is the call's worst case: its input counted locally
 // (instructions, input items, tools) with the model's tokenizer, and never
 // under a token for every 4 bytes of text (tokens.Bound: the backend's
-// tokenizer may not be OpenAI's), its max_output_tokens (the envelope sets
+// tokenizer may not be OpenAI's), plus the history a continuation's
+// backend holds, its max_output_tokens (the envelope sets
 // the profile's for a budgeted turn that names none), at the price the
 // envelope recorded for the serving model. A body that cannot be read is
 // counted at a token a byte, which no tokenizer exceeds.
@@ -111,6 +112,15 @@ func estimate(t *contracts.Turn) spend.Hold {
 		if n, err := tokens.Bound(r); err == nil {
 			input = n
 		}
+	}
+	// A continuation's body carries only what is new: the backend holds
+	// the rest (or the caller replays it). A first call adds what the
+	// conversation's last turn counted; a tool loop's later round, which
+	// continues from the round before, what the loop's rounds counted.
+	if t.Tools != nil && t.Tools.Round > 0 {
+		input += max(t.Tools.Usage.PromptTokens, 0) + max(t.Tools.Usage.CompletionTokens, 0)
+	} else {
+		input += max(t.Envelope.HistoryTokens, 0)
 	}
 	out := b.MaxOutputTokens
 	if out <= 0 {

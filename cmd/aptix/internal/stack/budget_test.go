@@ -275,6 +275,47 @@ func TestBusBurstHardLimit(t *testing.T) {
 	t.Logf("bus burst of %d over two LLM callers: %d ran, %d refused, spent $%.6f of $%v", burst, ok.Load(), refused.Load(), contracts.CostFromNanos(nanos).Total, budget)
 }
 
+// TestBudgetContinuationHoldsHistory: a turn that continues a conversation
+// sends only its new input, but the backend charges the history it holds
+// too (the sandbox counts the whole previous_response_id chain). The
+// reservation counts that history (what the conversation's last turn
+// counted), so short follow-ups of a long first turn stop before the
+// budget is overrun; counting the body alone admitted them until the
+// spend was past it.
+func TestBudgetContinuationHoldsHistory(t *testing.T) {
+	e := newEnv(t, sandbox.Options{}, priced(20))
+	const budget = 0.5
+	budgets := []contracts.Budget{{USD: budget, Period: contracts.PeriodDay}}
+	large := strings.Repeat("budget history filler text ", 1400) // about 9,500 sandbox tokens, $0.19
+	ran, refusedAt := 0, -1
+	for i := 1; i <= 6 && refusedAt < 0; i++ {
+		instruction := "and one more thing?"
+		if i == 1 {
+			instruction = large
+		}
+		turn := e.turn(contracts.AgentExecuteRequest{ConversationId: "hist", TurnId: fmt.Sprintf("t%d", i),
+			Instruction: instruction, Principal: "bus:hist", Budgets: budgets})
+		e.settled()
+		e.usageOf()
+		switch {
+		case turn.Response.Kind != contracts.KindError:
+			ran++
+		case turn.Response.ErrorCode == "budget_exceeded":
+			refusedAt = i
+		default:
+			t.Fatalf("turn %d: %+v", i, turn.Response)
+		}
+	}
+	turns, nanos := e.spentBy("bus:hist")
+	if ran < 2 || refusedAt < 0 || turns != ran {
+		t.Fatalf("%d turns ran, refused at %d, %d completed: want a continuation to run and a later one refused", ran, refusedAt, turns)
+	}
+	if nanos > int64(budget*1e9) {
+		t.Fatalf("continuations spent $%.6f of a $%v budget", contracts.CostFromNanos(nanos).Total, budget)
+	}
+	t.Logf("%d turns ran, refused at turn %d, spent $%.6f of $%v", ran, refusedAt, contracts.CostFromNanos(nanos).Total, budget)
+}
+
 // TestUsageOnceUnderRedelivery: a mapper that records a turn's usage and
 // then dies before acknowledging the turn gets it again; the completion is
 // stored once (the mapper stores it before its records, so the client may
