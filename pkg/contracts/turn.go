@@ -73,6 +73,11 @@ type Envelope struct {
 	// Price is the backend profile's price for Model when it has one; the
 	// mapper charges the turn's usage at it (nil: the turn is unpriced).
 	Price *Price `json:"price,omitempty"`
+	// HistoryTokens bounds the input a continued conversation's backend
+	// (or the LLM caller's history replay) adds to Body: what the
+	// conversation's last turn counted in and out. A budget's reservation
+	// adds it to the body's count (docs/usage-and-budgets.md).
+	HistoryTokens int `json:"historyTokens,omitempty"`
 }
 
 // ToolEmulation is what the LLM caller needs to turn <tool_call> blocks in

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
 // ToolMode says how function tools reach a backend.
@@ -119,8 +121,13 @@ type Profile struct {
 	// With it, a request with truncation "auto" has its oldest input items
 	// dropped by the LLM caller until it fits (an estimate of ~4 bytes a
 	// token), instead of failing upstream.
-	ContextWindow int               `json:"contextWindow,omitempty"`
-	Aliases       map[string]string `json:"aliases,omitempty"`
+	ContextWindow int `json:"contextWindow,omitempty"`
+	// MaxOutputTokens is the output a budgeted turn that names no
+	// max_output_tokens is limited to, and so the output its budget
+	// reservation counts (docs/usage-and-budgets.md#the-reservation-rule);
+	// 0 is DefaultMaxOutputTokens.
+	MaxOutputTokens int               `json:"maxOutputTokens,omitempty"`
+	Aliases         map[string]string `json:"aliases,omitempty"`
 	// AliasRules are the aliases that ask for Aptix's own turn (AGN-003
 	// framing, retrieval) beyond a rename (alias.go).
 	AliasRules map[string]Alias `json:"aliasRules,omitempty"`
@@ -315,22 +322,42 @@ func Builtin() *Set {
 	return s
 }
 
+// DefaultMaxOutputTokens is a profile's MaxOutputTokens when it names none.
+const DefaultMaxOutputTokens = 4096
+
+// SandboxMaxOutputTokens is a sandbox profile's MaxOutputTokens when it
+// names none.
+const SandboxMaxOutputTokens = 256
+
+// BudgetMaxOutput is the output a budgeted turn that names no
+// max_output_tokens is sent with, and its reservation counts.
+func (p Profile) BudgetMaxOutput() int {
+	switch {
+	case p.MaxOutputTokens > 0:
+		return p.MaxOutputTokens
+	case p.Sandbox:
+		return SandboxMaxOutputTokens // its answers are short
+	}
+	return DefaultMaxOutputTokens
+}
+
 // fileProfile is the on-disk shape: durations as strings ("30s"), and
 // supportsPreviousResponseId defaulting to true when absent.
 type fileProfile struct {
-	BaseURL        string            `json:"baseUrl"`
-	APIKeyEnv      string            `json:"apiKeyEnv"`
-	DefaultModel   string            `json:"defaultModel"`
-	ContextWindow  int               `json:"contextWindow"`
-	Aliases        map[string]Alias  `json:"aliases"`
-	Models         []string          `json:"models"`
-	API            API               `json:"api"`
-	Chat           *Chat             `json:"chat"`
-	Headers        map[string]string `json:"headers"`
-	AttemptTimeout string            `json:"attemptTimeout"`
-	TurnTimeout    string            `json:"turnTimeout"`
-	MaxRetries     *int              `json:"maxRetries"`
-	MaxConcurrent  int               `json:"maxConcurrent"`
+	BaseURL         string            `json:"baseUrl"`
+	APIKeyEnv       string            `json:"apiKeyEnv"`
+	DefaultModel    string            `json:"defaultModel"`
+	ContextWindow   int               `json:"contextWindow"`
+	MaxOutputTokens int               `json:"maxOutputTokens"`
+	Aliases         map[string]Alias  `json:"aliases"`
+	Models          []string          `json:"models"`
+	API             API               `json:"api"`
+	Chat            *Chat             `json:"chat"`
+	Headers         map[string]string `json:"headers"`
+	AttemptTimeout  string            `json:"attemptTimeout"`
+	TurnTimeout     string            `json:"turnTimeout"`
+	MaxRetries      *int              `json:"maxRetries"`
+	MaxConcurrent   int               `json:"maxConcurrent"`
 	// MaxResponseBytes: 0 or absent is the default; negative is an error.
 	MaxResponseBytes int64 `json:"maxResponseBytes"`
 	Capabilities     struct {
@@ -550,6 +577,10 @@ func (e rawProfile) profile(at func(int64, string, ...any)) (*Profile, error) {
 	}
 	if p.ContextWindow < 0 {
 		fail(errors.New("contextWindow must not be negative"))
+	}
+	p.MaxOutputTokens = fp.MaxOutputTokens
+	if p.MaxOutputTokens < 0 || p.MaxOutputTokens > contracts.MaxOutputTokensLimit {
+		fail(fmt.Errorf("maxOutputTokens must be between 0 and %d", contracts.MaxOutputTokensLimit))
 	}
 	if fp.MaxResponseBytes < 0 {
 		fail(errors.New("maxResponseBytes must not be negative"))

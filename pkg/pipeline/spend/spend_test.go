@@ -62,7 +62,7 @@ func TestCheck(t *testing.T) {
 		"tokens under, cost": {[]contracts.Budget{tokens}, map[string]Counts{"20261127": {InputTokens: 10, CostNanos: 1e12}}, nil, time.Time{}},
 	} {
 		reads := 0
-		r, err := Check(c.budgets, now, func(w string) (Counts, error) { reads++; return c.windows[w], nil })
+		r, err := Check(c.budgets, now, func(w string) (Totals, error) { reads++; return Totals{Counts: c.windows[w]}, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,10 +77,10 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	boom := errors.New("kv down")
-	if _, err := Check([]contracts.Budget{day}, now, func(string) (Counts, error) { return Counts{}, boom }); !errors.Is(err, boom) {
+	if _, err := Check([]contracts.Budget{day}, now, func(string) (Totals, error) { return Totals{}, boom }); !errors.Is(err, boom) {
 		t.Fatalf("a failed read must not let the turn through unchecked: %v", err)
 	}
-	r, _ := Check([]contracts.Budget{day}, now, func(string) (Counts, error) { return Counts{CostNanos: 12_345_000}, nil })
+	r, _ := Check([]contracts.Budget{day}, now, func(string) (Totals, error) { return Totals{Counts: Counts{CostNanos: 12_345_000}}, nil })
 	if msg := r.Message(); !strings.Contains(msg, "$0.012345 spent of $0.01/day") || !strings.Contains(msg, "2026-11-28T00:00:00Z") {
 		t.Fatalf("message %q", msg)
 	}

@@ -112,6 +112,10 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"), Message: err.Error()})
 			return
 		}
+		if e := budgetFailure(t.Response); e != nil {
+			s.fail(w, e)
+			return
+		}
 		writeJSON(w, http.StatusOK, t.Response)
 		return
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
-	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
 	"github.com/aptix-dev/aptix/services/llmcaller/chatcompletions"
@@ -30,10 +29,12 @@ type LLMCaller struct {
 	// turn ends with a cancelled rejection, so its completion (and webhook)
 	// still comes, and a redelivery never pays for it.
 	Cancels *store.Cancels
-	// Budgets, when set, refuses a turn whose principal has already spent
-	// one of its budgets (contracts.AgentExecuteRequest.Budgets) before the
-	// model is called (docs/usage-and-budgets.md).
-	Budgets BudgetChecker
+	// Budgets, when set, holds each model call's worst case against its
+	// principal's budgets (contracts.AgentExecuteRequest.Budgets) before
+	// the model is called, refusing a call that does not fit, and settles
+	// the hold to the call's real cost after it (budget.go,
+	// docs/usage-and-budgets.md#the-reservation-rule).
+	Budgets BudgetHolder
 	// JS, when set, makes the stage's output event the call's pay-once
 	// result: the stage stores it itself (pipeline.Emit) as soon as the
 	// model has answered, the caller's store keeps only the call record,
@@ -43,40 +44,8 @@ type LLMCaller struct {
 	JS jetstream.JetStream
 }
 
-// BudgetChecker reads a principal's spend from the shared totals.
-type BudgetChecker interface {
-	Check(ctx context.Context, principal string, budgets []contracts.Budget) (*spend.Refusal, error)
-}
-
 // CodeBudgetExceeded is the error code of a turn refused by a budget.
 const CodeBudgetExceeded = "budget_exceeded"
-
-// checkBudget refuses the turn when its principal's budget is already
-// spent. Only a turn's first model call is checked: a tool loop's later
-// rounds go on, as does a redelivered call an earlier delivery may already
-// have paid for (its record says so); what they cost is recorded as overrun.
-func (l *LLMCaller) checkBudget(ctx context.Context, t *contracts.Turn, callKey string) error {
-	if l.Budgets == nil || len(t.Request.Budgets) == 0 || (t.Tools != nil && t.Tools.Round > 0) {
-		return nil
-	}
-	if pipeline.Delivered(ctx) > 1 {
-		paid, err := l.Caller.MayBePaid(ctx, callKey)
-		if err != nil {
-			return fmt.Errorf("read the call record of %s: %w", callKey, err)
-		}
-		if paid {
-			return nil
-		}
-	}
-	refusal, err := l.Budgets.Check(ctx, t.Request.Principal, t.Request.Budgets)
-	if err != nil {
-		return fmt.Errorf("read budget of %q: %w", t.Request.Principal, err) // redelivered: never paid unchecked
-	}
-	if refusal != nil {
-		return pipeline.Reject(CodeBudgetExceeded, "%s", refusal.Message())
-	}
-	return nil
-}
 
 // Stage returns the pipeline stage.
 func (l *LLMCaller) Stage() pipeline.Stage {
@@ -128,7 +97,8 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 			return answered(ctx, t, out)
 		}
 	}
-	if err := l.checkBudget(ctx, t, contracts.CallKey(t)); err != nil {
+	held, err := l.reserve(ctx, t, contracts.CallKey(t))
+	if err != nil {
 		return err
 	}
 	// Each LLM call of a tool loop is paid once on its own: its key names
@@ -182,6 +152,7 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		if callCtx, release, reason, ok, err = l.Cancels.Watch(ctx, t.ConversationId, t.TurnId); err != nil {
 			return err // redelivered: a cancel must be read before paying
 		} else if ok {
+			l.release(ctx, t, held)
 			return pipeline.Reject(reason, "the response was cancelled (%s) before the model was called", reason)
 		}
 		defer release()
@@ -193,6 +164,7 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 	}
 	res := l.Caller.Call(callCtx, in)
 	if found != nil {
+		l.settle(ctx, t, held, found.LLM) // the earlier handling's call is what this key cost
 		return answered(ctx, t, found)
 	}
 	if err := ctx.Err(); err != nil {
@@ -208,9 +180,11 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		if upstream, err := l.Caller.CancelUpstream(ctx, in.TurnID); err == nil && upstream != "" {
 			t.Warnings = append(t.Warnings, "upstream response "+upstream+" cancelled")
 		}
+		l.release(ctx, t, held) // a cancelled turn is not counted (docs/usage-and-budgets.md)
 		return pipeline.Reject(reason, "the response was cancelled (%s) while the model was called; the call was aborted", reason)
 	}
 	res.TurnId = t.TurnId
+	l.settle(ctx, t, held, &res)
 	t.LLM = &res
 	t.Warnings = append(t.Warnings, res.Warnings...)
 	// The body has been sent; later events need only the result. The
