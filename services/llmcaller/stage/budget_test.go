@@ -57,7 +57,9 @@ func budgetedStage(t *testing.T) (*LLMCaller, *holder, *sandbox.Server) {
 	set := &profiles.Set{}
 	set.Put(profiles.Profile{Name: "sandbox", BaseURL: hs.URL + "/v1", DefaultModel: "sandbox-1", Sandbox: true,
 		AttemptTimeout: time.Second, TurnTimeout: 4 * time.Second, MaxRetries: 1, MaxConcurrent: 4,
-		Capabilities: profiles.Capabilities{SupportsPreviousResponseID: true, ToolMode: profiles.ToolModeNative}})
+		Capabilities: profiles.Capabilities{SupportsPreviousResponseID: true, ToolMode: profiles.ToolModeNative},
+		// The serving backend's price is the turn's (TestChargedAtTheServingBackendsPrice).
+		Prices: profiles.Prices{"*": {Input: 20, Output: 20}}})
 	set.Default = "sandbox"
 	h := &holder{reserved: map[string]spend.Hold{}, settled: map[string]spend.Hold{}}
 	return &LLMCaller{Caller: caller.New(set, caller.Options{}), Budgets: h}, h, sb
