@@ -97,3 +97,16 @@ func (l List) Price(model string) (*contracts.Price, bool) {
 	p.Version = l.Version
 	return &p, true
 }
+
+// Source says which prices a cost's price version (contracts.Cost.PriceVersion)
+// names, for the console and `aptix usage`: this list, with the date its
+// figures were taken, or a profile's own prices table.
+func Source(version string) string {
+	switch version {
+	case "":
+		return ""
+	case builtin.Version:
+		return "built-in price list " + version + " (figures of " + builtin.Taken + ")"
+	}
+	return "profile prices " + version
+}

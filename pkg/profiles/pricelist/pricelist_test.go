@@ -64,3 +64,15 @@ func TestParseRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestSource(t *testing.T) {
+	for version, want := range map[string]string{
+		"":                "",
+		Builtin().Version: "built-in price list " + Builtin().Version + " (figures of " + Builtin().Taken + ")",
+		"openai-1a2b3c4d": "profile prices openai-1a2b3c4d",
+	} {
+		if got := Source(version); got != want {
+			t.Errorf("Source(%q) = %q, want %q", version, got, want)
+		}
+	}
+}
