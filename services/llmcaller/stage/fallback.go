@@ -24,9 +24,10 @@ import (
 // and never calls that backend, or one before it, a second time.
 
 // fallbackKey is the pay-once key of the n-th fallback (1-based) of the
-// call keyed callKey, on profile backend.
+// call keyed callKey, on profile backend: dot-separated like
+// contracts.CallKey's round, as a KV key must be (profile names are).
 func fallbackKey(callKey string, n int, backend string) string {
-	return callKey + "~fallback" + strconv.Itoa(n) + "~" + backend
+	return callKey + ".fallback" + strconv.Itoa(n) + "." + backend
 }
 
 // mayFallBack reports whether a failed call may move to another backend:
