@@ -89,6 +89,11 @@ func (l *LLMCaller) callWithFallbacks(ctx, callCtx, fallbackCtx context.Context,
 		}
 	}
 	requested := requestedModel(t)
+	var last contracts.LLMResult // the last call's failed result
+	if start > 0 {
+		last = contracts.LLMResult{Backend: chain[start-1].Name, Streamed: in.Stream,
+			Error: &contracts.UpstreamError{Type: "aptix_fallback", Message: "failed in an earlier delivery"}}
+	}
 	for i := start; ; i++ {
 		cur, cctx := in, callCtx
 		if i > 0 {
@@ -97,19 +102,23 @@ func (l *LLMCaller) callWithFallbacks(ctx, callCtx, fallbackCtx context.Context,
 			if skip != "" {
 				tried = append(tried, contracts.BackendAttempt{Backend: chain[i].Name, Model: cur.Model, Skipped: skip})
 				if i == len(chain)-1 {
-					return exhausted(tried, contracts.LLMResult{Backend: chain[i].Name, Model: cur.Model, Streamed: in.Stream,
-						Error: &contracts.UpstreamError{Type: "aptix_fallback", Message: "no backend left to fall back to"}})
+					// Nothing left to call: the turn ends with the last failure,
+					// which is the last attempt but one or more skipped ones.
+					if held != nil {
+						held.release(ctx)
+					}
+					return skippedToTheEnd(tried, last)
 				}
 				continue
 			}
 			cctx = fallbackCtx
 		}
-		last := i == len(chain)-1
+		end := i == len(chain)-1
 		if held != nil {
-			held.hold(!last)
+			held.hold(!end)
 		}
 		res := l.Caller.Call(cctx, cur)
-		if last || !mayFallBack(res) || held != nil && held.emitted() || ctx.Err() != nil || callCtx.Err() != nil {
+		if end || !mayFallBack(res) || held != nil && held.emitted() || ctx.Err() != nil || callCtx.Err() != nil {
 			if held != nil {
 				held.release(ctx)
 			}
@@ -118,9 +127,9 @@ func (l *LLMCaller) callWithFallbacks(ctx, callCtx, fallbackCtx context.Context,
 			}
 			return exhausted(tried, res)
 		}
-		if held != nil {
-			held.drop()
-		}
+		// A held done stays held until the next call starts (hold), so a
+		// chain whose remaining members are all skipped still ends with it.
+		last = res
 		tried = append(tried, contracts.BackendAttempt{Backend: res.Backend, Model: res.Model, Status: res.Status,
 			Error: res.Error, Attempts: res.Attempts, DurationMs: res.DurationMs})
 	}
@@ -185,6 +194,24 @@ func exhausted(tried []contracts.BackendAttempt, res contracts.LLMResult) contra
 	return res
 }
 
+// skippedToTheEnd is the result of a chain whose members after the last
+// failed call were all skipped: that call's result, still naming the
+// backend that answered it, with every attempt in its error.
+func skippedToTheEnd(tried []contracts.BackendAttempt, last contracts.LLMResult) contracts.LLMResult {
+	last.Fallbacks = tried
+	parts := make([]string, 0, len(tried))
+	for _, a := range tried {
+		parts = append(parts, describe(a))
+	}
+	e := contracts.UpstreamError{Type: "aptix_fallback"}
+	if last.Error != nil {
+		e = *last.Error
+	}
+	e.Message = fmt.Sprintf("every backend failed or was skipped (%d): %s", len(parts), strings.Join(parts, "; "))
+	last.Error = &e
+	return last
+}
+
 func describe(a contracts.BackendAttempt) string {
 	s := a.Backend
 	if a.Model != "" {
@@ -229,6 +256,8 @@ func (h *heldDone) Delta(ctx context.Context, d caller.Delta) {
 	h.next.Delta(ctx, d)
 }
 
+// hold starts a call: a done delta held for the one before is forgotten
+// (the next backend answers instead), and on holds this call's.
 func (h *heldDone) hold(on bool) {
 	h.mu.Lock()
 	h.holding, h.done = on, nil
@@ -251,6 +280,3 @@ func (h *heldDone) release(ctx context.Context) {
 		h.next.Delta(context.WithoutCancel(ctx), *d)
 	}
 }
-
-// drop forgets a held done delta: the next backend answers instead.
-func (h *heldDone) drop() { h.hold(true) }

@@ -2,6 +2,7 @@ package stage_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -222,5 +223,62 @@ func TestFallbackCrashPaysOnce(t *testing.T) {
 	}
 	if len(turn.LLM.Fallbacks) != 1 || turn.LLM.Fallbacks[0].Skipped == "" {
 		t.Errorf("fallbacks %+v: want the first backend named as tried before", turn.LLM.Fallbacks)
+	}
+}
+
+// TestNoFallbackAfterOutput: a streamed call cut off after its first delta
+// reached the client (a connection error, which may fall back before any
+// output) ends the turn with its error: the client has seen part of an
+// answer, and another backend's would follow it.
+func TestNoFallbackAfterOutput(t *testing.T) {
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0}\n\n"+
+			"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"delta\":\"partial\"}\n\n")
+	}))
+	defer cut.Close()
+	first, second := newFakeBackend(t, 0), newFakeBackend(t, 0)
+	set := fallbackSet(first, second, "", func(f, _ *profiles.Profile) { f.BaseURL, f.Headers = cut.URL+"/v1", nil })
+	sink := &deltaLog{}
+	l := &stage.LLMCaller{Caller: fastCaller(set, caller.Options{}), Deltas: sink}
+	turn := fallbackTurn("cut")
+	turn.Request.Stream = true
+	if err := l.Handle(context.Background(), turn); err != nil {
+		t.Fatal(err)
+	}
+	if turn.LLM.Error == nil || turn.LLM.Error.Type != "connection_error" || turn.LLM.Backend != "first" || len(turn.LLM.Fallbacks) != 0 {
+		t.Fatalf("%+v %+v", turn.LLM, turn.LLM.Error)
+	}
+	if n := second.posts.Load(); n != 0 {
+		t.Fatalf("the fallback was called %d times after output reached the client", n)
+	}
+	if d := sink.deltas; len(d) != 2 || d[0].Text != "partial" || d[1].Type != caller.DeltaDone || d[1].Status != "error" {
+		t.Fatalf("deltas %+v: want the partial text and the error's done", d)
+	}
+}
+
+// TestNoFallbackAcrossAContinuation: a request continuing a response by
+// previous_response_id continues what only its backend holds; the
+// fallback is listed as skipped, never called, and the error says why.
+func TestNoFallbackAcrossAContinuation(t *testing.T) {
+	first, second := newFakeBackend(t, 0), newFakeBackend(t, 0)
+	set := fallbackSet(first, second, "529", nil)
+	sink := &deltaLog{}
+	l := &stage.LLMCaller{Caller: fastCaller(set, caller.Options{}), Deltas: sink}
+	turn := fallbackTurn("cont")
+	turn.Request.Stream = true
+	turn.Envelope.Body = []byte(`{"model":"sandbox-1","input":"hi","previous_response_id":"resp_1"}`)
+	if err := l.Handle(context.Background(), turn); err != nil {
+		t.Fatal(err)
+	}
+	res := turn.LLM
+	if res.Error == nil || second.posts.Load() != 0 || len(res.Fallbacks) != 2 || res.Fallbacks[1].Skipped == "" ||
+		res.Backend != "first" || res.Status != 529 ||
+		!strings.Contains(res.Error.Message, "previous_response_id") || !strings.Contains(res.Error.Message, "HTTP 529") {
+		t.Fatalf("%+v: %+v", res.Fallbacks, res.Error)
+	}
+	// A streamed client still sees the turn end.
+	if d := sink.deltas; len(d) != 1 || d[0].Type != caller.DeltaDone || d[0].Status != "error" {
+		t.Fatalf("deltas %+v: want the failed call's done", d)
 	}
 }
