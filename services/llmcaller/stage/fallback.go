@@ -143,6 +143,7 @@ func fallbackInput(in caller.Input, first, p profiles.Profile, n int, requested 
 	out := in
 	out.Backend, out.Model = p.Name, p.FallbackModel(requested)
 	out.TurnID = fallbackKey(in.TurnID, n, p.Name)
+	out.Fallback = n
 	out.LegacyKey = ""
 	if p.Capabilities.ToolMode != first.Capabilities.ToolMode {
 		return out, fmt.Sprintf("its tool mode %q is not %s's %q the request was built for", p.Capabilities.ToolMode, first.Name, first.Capabilities.ToolMode)

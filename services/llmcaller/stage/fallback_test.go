@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
@@ -280,5 +284,36 @@ func TestNoFallbackAcrossAContinuation(t *testing.T) {
 	// A streamed client still sees the turn end.
 	if d := sink.deltas; len(d) != 1 || d[0].Type != caller.DeltaDone || d[0].Status != "error" {
 		t.Fatalf("deltas %+v: want the failed call's done", d)
+	}
+}
+
+// TestFallbackSpans: each attempt of a turn that fell back is a span of
+// its own, naming its backend, the fallback's numbered.
+func TestFallbackSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+
+	first, second := newFakeBackend(t, 0), newFakeBackend(t, 0)
+	l := &stage.LLMCaller{Caller: fastCaller(fallbackSet(first, second, "529", nil), caller.Options{})}
+	if err := l.Handle(context.Background(), fallbackTurn("spans")); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range rec.Ended() {
+		desc := s.Name()
+		for _, kv := range s.Attributes() {
+			switch kv.Key {
+			case "aptix.backend", "aptix.fallback":
+				desc += " " + string(kv.Key) + "=" + kv.Value.Emit()
+			}
+		}
+		got = append(got, desc)
+	}
+	want := []string{"chat sandbox-1 aptix.backend=first", "chat sandbox-2 aptix.backend=second aptix.fallback=1"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("spans %q, want %q", got, want)
 	}
 }
