@@ -89,6 +89,7 @@ func (l *LLMCaller) callWithFallbacks(ctx, callCtx, fallbackCtx context.Context,
 		}
 	}
 	requested := requestedModel(t)
+	var notes []string           // warnings of the chain, for the final result
 	var last contracts.LLMResult // the last call's failed result
 	if start > 0 {
 		last = contracts.LLMResult{Backend: chain[start-1].Name, Streamed: in.Stream,
@@ -107,7 +108,7 @@ func (l *LLMCaller) callWithFallbacks(ctx, callCtx, fallbackCtx context.Context,
 					if held != nil {
 						held.release(ctx)
 					}
-					return skippedToTheEnd(tried, last)
+					return noted(skippedToTheEnd(tried, last), notes)
 				}
 				continue
 			}
@@ -125,11 +126,16 @@ func (l *LLMCaller) callWithFallbacks(ctx, callCtx, fallbackCtx context.Context,
 			if len(tried) == 0 {
 				return res
 			}
-			return exhausted(tried, res)
+			return noted(exhausted(tried, res), notes)
 		}
 		// A held done stays held until the next call starts (hold), so a
 		// chain whose remaining members are all skipped still ends with it.
 		last = res
+		// A background call that timed out is still generating, and
+		// billing, upstream: stop it before another backend is paid.
+		if up, err := l.Caller.CancelUpstream(ctx, cur.TurnID); err == nil && up != "" {
+			notes = append(notes, fmt.Sprintf("upstream response %s of backend %s cancelled before falling back", up, res.Backend))
+		}
 		tried = append(tried, contracts.BackendAttempt{Backend: res.Backend, Model: res.Model, Status: res.Status,
 			Error: res.Error, Attempts: res.Attempts, DurationMs: res.DurationMs})
 	}
@@ -192,6 +198,11 @@ func exhausted(tried []contracts.BackendAttempt, res contracts.LLMResult) contra
 	e := *res.Error
 	e.Message = fmt.Sprintf("every backend failed (%d tried): %s", len(parts), strings.Join(parts, "; "))
 	res.Error = &e
+	return res
+}
+
+func noted(res contracts.LLMResult, notes []string) contracts.LLMResult {
+	res.Warnings = append(res.Warnings, notes...)
 	return res
 }
 

@@ -134,3 +134,30 @@ func TestStageCrashMidFallbackPaysOnce(t *testing.T) {
 		t.Errorf("%d responded events, want exactly 1", n)
 	}
 }
+
+// TestFallbackCancelsATimedOutBackgroundCall: a first backend that keeps
+// its calls in the background (reattach) and timed out is still
+// generating, and billing: its upstream response is cancelled before the
+// fallback is called, and the response says so.
+func TestFallbackCancelsATimedOutBackgroundCall(t *testing.T) {
+	slow := sandbox.New(sandbox.Options{Logger: quiet, Latency: 3 * time.Second})
+	hs := httptest.NewServer(slow)
+	t.Cleanup(hs.Close)
+	e := newEnv(t, sandbox.Options{}, func(c *Config) {
+		c.Profiles.Put(profiles.Profile{Name: "slow", BaseURL: hs.URL + "/v1", DefaultModel: "slow-1", Sandbox: true,
+			AttemptTimeout: 300 * time.Millisecond, TurnTimeout: 4 * time.Second, MaxRetries: 0, MaxConcurrent: 8,
+			Capabilities: profiles.Capabilities{SupportsPreviousResponseID: true, ToolMode: profiles.ToolModeNative, Reattach: true},
+			Fallbacks:    []string{"sandbox"}})
+		c.Profiles.Default = "slow"
+	})
+	done := e.turn(contracts.AgentExecuteRequest{ConversationId: "conv-fb-slow", TurnId: "t1", Instruction: "too slow", RagScope: contracts.RagScopeNone})
+	if done.Response.Kind != contracts.KindOK || done.Response.Backend != "sandbox" {
+		t.Fatalf("%+v", done.Response)
+	}
+	if st := slow.Snapshot(); st.Created != 1 || st.Cancels != 1 {
+		t.Errorf("the slow backend created %d responses and cancelled %d: want its one cancelled", st.Created, st.Cancels)
+	}
+	if !strings.Contains(strings.Join(done.Response.Warnings, "\n"), "cancelled before falling back") {
+		t.Errorf("warnings %q", done.Response.Warnings)
+	}
+}
