@@ -14,13 +14,19 @@ type Price struct {
 	// CachedInput is charged for the input tokens the backend served from
 	// its prompt cache; nil charges them as Input.
 	CachedInput *float64 `json:"cachedInput,omitempty"`
-	Output      float64  `json:"output"`
+	// CacheWrite is charged for the input tokens the backend wrote to its
+	// prompt cache (Anthropic bills them above the input rate); nil
+	// charges them as Input, which is what OpenAI does. Usage does not
+	// count cache writes yet, so no cost reads it so far.
+	CacheWrite *float64 `json:"cacheWrite,omitempty"`
+	Output     float64  `json:"output"`
 	// Reasoning is charged for the output tokens the model spent reasoning
 	// (the Responses API counts them inside output_tokens); nil charges
 	// them as Output, which is what OpenAI does.
 	Reasoning *float64 `json:"reasoning,omitempty"`
 	// Version names the price table it came from, so a total can be traced
-	// to the prices in force when the turn ran.
+	// to the prices in force when the turn ran: a profile's own table
+	// ("<profile>-<hash>") or the built-in price list ("aptix-prices-<date>").
 	Version string `json:"version,omitempty"`
 }
 
@@ -56,7 +62,8 @@ func CostFromNanos(n int64) Cost {
 
 // Cost prices usage: uncached input, cached input, output other than
 // reasoning, and reasoning, each at its rate. A nil price leaves the turn
-// unpriced. Token counts a backend reports inconsistently (more cached
+// unpriced. (CacheWrite waits for usage that counts cache writes: a
+// Messages backend's, issue 41 part 2.) Token counts a backend reports inconsistently (more cached
 // than input tokens) are clamped rather than charged negative.
 func (p *Price) Cost(u LlmUsage) Cost {
 	if p == nil {

@@ -124,6 +124,25 @@ type LLMResult struct {
 	// TruncatedItems is how many of the oldest input items the caller
 	// dropped to fit the profile's context window (truncation "auto").
 	TruncatedItems int `json:"truncatedItems,omitempty"`
+	// Fallbacks are the backends tried before this one, in order, each of
+	// which failed before any output reached the client: the result is
+	// the next profile's of the first one's "fallbacks"
+	// (docs/backends.md#fallbacks). Empty when the first backend served.
+	Fallbacks []BackendAttempt `json:"fallbacks,omitempty"`
+}
+
+// BackendAttempt is one backend's failed call of a turn that fell back to
+// another: what was asked of whom, and how it failed.
+type BackendAttempt struct {
+	Backend    string         `json:"backend"`
+	Model      string         `json:"model,omitempty"`
+	Status     int            `json:"status,omitempty"`
+	Error      *UpstreamError `json:"error,omitempty"`
+	Attempts   int            `json:"attempts"`
+	DurationMs float64        `json:"durationMs,omitempty"`
+	// Skipped says why the backend was not called at all (its tool mode
+	// differs, or the turn continues a response only the first backend holds).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // UpstreamError describes a call that produced no usable response body:

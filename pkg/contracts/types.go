@@ -225,6 +225,11 @@ type AgentExecuteResponse struct {
 	ResponseContinuationId string `json:"responseContinuationId,omitempty"`
 	Mode                   string `json:"mode,omitempty"`
 	ModelId                string `json:"modelId,omitempty"`
+	// Backend is the backend profile that served the turn's model call:
+	// another than the one asked for when the first failed and a fallback
+	// answered (docs/backends.md#fallbacks). The HTTP gateway also sends it
+	// as the X-Aptix-Backend header.
+	Backend string `json:"backend,omitempty"`
 
 	Text         string `json:"text,omitempty"`
 	FinishReason string `json:"finishReason,omitempty"`

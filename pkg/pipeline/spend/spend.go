@@ -90,6 +90,9 @@ type Totals struct {
 	// Keys breaks the totals down by API key id (turns without a key are
 	// not in it).
 	Keys map[string]*Counts `json:"keys,omitempty"`
+	// Prices are the priced turns by the price version that priced them
+	// (contracts.Cost.PriceVersion). Totals folded before it was kept have none.
+	Prices map[string]*Counts `json:"prices,omitempty"`
 	// Seq is the accounting stream sequence of the last turn folded in.
 	// Turns are folded in stream order, so a turn at or below Seq is
 	// already counted: a fold redelivered after a crash adds nothing.
@@ -117,6 +120,19 @@ func (t *Totals) Fold(seq uint64, r Record) bool {
 		t.Models[r.Model] = m
 	}
 	m.Add(r)
+	if v := r.Cost.PriceVersion; v != "" && !r.Cost.Unpriced {
+		// By price version: which price list or table priced the turns
+		// (the built-in list's or a profile's; `aptix usage` names them).
+		if t.Prices == nil {
+			t.Prices = map[string]*Counts{}
+		}
+		p := t.Prices[v]
+		if p == nil {
+			p = &Counts{}
+			t.Prices[v] = p
+		}
+		p.Add(r)
+	}
 	if r.KeyID != "" {
 		if t.Keys == nil {
 			t.Keys = map[string]*Counts{}
@@ -224,6 +240,9 @@ type Report struct {
 	// ByKey is by API key id; with a model filter it is left empty (keys
 	// are not broken down by model).
 	ByKey map[string]Counts `json:"by_key"`
+	// ByPrice is by price version (Totals.Prices); with a model filter it
+	// is left empty, as ByKey is.
+	ByPrice map[string]Counts `json:"by_price,omitempty"`
 }
 
 // Filter selects day totals for a report: a principal (all when All), a
@@ -237,7 +256,7 @@ type Filter struct {
 
 // Sum reports the day totals that pass f.
 func Sum(days []Totals, f Filter) Report {
-	r := Report{ByModel: map[string]Counts{}, ByDay: map[string]Counts{}, ByPrincipal: map[string]Counts{}, ByKey: map[string]Counts{}, From: f.From, To: f.To}
+	r := Report{ByModel: map[string]Counts{}, ByDay: map[string]Counts{}, ByPrincipal: map[string]Counts{}, ByKey: map[string]Counts{}, ByPrice: map[string]Counts{}, From: f.From, To: f.To}
 	sort.Slice(days, func(i, j int) bool { return days[i].Window < days[j].Window })
 	for _, d := range days {
 		if len(d.Window) != 8 || (!f.All && d.Principal != f.Principal) ||
@@ -256,6 +275,11 @@ func Sum(days []Totals, f Filter) Report {
 				x := r.ByKey[k]
 				x.Merge(*kc)
 				r.ByKey[k] = x
+			}
+			for v, pc := range d.Prices {
+				x := r.ByPrice[v]
+				x.Merge(*pc)
+				r.ByPrice[v] = x
 			}
 		} else if mc := d.Models[f.Model]; mc != nil {
 			c = *mc

@@ -120,3 +120,19 @@ func TestSum(t *testing.T) {
 		}
 	}
 }
+
+// TestByPrice: totals keep the priced turns by the price version that
+// priced them, so a report says which price list or table each cost is at.
+func TestByPrice(t *testing.T) {
+	priced := func(r Record, version string) Record { r.Cost.PriceVersion = version; return r }
+	tot := Totals{Principal: "key:a", Window: "20261127"}
+	tot.Fold(1, priced(rec("gpt-4o", 10, 1, 0.5), "aptix-prices-2025-11"))
+	tot.Fold(2, priced(rec("gpt-4o", 10, 1, 0.25), "aptix-prices-2025-11"))
+	tot.Fold(3, priced(rec("m", 10, 1, 1), "p-1a2b"))
+	tot.Fold(4, Record{Model: "x", Cost: contracts.Cost{Unpriced: true}})
+	r := Sum([]Totals{tot}, Filter{All: true})
+	if len(r.ByPrice) != 2 || r.ByPrice["aptix-prices-2025-11"].Turns != 2 || r.ByPrice["aptix-prices-2025-11"].CostNanos != 750_000_000 ||
+		r.ByPrice["p-1a2b"].Turns != 1 {
+		t.Fatalf("by price %+v", r.ByPrice)
+	}
+}

@@ -116,6 +116,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, e)
 			return
 		}
+		setBackend(w, &t)
 		writeJSON(w, http.StatusOK, t.Response)
 		return
 	}

@@ -23,6 +23,9 @@ type LLMCaller struct {
 	Caller *caller.Caller
 	// NC publishes streaming deltas (core NATS, not stored); nil disables them.
 	NC *nats.Conn
+	// Deltas, when set, receives the streaming deltas instead of NC: a
+	// test sees what a client would.
+	Deltas caller.DeltaSink
 	// Cancels, when set, makes cancellation real: a turn
 	// cancelled before its call is never sent upstream, and one cancelled
 	// during it has its call's context cancelled at once. Either way the
@@ -128,8 +131,11 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 			return &r, nil
 		}
 	}
-	if in.Stream && l.NC != nil {
-		in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
+	if in.Stream && (l.NC != nil || l.Deltas != nil) {
+		in.Deltas = l.Deltas
+		if in.Deltas == nil {
+			in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
+		}
 		if r := t.Retrieval; r != nil && r.Scope != contracts.RagScopeNone {
 			// The retrieval is done: a streamed file_search_call item
 			// completes before the model's first delta.
@@ -157,12 +163,13 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		}
 		defer release()
 	}
+	fallbackCtx := callCtx
 	if pt := t.Request.OpenAI; pt != nil && len(pt.Chat) > 0 && t.Tools == nil && in.Emulation == nil {
 		// A Chat Completions client's request goes to a Chat Completions
 		// backend as it sent it (a Responses backend never reads it).
 		callCtx = chatcompletions.WithClientBody(callCtx, pt.Chat)
 	}
-	res := l.Caller.Call(callCtx, in)
+	res := l.callWithFallbacks(ctx, callCtx, fallbackCtx, t, in)
 	if found != nil {
 		l.settle(ctx, t, held, found.LLM) // the earlier handling's call is what this key cost
 		return answered(ctx, t, found)
@@ -184,6 +191,15 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		return pipeline.Reject(reason, "the response was cancelled (%s) while the model was called; the call was aborted", reason)
 	}
 	res.TurnId = t.TurnId
+	if len(res.Fallbacks) > 0 && res.Error == nil {
+		// A fallback served: the turn is charged at its price, counted
+		// under its model, and continued on it (the conversation record
+		// names the envelope's backend), since only it holds the response.
+		t.Envelope.Backend, t.Envelope.Model = res.Backend, res.Model
+		if price, ok := l.Caller.Price(res.Backend, res.Model); ok {
+			t.Envelope.Price = price
+		}
+	}
 	l.settle(ctx, t, held, &res)
 	t.LLM = &res
 	t.Warnings = append(t.Warnings, res.Warnings...)
