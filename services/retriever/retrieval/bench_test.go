@@ -225,6 +225,9 @@ func benchCorpus(b *testing.B, c corpus) {
 	searchable := time.Since(start)
 	close(stopSampling)
 
+	if os.Getenv("APTIX_BENCH_GRID") != "" {
+		grid(b, ix, c.name, qs)
+	}
 	heldOut := os.Getenv("APTIX_BENCH_HELDOUT") != ""
 	verbose := os.Getenv("APTIX_BENCH_VERBOSE") != ""
 	type split struct {
@@ -309,5 +312,47 @@ func benchCorpus(b *testing.B, c corpus) {
 	report("tuning", tune)
 	report("held-out", held)
 	for range b.N {
+	}
+}
+
+// grid measures the tuning questions under each of a few weight settings,
+// on the index already built: go test -bench Retrieval with APTIX_BENCH_GRID=1.
+func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
+	base := retrieval.SetWeights(retrieval.Weights{})
+	retrieval.SetWeights(base)
+	defer retrieval.SetWeights(base)
+	vary := []func(w *retrieval.Weights){
+		func(w *retrieval.Weights) {},
+		func(w *retrieval.Weights) { w.Doc = 0 },
+		func(w *retrieval.Weights) { w.Doc = 1 },
+		func(w *retrieval.Weights) { w.Doc = 4 },
+		func(w *retrieval.Weights) { w.Symbol = 1.5 },
+		func(w *retrieval.Weights) { w.Symbol = 5 },
+		func(w *retrieval.Weights) { w.Path = 1 },
+		func(w *retrieval.Weights) { w.Path = 3 },
+		func(w *retrieval.Weights) { w.Tool = 1 },
+		func(w *retrieval.Weights) { w.Tool = 0.3 },
+		func(w *retrieval.Weights) { w.Test = 0.25 },
+	}
+	for _, v := range vary {
+		w := base
+		v(&w)
+		retrieval.SetWeights(w)
+		n, hits, rr := 0, 0, 0.0
+		for _, q := range qs {
+			if q.heldOut {
+				continue
+			}
+			res, err := ix.Search(context.Background(), contracts.AgentExecuteRequest{WorkspaceId: workspace, Instruction: q.q})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+			if rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) }); rank >= 0 {
+				hits++
+				rr += 1 / float64(rank+1)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "grid %s %+v: recall@10 %.3f MRR %.3f\n", workspace, w, float64(hits)/float64(n), rr/float64(n))
 	}
 }

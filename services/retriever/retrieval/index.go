@@ -162,7 +162,7 @@ const openTimeout = 2 * time.Second
 
 // schemaVersion is kept in the local index; an index built with another
 // mapping or document shape is discarded and rebuilt from the bucket.
-const schemaVersion = "aptix-chunks-3"
+const schemaVersion = "aptix-chunks-4"
 
 // indexMapping: code-aware text fields (codetext: identifiers split into
 // words, lower-cased, English stop words out, stemmed) scored with BM25, and
@@ -193,7 +193,8 @@ func indexMapping() mapping.IndexMapping {
 	doc := bleve.NewDocumentMapping()
 	doc.Dynamic = false
 	doc.AddFieldMappingsAt("content", text(true))
-	doc.AddFieldMappingsAt("symbol", text(false))
+	doc.AddFieldMappingsAt("symbol", text(true))
+	doc.AddFieldMappingsAt("doc", text(false))
 	doc.AddFieldMappingsAt("path", text(false))
 	doc.AddFieldMappingsAt("file", kw(true))
 	doc.AddFieldMappingsAt("repo", kw(true))
@@ -215,6 +216,7 @@ func indexMapping() mapping.IndexMapping {
 type chunkDoc struct {
 	Content   string   `json:"content"`
 	Symbol    string   `json:"symbol"`
+	Doc       string   `json:"doc"` // the chunk's leading comment: what the code says it does
 	Path      string   `json:"path"`
 	File      string   `json:"file"`
 	Workspace string   `json:"workspace"`
@@ -224,6 +226,35 @@ type chunkDoc struct {
 	Tags      []string `json:"tags"`
 	StartLine int      `json:"startLine"`
 	EndLine   int      `json:"endLine"`
+}
+
+// leadingComment returns the comment lines a chunk starts with (a Go doc
+// comment, a shell or Python header) without their markers. They say in
+// words what the code does, so they are a field of their own: a question
+// that matches them matches the declaration's purpose, not a passing use.
+// In Markdown a # is a heading, already the chunk's symbol.
+func leadingComment(language, content string) string {
+	marks := []string{"//", "/*", "*", "#"}
+	if language == "Markdown" {
+		marks = marks[:3]
+	}
+	var b strings.Builder
+	for line := range strings.Lines(content) {
+		t := strings.TrimSpace(line)
+		var ok bool
+		for _, mark := range marks {
+			if rest, found := strings.CutPrefix(t, mark); found {
+				t, ok = rest, true
+				break
+			}
+		}
+		if !ok {
+			break
+		}
+		b.WriteString(t)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // Per-file internal keys: the stored hash and the chunk ids a file has in the index.
@@ -372,7 +403,7 @@ func (b *batch) add(e jetstream.KeyValueEntry) {
 	}
 	ids := make([]string, 0, len(rec.Chunks))
 	for _, c := range rec.Chunks {
-		doc := chunkDoc{Content: c.Content, Symbol: c.Symbol, Path: rec.Path, File: rec.Path, Workspace: rec.Workspace,
+		doc := chunkDoc{Content: c.Content, Symbol: c.Symbol, Doc: leadingComment(rec.Language, c.Content), Path: rec.Path, File: rec.Path, Workspace: rec.Workspace,
 			Repo: rec.Repo, Language: rec.Language, Lang: strings.ToLower(rec.Language), Tags: rec.Tags, StartLine: c.StartLine, EndLine: c.EndLine}
 		if err := b.b.Index(c.Id, doc); err != nil {
 			b.ix.log.Warn("chunk not indexed", "id", c.Id, "err", err)

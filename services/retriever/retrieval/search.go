@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"path"
 	"path/filepath"
 	"slices"
@@ -33,12 +34,18 @@ const MaxQueryTerms = 48
 
 // Boosts of the query's parts, relative to a match in the chunk's text.
 const (
-	boostSymbol     = 3   // the function, type or heading name
-	boostPath       = 2   // directory and file name words
 	boostMode       = 0.3 // words of the request's mode
-	boostActiveFile = 4   // a chunk of one of the request's active files
+	boostActiveFile = 8   // a chunk of one of the request's active files (the doc field raised the text scores it competes with)
 	boostRepo       = 1   // a chunk of the request's repo, in workspace scope
 )
+
+// weights are the fields' boosts (BM25 per field, summed, as in BM25F) and
+// the factors that rank tests and tool sources below library code. They
+// were chosen on the tuning questions of the benchmark (bench_test.go).
+var weights = struct {
+	Symbol, Doc, Path float64 // relative to a match in the chunk's text
+	Test, Tool        float64 // score factors, see pathFactor
+}{Symbol: 3, Doc: 2, Path: 2, Test: 0.5, Tool: 0.6}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -81,36 +88,84 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		return res, nil
 	}
 	sr := bleve.NewSearchRequestOptions(q, ix.o.K*candidatesPerHit, 0, false)
-	sr.Fields = []string{"content", "file", "repo", "language", "startLine", "endLine"}
+	sr.Fields = []string{"content", "file", "repo", "language", "startLine", "endLine", "symbol"}
 	out, err := ix.idx.SearchInContext(ctx, sr)
-	demoteTests := !slices.ContainsFunc(terms, func(t string) bool { return t == "test" || t == "exampl" })
 	if err != nil {
 		return res, fmt.Errorf("search %s: %w", workspace, err)
 	}
+	wantTests := slices.ContainsFunc(terms, func(t string) bool { return t == "test" || t == "exampl" })
+	wantTools := slices.ContainsFunc(terms, func(t string) bool { return toolWords[t] })
 	hits := make([]contracts.RagChunk, 0, len(out.Hits))
+	symbols := make(map[string]string, len(out.Hits))
 	for _, h := range out.Hits {
-		hits = append(hits, contracts.RagChunk{
+		c := contracts.RagChunk{
 			Id: h.ID, Path: str(h.Fields["file"]), Repo: str(h.Fields["repo"]), Language: str(h.Fields["language"]),
 			StartLine: num(h.Fields["startLine"]), EndLine: num(h.Fields["endLine"]), Content: str(h.Fields["content"]),
-			Score: h.Score,
-		})
-		if demoteTests && enry.IsTest(hits[len(hits)-1].Path) {
-			hits[len(hits)-1].Score *= testFactor
 		}
+		c.Score = h.Score * pathFactor(c.Path, wantTests, wantTools)
+		symbols[h.ID] = str(h.Fields["symbol"])
+		hits = append(hits, c)
 	}
 	res.Chunks = budget(merge(rank(hits)), ix.o.K, ix.o.MaxChars)
+	for i := range res.Chunks {
+		res.Chunks[i].Matches = explain(res.Chunks[i], symbols[res.Chunks[i].Id], terms)
+	}
 	res.TookMs = float64(time.Since(start).Microseconds()) / 1000
 	return res, nil
+}
+
+// toolWords are the query terms (analyzed) that ask for tool sources.
+var toolWords = map[string]bool{"cmd": true, "tool": true, "compil": true, "linker": true, "assembl": true}
+
+// pathFactor scales the score of a chunk by where its file sits. Tests and
+// examples (by go-enry's conventions, and anything under testdata/) repeat
+// the words of the code they exercise; the sources of commands and tools
+// (a cmd/ directory: the compiler and go command in the standard library)
+// reimplement much of the library in their own words. A developer asking
+// how something works wants the library first, so both rank lower unless
+// the question speaks of tests, examples or tools.
+func pathFactor(p string, wantTests, wantTools bool) float64 {
+	f := 1.0
+	if !wantTests && (enry.IsTest(p) || strings.Contains("/"+p, "/testdata/")) {
+		f *= weights.Test
+	}
+	if !wantTools && (strings.HasPrefix(p, "cmd/") || strings.Contains(p, "/cmd/")) {
+		f *= weights.Tool
+	}
+	return f
+}
+
+// explain says which of the query's terms each field of a returned chunk
+// holds. It analyzes only the K chunks returned, so it costs little.
+func explain(c contracts.RagChunk, symbol string, terms []string) []contracts.RagMatch {
+	want := make(map[string]bool, len(terms))
+	for _, t := range terms {
+		want[t] = true
+	}
+	var out []contracts.RagMatch
+	for _, f := range []struct{ name, text string }{
+		{"symbol", symbol}, {"doc", leadingComment(c.Language, c.Content)}, {"path", c.Path}, {"content", c.Content},
+	} {
+		if f.text == "" {
+			continue
+		}
+		var found []string
+		for _, t := range queryTerms(f.text, math.MaxInt) { // distinct terms
+			if want[t] {
+				found = append(found, t)
+			}
+		}
+		if len(found) > 0 {
+			slices.Sort(found)
+			out = append(out, contracts.RagMatch{Field: f.name, Terms: found})
+		}
+	}
+	return out
 }
 
 // candidatesPerHit: a search fetches K times this many hits, so that
 // merging, test demotion and the size budget still leave K good ones.
 const candidatesPerHit = 5
-
-// testFactor scales the score of test files (by go-enry's conventions)
-// unless the instruction speaks of tests or examples: a developer asking how
-// something works wants the code first, and tests repeat its words.
-const testFactor = 0.5
 
 // Terms found in more than commonShare of the chunks weigh almost nothing
 // in BM25 but cost the most to score (their postings are the longest):
@@ -199,7 +254,7 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, term
 	}
 	words := bleve.NewDisjunctionQuery()
 	for _, w := range terms {
-		words.AddQuery(term("content", w, 1), term("symbol", w, boostSymbol), term("path", w, boostPath))
+		words.AddQuery(term("content", w, 1), term("symbol", w, weights.Symbol), term("doc", w, weights.Doc), term("path", w, weights.Path))
 	}
 	for _, w := range mode {
 		words.AddQuery(term("content", w, boostMode))
