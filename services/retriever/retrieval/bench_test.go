@@ -323,6 +323,10 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer retrieval.SetWeights(base)
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
+		func(w *retrieval.Weights) { w.Nested = !w.Nested },
+		func(w *retrieval.Weights) { w.Symbol, w.Doc = 1.5, 4 },
+		func(w *retrieval.Weights) { w.Symbol, w.Doc, w.Path = 1.5, 1, 1 },
+		func(w *retrieval.Weights) { w.Symbol, w.Doc, w.Path = 1, 1, 1 },
 		func(w *retrieval.Weights) { w.Doc = 0 },
 		func(w *retrieval.Weights) { w.Doc = 1 },
 		func(w *retrieval.Weights) { w.Doc = 4 },

@@ -5,6 +5,7 @@ package retrieval
 type Weights = struct {
 	Symbol, Doc, Path float64
 	Test, Tool        float64
+	Nested            bool
 }
 
 // SetWeights replaces the weights and returns the previous ones.

@@ -45,7 +45,8 @@ const (
 var weights = struct {
 	Symbol, Doc, Path float64 // relative to a match in the chunk's text
 	Test, Tool        float64 // score factors, see pathFactor
-}{Symbol: 3, Doc: 2, Path: 2, Test: 0.5, Tool: 0.6}
+	Nested            bool    // one disjunction per query term, see buildQuery
+}{Symbol: 3, Doc: 2, Path: 2, Test: 0.5, Tool: 0.6, Nested: true}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -254,7 +255,16 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, term
 	}
 	words := bleve.NewDisjunctionQuery()
 	for _, w := range terms {
-		words.AddQuery(term("content", w, 1), term("symbol", w, weights.Symbol), term("doc", w, weights.Doc), term("path", w, weights.Path))
+		fields := []query.Query{term("content", w, 1), term("symbol", w, weights.Symbol), term("doc", w, weights.Doc), term("path", w, weights.Path)}
+		if weights.Nested {
+			// One clause per term: bleve scales a disjunction's sum by the
+			// share of its clauses that matched, so a chunk is rewarded for
+			// matching more of the question's words rather than one word in
+			// more of its fields.
+			words.AddQuery(bleve.NewDisjunctionQuery(fields...))
+		} else {
+			words.AddQuery(fields...)
+		}
 	}
 	for _, w := range mode {
 		words.AddQuery(term("content", w, boostMode))
