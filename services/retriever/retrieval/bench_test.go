@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -238,6 +239,16 @@ func benchCorpus(b *testing.B, c corpus) {
 	var tune, held split
 	var lat []time.Duration
 	const rounds = 10
+	if path := os.Getenv("APTIX_BENCH_CPUPROFILE"); path != "" && c.name == "stdlib" { // the searches only, not the indexing
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	for round := range rounds {
 		for _, q := range qs {
 			if q.heldOut && !heldOut {
@@ -323,20 +334,16 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer retrieval.SetWeights(base)
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Nested = !w.Nested },
-		func(w *retrieval.Weights) { w.Symbol, w.Doc = 1.5, 4 },
-		func(w *retrieval.Weights) { w.Symbol, w.Doc, w.Path = 1.5, 1, 1 },
-		func(w *retrieval.Weights) { w.Symbol, w.Doc, w.Path = 1, 1, 1 },
-		func(w *retrieval.Weights) { w.Doc = 0 },
-		func(w *retrieval.Weights) { w.Doc = 1 },
-		func(w *retrieval.Weights) { w.Doc = 4 },
+		func(w *retrieval.Weights) { w.Expand = 0 },
+		func(w *retrieval.Weights) { w.Expand = 0.25 },
+		func(w *retrieval.Weights) { w.Expand = 1 },
 		func(w *retrieval.Weights) { w.Symbol = 1.5 },
-		func(w *retrieval.Weights) { w.Symbol = 5 },
-		func(w *retrieval.Weights) { w.Path = 1 },
-		func(w *retrieval.Weights) { w.Path = 3 },
-		func(w *retrieval.Weights) { w.Tool = 1 },
-		func(w *retrieval.Weights) { w.Tool = 0.3 },
+		func(w *retrieval.Weights) { w.Doc = 2 },
+		func(w *retrieval.Weights) { w.Doc = 0.5 },
+		func(w *retrieval.Weights) { w.Path = 2 },
+		func(w *retrieval.Weights) { w.Path = 0.5 },
 		func(w *retrieval.Weights) { w.Test = 0.25 },
+		func(w *retrieval.Weights) { w.Tool = 0.3 },
 	}
 	for _, v := range vary {
 		w := base

@@ -1,108 +1,136 @@
 package retrieval
 
 import (
-	"strings"
+	"cmp"
+	"fmt"
+	"slices"
 	"sync"
 )
 
-// devWords maps words and phrases of a developer's question to the words
-// code and its doc comments use for the same thing: the short forms
-// identifiers are built from (directory → dir, message → msg) and the
-// programmer's terms for everyday words (folder → directory, whole number →
-// integer). It is a general vocabulary of programming, not of any codebase
-// and not of any benchmark question's answer: no entry names an identifier
-// of the indexed code. Keys of two words match two consecutive query words.
-var devWords = map[string][]string{
-	// everyday words → programming words
-	"folder": {"directory", "dir"}, "whole number": {"integer"}, "text": {"string"},
-	"closest": {"nearest"}, "erase": {"delete", "remove"}, "scratch": {"temporary", "temp"},
-	"thread": {"goroutine", "concurrent"}, "thread safe": {"concurrent", "safe"},
-	"pause": {"sleep"}, "wait": {"block"}, "repeatedly": {"periodic", "tick"}, "interval": {"period", "tick"},
-	"largest": {"max", "maximum"}, "biggest": {"max", "maximum"}, "smallest": {"min", "minimum"},
-	"characters": {"rune", "runes"}, "character": {"rune"}, "letters": {"rune"},
-	"capital": {"upper"}, "uppercase": {"upper"}, "lowercase": {"lower"}, "ignoring case": {"fold"},
-	"combine": {"join"}, "concatenate": {"concat", "join"}, "flip": {"reverse"},
-	"duplicate": {"dup", "duplicate"}, "duplicates": {"dup", "duplicate"}, "position": {"index"},
-	"same": {"equal"}, "timestamp": {"time"}, "epoch": {"unix"}, "random": {"rand"},
-	"serialize": {"marshal", "encode"}, "deserialize": {"unmarshal", "decode"},
-	"checksum": {"sum", "hash"}, "digest": {"sum", "hash"}, "lock": {"mutex"}, "mutex": {"lock"},
-	"program": {"executable", "binary"}, "callback": {"func"}, "function": {"func"},
-	"sequence": {"seq", "iter"}, "iterate": {"iter", "range"}, "iterator": {"iter"},
-	"archive": {"tar", "zip"}, "compress": {"zip", "deflate"}, "decompress": {"inflate", "reader"},
-	"throw away": {"discard"}, "destination": {"writer"}, "destinations": {"writer"}, "source": {"reader"},
-	"quota": {"limit"}, "quotas": {"limits"}, "statistics": {"stats"}, "stats": {"statistics"},
-	"cancel": {"cancel", "context"}, "deadline": {"timeout"}, "gracefully": {"shutdown"},
-	"keepalive": {"ping"}, "heartbeat": {"ping"}, "replica": {"peer"}, "replicas": {"peers"},
-	// full words → the short forms identifiers use
-	"directory": {"dir"}, "message": {"msg"}, "messages": {"msgs", "msg"}, "configuration": {"config", "conf", "cfg"},
-	"options": {"opts"}, "arguments": {"args"}, "argument": {"arg"}, "error": {"err"}, "buffer": {"buf"},
-	"connection": {"conn"}, "connections": {"conns", "conn"}, "address": {"addr"}, "request": {"req"},
-	"response": {"resp"}, "password": {"pass", "passwd"}, "authenticate": {"auth"}, "authorize": {"auth"},
-	"authentication": {"auth"}, "authorization": {"auth"}, "certificate": {"cert"}, "signature": {"sig"},
-	"encrypt": {"cipher", "crypt"}, "decrypt": {"cipher"}, "memory": {"mem"}, "processors": {"cpu"},
-	"processor": {"cpu"}, "process": {"proc"}, "environment": {"env"}, "temporary": {"temp", "tmp"},
-	"initialize": {"init"}, "maximum": {"max"}, "minimum": {"min"}, "synchronize": {"sync"},
-	"subscription": {"sub"}, "subscriptions": {"subs", "sub"}, "subscribe": {"sub"}, "subscribers": {"subs", "sub"},
-	"publish": {"pub"}, "acknowledge": {"ack"}, "acknowledgement": {"ack"}, "sequence number": {"seq"},
-	"sequence numbers": {"seq"}, "websocket": {"ws"}, "length": {"len"}, "number": {"num"},
-	"square root": {"sqrt"}, "absolute": {"abs"}, "complex": {"cmplx"}, "format": {"fmt"},
-	"expression": {"expr"}, "regular expression": {"regexp"}, "generate": {"gen"}, "reference": {"ref"},
-	"previous": {"prev"}, "current": {"cur"}, "value": {"val"}, "values": {"vals"}, "temporary file": {"tempfile"},
+// Identifiers abbreviate the words a developer asks in (dir for directory,
+// msg for message, cfg for configuration, sqrt for square root), and a doc
+// comment often spells the word out only once, if at all. abbreviations
+// learns the short forms from the index itself: the symbol field's
+// vocabulary is the set of words identifiers are made of, so a query term's
+// abbreviations are the symbol words that could be written for it. The
+// vocabulary is the one every replica builds from the same bucket, so
+// replicas expand alike, and it follows the index as files change.
+//
+// A symbol word a is taken as an abbreviation of a query term w (analyzed,
+// or two consecutive terms run together, so "squar root" can give sqrt)
+// when it starts with w's first letter, keeps w's letters in order
+// (a subsequence), is 3 to 5 letters and at least 3 shorter than w (so
+// stems and plurals are not counted), and names at least minAbbrevDF
+// chunks' symbols. At most maxAbbrevs per term, the most used first.
+const (
+	minAbbrevDF = 3
+	maxAbbrevs  = 3
+)
+
+// abbrevCache holds the abbreviations found per query term. It is dropped
+// whenever a batch changes the index.
+type abbrevCache struct {
+	mu sync.Mutex
+	m  map[string][]string
 }
 
-// expansion is a term added to a query and how much it weighs.
-type expansion struct {
-	term   string
-	weight float64
+func (c *abbrevCache) reset() {
+	c.mu.Lock()
+	c.m = nil
+	c.mu.Unlock()
 }
 
-// expansions are devWords analyzed as queries are: keys as one or two
-// analyzed terms joined by a space, values as analyzed terms.
-var expansions = sync.OnceValue(func() map[string][]string {
-	out := make(map[string][]string, len(devWords))
-	for k, vs := range devWords {
-		key := strings.Join(queryTerms(k, 2), " ")
-		for _, v := range vs {
-			for _, t := range queryTerms(v, 4) {
-				out[key] = appendNew(out[key], t)
-			}
+// abbreviations returns the symbol words that abbreviate w, as above.
+func (ix *Index) abbreviations(w string) ([]string, error) {
+	if len(w) < 6 {
+		return nil, nil
+	}
+	ix.abbrevs.mu.Lock()
+	got, ok := ix.abbrevs.m[w]
+	ix.abbrevs.mu.Unlock()
+	if ok {
+		return got, nil
+	}
+	d, err := ix.idx.FieldDictPrefix("symbol", []byte{w[0]})
+	if err != nil {
+		return nil, fmt.Errorf("symbol vocabulary: %w", err)
+	}
+	type cand struct {
+		term string
+		df   uint64
+	}
+	var cs []cand
+	for {
+		e, err := d.Next()
+		if err != nil {
+			d.Close()
+			return nil, fmt.Errorf("symbol vocabulary: %w", err)
+		}
+		if e == nil {
+			break
+		}
+		if n := len(e.Term); n >= 3 && n <= 5 && n+3 <= len(w) && e.Count >= minAbbrevDF && subsequence(e.Term, w) {
+			cs = append(cs, cand{e.Term, e.Count})
 		}
 	}
-	return out
-})
+	d.Close()
+	slices.SortFunc(cs, func(a, b cand) int { return cmp.Or(cmp.Compare(b.df, a.df), cmp.Compare(a.term, b.term)) })
+	got = nil
+	for _, c := range cs[:min(len(cs), maxAbbrevs)] {
+		got = append(got, c.term)
+	}
+	ix.abbrevs.mu.Lock()
+	if ix.abbrevs.m == nil {
+		ix.abbrevs.m = map[string][]string{}
+	}
+	ix.abbrevs.m[w] = got
+	ix.abbrevs.mu.Unlock()
+	return got, nil
+}
 
-// expand returns the terms devWords adds to a query's terms (in order,
-// none already in terms), each with weight w. Two-word keys are looked up
-// on consecutive analyzed terms of text.
-func expand(text string, terms []string, w float64) []expansion {
-	all := queryTerms(text, MaxQueryTerms)
+// subsequence reports whether a's bytes occur in w in order.
+func subsequence(a, w string) bool {
+	i := 0
+	for j := 0; j < len(w) && i < len(a); j++ {
+		if w[j] == a[i] {
+			i++
+		}
+	}
+	return i == len(a)
+}
+
+// expansion is a term added to a query and what it stands for.
+type expansion struct {
+	term, from string
+}
+
+// expand returns the abbreviations of terms (each term, and each pair of
+// consecutive terms run together) not already among them.
+func (ix *Index) expand(terms []string) ([]expansion, error) {
 	have := make(map[string]bool, len(terms))
 	for _, t := range terms {
 		have[t] = true
 	}
 	var out []expansion
-	add := func(key string) {
-		for _, t := range expansions()[key] {
-			if !have[t] {
-				have[t] = true
-				out = append(out, expansion{t, w})
+	add := func(w string) error {
+		as, err := ix.abbreviations(w)
+		for _, a := range as {
+			if !have[a] {
+				have[a] = true
+				out = append(out, expansion{a, w})
+			}
+		}
+		return err
+	}
+	for i, t := range terms {
+		if err := add(t); err != nil {
+			return nil, err
+		}
+		if i+1 < len(terms) {
+			if err := add(t + terms[i+1]); err != nil {
+				return nil, err
 			}
 		}
 	}
-	for i, t := range all {
-		if i+1 < len(all) {
-			add(t + " " + all[i+1])
-		}
-		add(t)
-	}
-	return out
-}
-
-func appendNew(s []string, v string) []string {
-	for _, x := range s {
-		if x == v {
-			return s
-		}
-	}
-	return append(s, v)
+	return out, nil
 }

@@ -6,6 +6,7 @@ type Weights = struct {
 	Symbol, Doc, Path float64
 	Test, Tool        float64
 	Nested            bool
+	Expand            float64
 }
 
 // SetWeights replaces the weights and returns the previous ones.

@@ -52,6 +52,7 @@ type Index struct {
 	mu      sync.Mutex
 	err     error  // why following stopped, if it did
 	rebuilt string // why Open discarded the local index it found, if it did
+	abbrevs abbrevCache
 }
 
 // Internal keys kept in the bleve index next to the documents.
@@ -423,6 +424,7 @@ func (b *batch) commit() error {
 	if err := b.ix.idx.Batch(b.b); err != nil {
 		return fmt.Errorf("apply index batch: %w", err)
 	}
+	b.ix.abbrevs.reset() // the symbol vocabulary may have changed
 	if b.maxRev > b.ix.applied.Load() {
 		b.ix.applied.Store(b.maxRev)
 	}

@@ -46,7 +46,8 @@ var weights = struct {
 	Symbol, Doc, Path float64 // relative to a match in the chunk's text
 	Test, Tool        float64 // score factors, see pathFactor
 	Nested            bool    // one disjunction per query term, see buildQuery
-}{Symbol: 3, Doc: 2, Path: 2, Test: 0.5, Tool: 0.6, Nested: true}
+	Expand            float64 // weight of a learned abbreviation (expand.go); 0 turns them off
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.5, Tool: 0.6, Nested: true, Expand: 0.5}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -84,7 +85,13 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		return res, err
 	}
 	res.Query = strings.Join(terms, " ")
-	q, ok := buildQuery(req, scope, workspace, terms, queryTerms(req.Mode, 4))
+	var exps []expansion
+	if weights.Expand > 0 {
+		if exps, err = ix.expand(terms); err != nil {
+			return res, err
+		}
+	}
+	q, ok := buildQuery(req, scope, workspace, terms, exps, queryTerms(req.Mode, 4))
 	if !ok {
 		return res, nil
 	}
@@ -109,7 +116,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 	}
 	res.Chunks = budget(merge(rank(hits)), ix.o.K, ix.o.MaxChars)
 	for i := range res.Chunks {
-		res.Chunks[i].Matches = explain(res.Chunks[i], symbols[res.Chunks[i].Id], terms)
+		res.Chunks[i].Matches = explain(res.Chunks[i], symbols[res.Chunks[i].Id], terms, exps)
 	}
 	res.TookMs = float64(time.Since(start).Microseconds()) / 1000
 	return res, nil
@@ -138,10 +145,14 @@ func pathFactor(p string, wantTests, wantTools bool) float64 {
 
 // explain says which of the query's terms each field of a returned chunk
 // holds. It analyzes only the K chunks returned, so it costs little.
-func explain(c contracts.RagChunk, symbol string, terms []string) []contracts.RagMatch {
-	want := make(map[string]bool, len(terms))
+func explain(c contracts.RagChunk, symbol string, terms []string, exps []expansion) []contracts.RagMatch {
+	want := make(map[string]bool, len(terms)+len(exps))
 	for _, t := range terms {
 		want[t] = true
+	}
+	expanded := make(map[string]bool, len(exps))
+	for _, e := range exps {
+		want[e.term], expanded[e.term] = true, true
 	}
 	var out []contracts.RagMatch
 	for _, f := range []struct{ name, text string }{
@@ -150,15 +161,19 @@ func explain(c contracts.RagChunk, symbol string, terms []string) []contracts.Ra
 		if f.text == "" {
 			continue
 		}
-		var found []string
+		var found, added []string
 		for _, t := range queryTerms(f.text, math.MaxInt) { // distinct terms
 			if want[t] {
 				found = append(found, t)
+				if expanded[t] {
+					added = append(added, t)
+				}
 			}
 		}
 		if len(found) > 0 {
 			slices.Sort(found)
-			out = append(out, contracts.RagMatch{Field: f.name, Terms: found})
+			slices.Sort(added)
+			out = append(out, contracts.RagMatch{Field: f.name, Terms: found, Expanded: added})
 		}
 	}
 	return out
@@ -246,7 +261,7 @@ var analyzer = sync.OnceValue(func() analysis.Analyzer {
 // scores; filters (workspace, repo, language, tags, active files in that
 // scope) must hold and do not score; active files and the request's repo
 // otherwise add a boost. ok is false when nothing can match.
-func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, terms, mode []string) (query.Query, bool) {
+func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, terms []string, exps []expansion, mode []string) (query.Query, bool) {
 	term := func(field, v string, boost float64) query.Query {
 		t := bleve.NewTermQuery(v)
 		t.SetField(field)
@@ -254,8 +269,16 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, term
 		return t
 	}
 	words := bleve.NewDisjunctionQuery()
-	for _, w := range terms {
-		fields := []query.Query{term("content", w, 1), term("symbol", w, weights.Symbol), term("doc", w, weights.Doc), term("path", w, weights.Path)}
+	all := make([]expansion, 0, len(terms)+len(exps))
+	for _, t := range terms {
+		all = append(all, expansion{term: t})
+	}
+	for _, w := range append(all, exps...) {
+		f := 1.0
+		if w.from != "" {
+			f = weights.Expand // an abbreviation counts for less than the word typed
+		}
+		fields := []query.Query{term("content", w.term, f), term("symbol", w.term, f*weights.Symbol), term("doc", w.term, f*weights.Doc), term("path", w.term, f*weights.Path)}
 		if weights.Nested {
 			// One clause per term: bleve scales a disjunction's sum by the
 			// share of its clauses that matched, so a chunk is rewarded for
