@@ -290,7 +290,7 @@ func benchCorpus(b *testing.B, c corpus) {
 				s.misses = append(s.misses, fmt.Sprintf("  miss %q (want %s %s) got %v", q.q, strings.Join(q.want, " "), q.symbol, got[:min(3, len(got))]))
 			}
 			if verbose {
-				fmt.Fprintf(os.Stderr, "%-70q rank %2d  %v\n", q.q, rank+1, got[:min(5, len(got))])
+				fmt.Fprintf(os.Stderr, "%-70q rank %2d  %v %v\n", q.q, rank+1, ix.Expansions(q.q), got[:min(5, len(got))])
 			}
 		}
 	}
@@ -335,15 +335,12 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
 		func(w *retrieval.Weights) { w.Expand = 0 },
-		func(w *retrieval.Weights) { w.Expand = 0.25 },
-		func(w *retrieval.Weights) { w.Expand = 1 },
-		func(w *retrieval.Weights) { w.Symbol = 1.5 },
-		func(w *retrieval.Weights) { w.Doc = 2 },
-		func(w *retrieval.Weights) { w.Doc = 0.5 },
-		func(w *retrieval.Weights) { w.Path = 2 },
-		func(w *retrieval.Weights) { w.Path = 0.5 },
-		func(w *retrieval.Weights) { w.Test = 0.25 },
-		func(w *retrieval.Weights) { w.Tool = 0.3 },
+		func(w *retrieval.Weights) { w.Expand = 0.3 },
+		func(w *retrieval.Weights) { w.Common = 0.05 },
+		func(w *retrieval.Weights) { w.Common = 0.08 },
+		func(w *retrieval.Weights) { w.Common = 0.3 },
+		func(w *retrieval.Weights) { w.Symbol, w.Doc = 1.5, 1.5 },
+		func(w *retrieval.Weights) { w.Test = 0.3 },
 	}
 	for _, v := range vary {
 		w := base

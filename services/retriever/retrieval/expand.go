@@ -21,10 +21,11 @@ import (
 // when it starts with w's first letter, keeps w's letters in order
 // (a subsequence), is 3 to 5 letters and at least 3 shorter than w (so
 // stems and plurals are not counted), and names at least minAbbrevDF
-// chunks' symbols. At most maxAbbrevs per term, the most used first.
+// chunks' symbols and at most maxAbbrevShare of them. At most maxAbbrevs per term, the most used first.
 const (
-	minAbbrevDF = 3
-	maxAbbrevs  = 3
+	minAbbrevDF    = 3
+	maxAbbrevs     = 3
+	maxAbbrevShare = 0.01
 )
 
 // abbrevCache holds the abbreviations found per query term. It is dropped
@@ -51,6 +52,13 @@ func (ix *Index) abbreviations(w string) ([]string, error) {
 	if ok {
 		return got, nil
 	}
+	n, err := ix.idx.DocCount()
+	if err != nil {
+		return nil, fmt.Errorf("local index: %w", err)
+	}
+	// A word in more than maxAbbrevShare of the symbols (func, type, the
+	// receiver of every method of a big type) abbreviates nothing useful.
+	maxDF := max(uint64(maxAbbrevShare*float64(n)), 20)
 	d, err := ix.idx.FieldDictPrefix("symbol", []byte{w[0]})
 	if err != nil {
 		return nil, fmt.Errorf("symbol vocabulary: %w", err)
@@ -69,7 +77,7 @@ func (ix *Index) abbreviations(w string) ([]string, error) {
 		if e == nil {
 			break
 		}
-		if n := len(e.Term); n >= 3 && n <= 5 && n+3 <= len(w) && e.Count >= minAbbrevDF && subsequence(e.Term, w) {
+		if n := len(e.Term); n >= 3 && n <= 5 && n+3 <= len(w) && e.Count >= minAbbrevDF && e.Count <= maxDF && subsequence(e.Term, w) {
 			cs = append(cs, cand{e.Term, e.Count})
 		}
 	}

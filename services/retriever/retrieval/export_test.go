@@ -7,6 +7,18 @@ type Weights = struct {
 	Test, Tool        float64
 	Nested            bool
 	Expand            float64
+	Common            float64
+}
+
+// Expansions returns the abbreviations a query's terms are expanded with,
+// as "term←from", for the benchmark's verbose output.
+func (ix *Index) Expansions(text string) []string {
+	exps, _ := ix.expand(queryTerms(text, MaxQueryTerms))
+	var out []string
+	for _, e := range exps {
+		out = append(out, e.term+"←"+e.from)
+	}
+	return out
 }
 
 // SetWeights replaces the weights and returns the previous ones.

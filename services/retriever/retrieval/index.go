@@ -229,6 +229,18 @@ type chunkDoc struct {
 	EndLine   int      `json:"endLine"`
 }
 
+// symbolWords is the symbol as indexed: without the declaration keyword
+// every Go function and type has ("func", "type"), which would only add a
+// word that matches everything to the field.
+func symbolWords(symbol string) string {
+	for _, kw := range []string{"func ", "type "} {
+		if rest, ok := strings.CutPrefix(symbol, kw); ok {
+			return rest
+		}
+	}
+	return symbol
+}
+
 // leadingComment returns the comment lines a chunk starts with (a Go doc
 // comment, a shell or Python header) without their markers. They say in
 // words what the code does, so they are a field of their own: a question
@@ -404,7 +416,7 @@ func (b *batch) add(e jetstream.KeyValueEntry) {
 	}
 	ids := make([]string, 0, len(rec.Chunks))
 	for _, c := range rec.Chunks {
-		doc := chunkDoc{Content: c.Content, Symbol: c.Symbol, Doc: leadingComment(rec.Language, c.Content), Path: rec.Path, File: rec.Path, Workspace: rec.Workspace,
+		doc := chunkDoc{Content: c.Content, Symbol: symbolWords(c.Symbol), Doc: leadingComment(rec.Language, c.Content), Path: rec.Path, File: rec.Path, Workspace: rec.Workspace,
 			Repo: rec.Repo, Language: rec.Language, Lang: strings.ToLower(rec.Language), Tags: rec.Tags, StartLine: c.StartLine, EndLine: c.EndLine}
 		if err := b.b.Index(c.Id, doc); err != nil {
 			b.ix.log.Warn("chunk not indexed", "id", c.Id, "err", err)

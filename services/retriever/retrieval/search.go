@@ -47,7 +47,8 @@ var weights = struct {
 	Test, Tool        float64 // score factors, see pathFactor
 	Nested            bool    // one disjunction per query term, see buildQuery
 	Expand            float64 // weight of a learned abbreviation (expand.go); 0 turns them off
-}{Symbol: 1, Doc: 1, Path: 1, Test: 0.5, Tool: 0.6, Nested: true, Expand: 0.5}
+	Common            float64 // share of chunks above which a term is dropped, see dropCommon
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.5, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.15}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -183,13 +184,10 @@ func explain(c contracts.RagChunk, symbol string, terms []string, exps []expansi
 // merging, test demotion and the size budget still leave K good ones.
 const candidatesPerHit = 5
 
-// Terms found in more than commonShare of the chunks weigh almost nothing
+// Terms found in more than weights.Common of the chunks weigh almost nothing
 // in BM25 but cost the most to score (their postings are the longest):
 // dropCommon leaves them out unless fewer than minTerms terms would remain.
-const (
-	commonShare = 0.15
-	minTerms    = 2
-)
+const minTerms = 2
 
 // dropCommon removes the instruction's most common terms, as above. The
 // order of the remaining terms is kept.
@@ -223,7 +221,7 @@ func (ix *Index) dropCommon(ctx context.Context, terms []string) ([]string, erro
 	slices.SortStableFunc(byDF, func(a, b string) int { return cmp.Compare(df[a], df[b]) })
 	keep := map[string]bool{}
 	for i, t := range byDF {
-		if i < minTerms || float64(df[t]) <= commonShare*float64(n) {
+		if i < minTerms || float64(df[t]) <= weights.Common*float64(n) {
 			keep[t] = true
 		}
 	}
