@@ -336,11 +336,11 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 		func(w *retrieval.Weights) {},
 		func(w *retrieval.Weights) { w.Expand = 0 },
 		func(w *retrieval.Weights) { w.Expand = 0.3 },
-		func(w *retrieval.Weights) { w.Common = 0.05 },
-		func(w *retrieval.Weights) { w.Common = 0.08 },
+		func(w *retrieval.Weights) { w.Expand = 1 },
+		func(w *retrieval.Weights) { w.Common = 0.2 },
 		func(w *retrieval.Weights) { w.Common = 0.3 },
-		func(w *retrieval.Weights) { w.Symbol, w.Doc = 1.5, 1.5 },
 		func(w *retrieval.Weights) { w.Test = 0.3 },
+		func(w *retrieval.Weights) { w.Test, w.Common = 0.3, 0.3 },
 	}
 	for _, v := range vary {
 		w := base

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/search/query"
 )
 
 // Identifiers abbreviate the words a developer asks in (dir for directory,
@@ -16,16 +19,18 @@ import (
 // vocabulary is the one every replica builds from the same bucket, so
 // replicas expand alike, and it follows the index as files change.
 //
-// A symbol word a is taken as an abbreviation of a query term w (analyzed,
-// or two consecutive terms run together, so "squar root" can give sqrt)
+// A symbol word a is taken as an abbreviation of a query term w (analyzed)
 // when it starts with w's first letter, keeps w's letters in order
 // (a subsequence), is 3 to 5 letters and at least 3 shorter than w (so
-// stems and plurals are not counted), and names at least minAbbrevDF
-// chunks' symbols and at most maxAbbrevShare of them. At most maxAbbrevs per term, the most used first.
+// stems and plurals are not counted), names at least minAbbrevDF chunks'
+// symbols and at most maxAbbrevShare of them, and meets w in at least
+// minTogether doc comments (see together). At most maxAbbrevs per term, the most used first.
 const (
-	minAbbrevDF    = 3
-	maxAbbrevs     = 3
-	maxAbbrevShare = 0.01
+	minAbbrevDF     = 3
+	maxAbbrevs      = 3
+	maxAbbrevChecks = 8 // candidates checked with together, the most used first
+	minTogether     = 3
+	maxAbbrevShare  = 0.01
 )
 
 // abbrevCache holds the abbreviations found per query term. It is dropped
@@ -84,8 +89,17 @@ func (ix *Index) abbreviations(w string) ([]string, error) {
 	d.Close()
 	slices.SortFunc(cs, func(a, b cand) int { return cmp.Or(cmp.Compare(b.df, a.df), cmp.Compare(a.term, b.term)) })
 	got = nil
-	for _, c := range cs[:min(len(cs), maxAbbrevs)] {
-		got = append(got, c.term)
+	for _, c := range cs[:min(len(cs), maxAbbrevChecks)] {
+		if len(got) == maxAbbrevs {
+			break
+		}
+		n, err := ix.together(c.term, w)
+		if err != nil {
+			return nil, err
+		}
+		if n >= minTogether {
+			got = append(got, c.term)
+		}
 	}
 	ix.abbrevs.mu.Lock()
 	if ix.abbrevs.m == nil {
@@ -94,6 +108,24 @@ func (ix *Index) abbreviations(w string) ([]string, error) {
 	ix.abbrevs.m[w] = got
 	ix.abbrevs.mu.Unlock()
 	return got, nil
+}
+
+// together counts the chunks whose doc comment holds both a and w: a doc
+// comment names its identifier and then says in words what it does, so an
+// abbreviation and the word it stands for meet there, where two words that
+// merely share letters (con and content) rarely do.
+func (ix *Index) together(a, w string) (uint64, error) {
+	both := make([]query.Query, 0, 2)
+	for _, t := range []string{a, w} {
+		q := bleve.NewTermQuery(t)
+		q.SetField("doc")
+		both = append(both, q)
+	}
+	res, err := ix.idx.Search(bleve.NewSearchRequestOptions(bleve.NewConjunctionQuery(both...), 0, 0, false))
+	if err != nil {
+		return 0, fmt.Errorf("doc comments with %s and %s: %w", a, w, err)
+	}
+	return res.Total, nil
 }
 
 // subsequence reports whether a's bytes occur in w in order.
@@ -112,8 +144,7 @@ type expansion struct {
 	term, from string
 }
 
-// expand returns the abbreviations of terms (each term, and each pair of
-// consecutive terms run together) not already among them.
+// expand returns the abbreviations of terms not already among them.
 func (ix *Index) expand(terms []string) ([]expansion, error) {
 	have := make(map[string]bool, len(terms))
 	for _, t := range terms {
@@ -130,14 +161,9 @@ func (ix *Index) expand(terms []string) ([]expansion, error) {
 		}
 		return err
 	}
-	for i, t := range terms {
+	for _, t := range terms {
 		if err := add(t); err != nil {
 			return nil, err
-		}
-		if i+1 < len(terms) {
-			if err := add(t + terms[i+1]); err != nil {
-				return nil, err
-			}
 		}
 	}
 	return out, nil

@@ -32,8 +32,10 @@ func TestSubsequence(t *testing.T) {
 func TestAbbreviationsLearnedFromSymbols(t *testing.T) {
 	e := newEnv(t)
 	root := t.TempDir()
-	write(t, root, "conf/load.go", "package conf\n\n// loadCfg reads the file.\nfunc loadCfg() {}\n\n// saveCfg writes the file.\nfunc saveCfg() {}\n\n// mergeCfg merges two.\nfunc mergeCfg() {}\n")
-	write(t, root, "other/other.go", "package other\n\n// Configure sets the flags up.\nfunc Configure() {}\n")
+	write(t, root, "conf/load.go", "package conf\n\n// loadCfg reads the file.\nfunc loadCfg() {}\n\n// saveCfg writes the configuration.\nfunc saveCfg() {}\n\n// mergeCfg merges two configurations.\nfunc mergeCfg() {}\n\n// checkCfg checks a configuration.\nfunc checkCfg() {}\n")
+	// cog keeps the letters of configuration in order too, but its doc
+	// comments never speak of one: it is not taken for an abbreviation.
+	write(t, root, "other/gear.go", "package other\n\n// Configure sets the gears up.\nfunc Configure() {}\n\n// cogSpin spins a gear, no configuration.\nfunc cogSpin() {}\n\n// cogStop stops a gear.\nfunc cogStop() {}\n\n// cogTurn turns a gear.\nfunc cogTurn() {}\n")
 	e.index(root, "ws", "app")
 	ix := e.open()
 	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "x"}) // waits for the index
