@@ -8,6 +8,7 @@ type Weights = struct {
 	Nested            bool
 	Expand            float64
 	Common            float64
+	PerFile           int
 }
 
 // Expansions returns the abbreviations a query's terms are expanded with,

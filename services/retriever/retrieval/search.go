@@ -48,7 +48,8 @@ var weights = struct {
 	Nested            bool    // one disjunction per query term, see buildQuery
 	Expand            float64 // weight of a learned abbreviation (expand.go); 0 turns them off
 	Common            float64 // share of chunks above which a term is dropped, see dropCommon
-}{Symbol: 1, Doc: 1, Path: 1, Test: 0.5, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.15}
+	PerFile           int     // chunks of one file before others, see spread; 0 for no limit
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, PerFile: 0}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -115,7 +116,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		symbols[h.ID] = str(h.Fields["symbol"])
 		hits = append(hits, c)
 	}
-	res.Chunks = budget(merge(rank(hits)), ix.o.K, ix.o.MaxChars)
+	res.Chunks = budget(spread(merge(rank(hits)), weights.PerFile), ix.o.K, ix.o.MaxChars)
 	for i := range res.Chunks {
 		res.Chunks[i].Matches = explain(res.Chunks[i], symbols[res.Chunks[i].Id], terms, exps)
 	}
@@ -415,6 +416,29 @@ func join(a, b contracts.RagChunk) contracts.RagChunk {
 		m.Content = first.Content + "\n" + strings.Join(lines[min(skip, len(lines)):], "\n")
 	}
 	return m
+}
+
+// spread moves a file's chunks past its first perFile to the end, in
+// order: ten pieces of one file that repeats the question's words would
+// otherwise fill the context, and the next file may be the one that
+// answers. 0 keeps the order.
+func spread(c []contracts.RagChunk, perFile int) []contracts.RagChunk {
+	if perFile <= 0 {
+		return c
+	}
+	seen := map[string]int{}
+	first := make([]contracts.RagChunk, 0, len(c))
+	var rest []contracts.RagChunk
+	for _, h := range c {
+		key := h.Repo + "\x00" + h.Path
+		if seen[key] < perFile {
+			seen[key]++
+			first = append(first, h)
+		} else {
+			rest = append(rest, h)
+		}
+	}
+	return append(first, rest...)
 }
 
 // budget keeps at most k chunks whose content fits in maxChars together.
