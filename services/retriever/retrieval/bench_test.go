@@ -334,12 +334,11 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer retrieval.SetWeights(base)
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.PerFile = 1 },
+		func(w *retrieval.Weights) { w.Package = 0 },
+		func(w *retrieval.Weights) { w.Package = 0.5 },
+		func(w *retrieval.Weights) { w.Package = 2 },
+		func(w *retrieval.Weights) { w.Package = 4 },
 		func(w *retrieval.Weights) { w.PerFile = 2 },
-		func(w *retrieval.Weights) { w.PerFile = 3 },
-		func(w *retrieval.Weights) { w.Common = 0.5 },
-		func(w *retrieval.Weights) { w.Tool = 0.4 },
-		func(w *retrieval.Weights) { w.Expand = 0 },
 	}
 	for _, v := range vary {
 		w := base

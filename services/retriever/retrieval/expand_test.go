@@ -1,6 +1,7 @@
 package retrieval
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -60,5 +61,33 @@ func TestAbbreviationsLearnedFromSymbols(t *testing.T) {
 	}
 	if sym == nil || !slices.Equal(sym.Terms, []string{"cfg"}) || !slices.Equal(sym.Expanded, []string{"cfg"}) {
 		t.Errorf("loadCfg's matches %+v: want symbol[cfg] marked as an expansion", hits[i].Matches)
+	}
+}
+
+// TestPackageDocFavoursItsPackage: a question in the words of a package's
+// doc comment finds that package's declarations, though they never repeat
+// those words, ahead of a declaration elsewhere that shares one of them.
+func TestPackageDocFavoursItsPackage(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	write(t, root, "crcx/doc.go", "// Package crcx implements the cyclic redundancy check used by tape drives.\npackage crcx\n")
+	write(t, root, "crcx/sum.go", "package crcx\n\n// Sum returns the checksum of data.\nfunc Sum(data []byte) uint32 { return 0 }\n")
+	write(t, root, "other/check.go", "package other\n\n// Check checks the data.\nfunc Check(data []byte) bool { return true }\n")
+	for i := range 10 { // so that check and data are not common words
+		write(t, root, fmt.Sprintf("filler/f%d.go", i), fmt.Sprintf("package filler\n\n// F%d does nothing.\nfunc F%d() {}\n", i, i))
+	}
+	e.index(root, "ws", "app")
+	ix := e.open()
+	for _, tt := range []struct {
+		pkg  float64
+		want string
+	}{{0, "other/check.go"}, {5, "crcx/sum.go"}} {
+		old := SetWeights(func() Weights { w := weights; w.Package = tt.pkg; return w }())
+		hits := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "check data for a cyclic redundancy"})
+		SetWeights(old)
+		i := slices.IndexFunc(hits, func(c contracts.RagChunk) bool { return c.Path != "crcx/doc.go" })
+		if i < 0 || hits[i].Path != tt.want {
+			t.Errorf("package boost %v: first declaration %v, want %s", tt.pkg, paths(hits), tt.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ type Weights = struct {
 	Expand            float64
 	Common            float64
 	PerFile           int
+	Package           float64
 }
 
 // Expansions returns the abbreviations a query's terms are expanded with,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -163,7 +164,7 @@ const openTimeout = 2 * time.Second
 
 // schemaVersion is kept in the local index; an index built with another
 // mapping or document shape is discarded and rebuilt from the bucket.
-const schemaVersion = "aptix-chunks-4"
+const schemaVersion = "aptix-chunks-5"
 
 // indexMapping: code-aware text fields (codetext: identifiers split into
 // words, lower-cased, English stop words out, stemmed) scored with BM25, and
@@ -200,7 +201,7 @@ func indexMapping() mapping.IndexMapping {
 	doc.AddFieldMappingsAt("file", kw(true))
 	doc.AddFieldMappingsAt("repo", kw(true))
 	doc.AddFieldMappingsAt("language", kw(true))
-	for _, f := range []string{"workspace", "lang", "tags"} {
+	for _, f := range []string{"workspace", "lang", "tags", "dir", "kind"} {
 		doc.AddFieldMappingsAt(f, kw(false))
 	}
 	doc.AddFieldMappingsAt("startLine", num)
@@ -225,8 +226,21 @@ type chunkDoc struct {
 	Language  string   `json:"language"`
 	Lang      string   `json:"lang"` // lower-cased Language, for the filter
 	Tags      []string `json:"tags"`
+	Dir       string   `json:"dir"`  // the file's directory: its package, in Go
+	Kind      string   `json:"kind"` // kindPackageDoc for a package's doc comment
 	StartLine int      `json:"startLine"`
 	EndLine   int      `json:"endLine"`
+}
+
+// kindPackageDoc marks the chunk holding a Go package's doc comment: the
+// package's own summary of what it is for, searched first (see packages).
+const kindPackageDoc = "pkgdoc"
+
+func kind(language, comment, content string) string {
+	if language == "Go" && strings.HasPrefix(comment, "Package ") && (strings.HasPrefix(content, "package ") || strings.Contains(content, "\npackage ")) {
+		return kindPackageDoc
+	}
+	return ""
 }
 
 // symbolWords is the symbol as indexed: without the declaration keyword
@@ -257,7 +271,7 @@ func leadingComment(language, content string) string {
 		var ok bool
 		for _, mark := range marks {
 			if rest, found := strings.CutPrefix(t, mark); found {
-				t, ok = rest, true
+				t, ok = strings.TrimSpace(rest), true
 				break
 			}
 		}
@@ -416,7 +430,8 @@ func (b *batch) add(e jetstream.KeyValueEntry) {
 	}
 	ids := make([]string, 0, len(rec.Chunks))
 	for _, c := range rec.Chunks {
-		doc := chunkDoc{Content: c.Content, Symbol: symbolWords(c.Symbol), Doc: leadingComment(rec.Language, c.Content), Path: rec.Path, File: rec.Path, Workspace: rec.Workspace,
+		comment := leadingComment(rec.Language, c.Content)
+		doc := chunkDoc{Content: c.Content, Symbol: symbolWords(c.Symbol), Doc: comment, Path: rec.Path, Dir: path.Dir(rec.Path), Kind: kind(rec.Language, comment, c.Content), File: rec.Path, Workspace: rec.Workspace,
 			Repo: rec.Repo, Language: rec.Language, Lang: strings.ToLower(rec.Language), Tags: rec.Tags, StartLine: c.StartLine, EndLine: c.EndLine}
 		if err := b.b.Index(c.Id, doc); err != nil {
 			b.ix.log.Warn("chunk not indexed", "id", c.Id, "err", err)

@@ -49,7 +49,8 @@ var weights = struct {
 	Expand            float64 // weight of a learned abbreviation (expand.go); 0 turns them off
 	Common            float64 // share of chunks above which a term is dropped, see dropCommon
 	PerFile           int     // chunks of one file before others, see spread; 0 for no limit
-}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, PerFile: 0}
+	Package           float64 // boost of chunks of the packages whose doc matches best, see packages; 0 turns it off
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, PerFile: 1, Package: 1}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -93,9 +94,17 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 			return res, err
 		}
 	}
-	q, ok := buildQuery(req, scope, workspace, terms, exps, queryTerms(req.Mode, 4))
+	mode := queryTerms(req.Mode, 4)
+	q, ok := buildQuery(req, scope, workspace, terms, exps, mode, nil)
 	if !ok {
 		return res, nil
+	}
+	if weights.Package > 0 && scope != contracts.RagScopeActiveFiles {
+		dirs, err := ix.packages(ctx, q)
+		if err != nil {
+			return res, fmt.Errorf("search %s: %w", workspace, err)
+		}
+		q, _ = buildQuery(req, scope, workspace, terms, exps, mode, dirs)
 	}
 	sr := bleve.NewSearchRequestOptions(q, ix.o.K*candidatesPerHit, 0, false)
 	sr.Fields = []string{"content", "file", "repo", "language", "startLine", "endLine", "symbol"}
@@ -123,6 +132,34 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 	res.TookMs = float64(time.Since(start).Microseconds()) / 1000
 	return res, nil
 }
+
+// packages runs q over the package doc comments only and returns the
+// directories of the best maxPackages. A package's doc says what the
+// package is for in the words a question uses ("Package crc32 implements
+// the 32-bit cyclic redundancy check"), words its declarations may never
+// repeat; the main query then favours chunks of those packages.
+func (ix *Index) packages(ctx context.Context, q query.Query) ([]string, error) {
+	k := bleve.NewTermQuery(kindPackageDoc)
+	k.SetField("kind")
+	pq := query.NewBooleanQuery([]query.Query{q}, nil, nil)
+	pq.AddFilter(k)
+	sr := bleve.NewSearchRequestOptions(pq, maxPackages, 0, false)
+	sr.Fields = []string{"file"}
+	out, err := ix.idx.SearchInContext(ctx, sr)
+	if err != nil {
+		return nil, fmt.Errorf("package docs: %w", err)
+	}
+	var dirs []string
+	for _, h := range out.Hits {
+		if d := path.Dir(str(h.Fields["file"])); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs, nil
+}
+
+// maxPackages is how many packages' chunks packages lets the query favour.
+const maxPackages = 3
 
 // toolWords are the query terms (analyzed) that ask for tool sources.
 var toolWords = map[string]bool{"cmd": true, "tool": true, "compil": true, "linker": true, "assembl": true}
@@ -260,7 +297,7 @@ var analyzer = sync.OnceValue(func() analysis.Analyzer {
 // scores; filters (workspace, repo, language, tags, active files in that
 // scope) must hold and do not score; active files and the request's repo
 // otherwise add a boost. ok is false when nothing can match.
-func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, terms []string, exps []expansion, mode []string) (query.Query, bool) {
+func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, terms []string, exps []expansion, mode []string, pkgDirs []string) (query.Query, bool) {
 	term := func(field, v string, boost float64) query.Query {
 		t := bleve.NewTermQuery(v)
 		t.SetField(field)
@@ -320,6 +357,9 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, term
 		}
 		if scope != contracts.RagScopeRepo && req.Repo != "" {
 			should = append(should, term("repo", req.Repo, boostRepo))
+		}
+		for i, d := range pkgDirs {
+			should = append(should, term("dir", d, weights.Package/float64(i+1)))
 		}
 	}
 	if req.Language != "" {
