@@ -21,6 +21,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+	"github.com/aptix-dev/aptix/services/retriever/cli"
 	"github.com/aptix-dev/aptix/services/retriever/retrieval"
 )
 
@@ -229,6 +230,17 @@ func benchCorpus(b *testing.B, c corpus) {
 	if os.Getenv("APTIX_BENCH_GRID") != "" {
 		grid(b, ix, c.name, qs)
 	}
+	if q := os.Getenv("APTIX_BENCH_EXPLAIN"); q != "" { // as aptix search --explain prints it
+		res, err := ix.Search(ctx, contracts.AgentExecuteRequest{WorkspaceId: c.name, Instruction: q})
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(os.Stderr, "%s: %q\nquery terms: %s\n", c.name, q, res.Query)
+		for i, h := range res.Chunks[:min(3, len(res.Chunks))] {
+			first, _, _ := strings.Cut(strings.TrimSpace(h.Content), "\n")
+			fmt.Fprintf(os.Stderr, "%d. %s:%d-%d  %s  score %.2f\n     %s\n     matched: %s\n", i+1, h.Path, h.StartLine, h.EndLine, h.Language, h.Score, first, cli.Matches(h.Matches))
+		}
+	}
 	heldOut := os.Getenv("APTIX_BENCH_HELDOUT") != ""
 	verbose := os.Getenv("APTIX_BENCH_VERBOSE") != ""
 	type split struct {
@@ -339,12 +351,13 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 		func(w *retrieval.Weights) { w.Package = 2 },
 		func(w *retrieval.Weights) { w.Package = 4 },
 		func(w *retrieval.Weights) { w.PerFile = 2 },
+		func(w *retrieval.Weights) { w.PerFile = 0 },
 	}
 	for _, v := range vary {
 		w := base
 		v(&w)
 		retrieval.SetWeights(w)
-		n, hits, rr := 0, 0, 0.0
+		n, hits, sym, rr := 0, 0, 0, 0.0
 		for _, q := range qs {
 			if q.heldOut {
 				continue
@@ -358,7 +371,12 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 				hits++
 				rr += 1 / float64(rank+1)
 			}
+			if slices.ContainsFunc(res.Chunks, func(c contracts.RagChunk) bool {
+				return slices.Contains(q.want, c.Path) && declares(c.Content, q.symbol)
+			}) {
+				sym++
+			}
 		}
-		fmt.Fprintf(os.Stderr, "grid %s %+v: recall@10 %.3f MRR %.3f\n", workspace, w, float64(hits)/float64(n), rr/float64(n))
+		fmt.Fprintf(os.Stderr, "grid %s %+v: recall@10 %.3f MRR %.3f symbol@10 %.3f\n", workspace, w, float64(hits)/float64(n), rr/float64(n), float64(sym)/float64(n))
 	}
 }

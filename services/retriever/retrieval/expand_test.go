@@ -70,7 +70,7 @@ func TestAbbreviationsLearnedFromSymbols(t *testing.T) {
 func TestPackageDocFavoursItsPackage(t *testing.T) {
 	e := newEnv(t)
 	root := t.TempDir()
-	write(t, root, "crcx/doc.go", "// Package crcx implements the cyclic redundancy check used by tape drives.\npackage crcx\n")
+	write(t, root, "crcx/doc.go", "// Copyright 2026 The Authors.\n\n// Package crcx implements the cyclic redundancy check used by tape drives.\npackage crcx\n")
 	write(t, root, "crcx/sum.go", "package crcx\n\n// Sum returns the checksum of data.\nfunc Sum(data []byte) uint32 { return 0 }\n")
 	write(t, root, "other/check.go", "package other\n\n// Check checks the data.\nfunc Check(data []byte) bool { return true }\n")
 	for i := range 10 { // so that check and data are not common words
@@ -88,6 +88,24 @@ func TestPackageDocFavoursItsPackage(t *testing.T) {
 		i := slices.IndexFunc(hits, func(c contracts.RagChunk) bool { return c.Path != "crcx/doc.go" })
 		if i < 0 || hits[i].Path != tt.want {
 			t.Errorf("package boost %v: first declaration %v, want %s", tt.pkg, paths(hits), tt.want)
+		}
+	}
+}
+
+func TestLeadingCommentAndKind(t *testing.T) {
+	for _, tt := range []struct {
+		lang, content, comment, kind string
+	}{
+		{"Go", "// Sum adds.\n//\n// It wraps.\nfunc Sum() {}\n", "Sum adds.\n\nIt wraps.\n", ""},
+		{"Go", "// Copyright x.\n\n// Package p does y.\npackage p\n", "Copyright x.\nPackage p does y.\n", kindPackageDoc},
+		{"Go", "// Package p does y.\npackage p\n", "Package p does y.\n", kindPackageDoc},
+		{"Go", "func f() {}\n// later\n", "", ""},
+		{"Markdown", "## Retry policy\n\ntext\n", "", ""},
+		{"Shell", "# deploy the app\nset -e\n", "deploy the app\n", ""},
+	} {
+		c := leadingComment(tt.lang, tt.content)
+		if c != tt.comment || kind(tt.lang, c, tt.content) != tt.kind {
+			t.Errorf("%s %q: comment %q kind %q, want %q %q", tt.lang, tt.content, c, kind(tt.lang, c, tt.content), tt.comment, tt.kind)
 		}
 	}
 }

@@ -237,7 +237,7 @@ type chunkDoc struct {
 const kindPackageDoc = "pkgdoc"
 
 func kind(language, comment, content string) string {
-	if language == "Go" && strings.HasPrefix(comment, "Package ") && (strings.HasPrefix(content, "package ") || strings.Contains(content, "\npackage ")) {
+	if language == "Go" && (strings.HasPrefix(comment, "Package ") || strings.Contains(comment, "\nPackage ")) && strings.Contains(content, "\npackage ") {
 		return kindPackageDoc
 	}
 	return ""
@@ -256,7 +256,8 @@ func symbolWords(symbol string) string {
 }
 
 // leadingComment returns the comment lines a chunk starts with (a Go doc
-// comment, a shell or Python header) without their markers. They say in
+// comment, a shell or Python header; blank lines between comment blocks are
+// skipped) without their markers. They say in
 // words what the code does, so they are a field of their own: a question
 // that matches them matches the declaration's purpose, not a passing use.
 // In Markdown a # is a heading, already the chunk's symbol.
@@ -268,6 +269,9 @@ func leadingComment(language, content string) string {
 	var b strings.Builder
 	for line := range strings.Lines(content) {
 		t := strings.TrimSpace(line)
+		if t == "" {
+			continue // a licence header, a blank line, then the package's doc comment
+		}
 		var ok bool
 		for _, mark := range marks {
 			if rest, found := strings.CutPrefix(t, mark); found {
