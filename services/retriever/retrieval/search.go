@@ -50,7 +50,7 @@ var weights = struct {
 	Common            float64 // share of chunks above which a term is dropped, see dropCommon
 	PerFile           int     // chunks of one file before others, see spread; 0 for no limit
 	Package           float64 // boost of chunks of the packages whose doc matches best, see packages; 0 turns it off
-}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, PerFile: 1, Package: 1}
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, PerFile: 1, Package: 0.5}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
