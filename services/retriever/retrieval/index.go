@@ -257,10 +257,10 @@ func symbolWords(symbol string) string {
 
 // leadingComment returns the comment lines a chunk starts with (a Go doc
 // comment, a shell or Python header; blank lines between comment blocks are
-// skipped) without their markers. They say in
-// words what the code does, so they are a field of their own: a question
-// that matches them matches the declaration's purpose, not a passing use.
-// In Markdown a # is a heading, already the chunk's symbol.
+// skipped) without their markers. They say in words what the code does, so
+// they are a field of their own: a question that matches them matches the
+// declaration's purpose, not a passing use. In Markdown a # is a heading,
+// already the chunk's symbol.
 func leadingComment(language, content string) string {
 	marks := []string{"//", "/*", "*", "#"}
 	if language == "Markdown" {

@@ -95,16 +95,16 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		}
 	}
 	mode := queryTerms(req.Mode, 4)
-	q, ok := buildQuery(req, scope, workspace, terms, exps, mode, nil)
+	q, words, ok := buildQuery(req, scope, workspace, terms, exps, mode, nil)
 	if !ok {
 		return res, nil
 	}
 	if weights.Package > 0 && scope != contracts.RagScopeActiveFiles {
-		dirs, err := ix.packages(ctx, q)
+		dirs, err := ix.packages(ctx, req, scope, workspace, words)
 		if err != nil {
 			return res, fmt.Errorf("search %s: %w", workspace, err)
 		}
-		q, _ = buildQuery(req, scope, workspace, terms, exps, mode, dirs)
+		q, _, _ = buildQuery(req, scope, workspace, terms, exps, mode, dirs)
 	}
 	sr := bleve.NewSearchRequestOptions(q, ix.o.K*candidatesPerHit, 0, false)
 	sr.Fields = []string{"content", "file", "repo", "language", "startLine", "endLine", "symbol"}
@@ -133,17 +133,21 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 	return res, nil
 }
 
-// packages runs q over the package doc comments only and returns the
-// directories of the best maxPackages. A package's doc says what the
-// package is for in the words a question uses ("Package crc32 implements
-// the 32-bit cyclic redundancy check"), words its declarations may never
-// repeat; the main query then favours chunks of those packages.
-func (ix *Index) packages(ctx context.Context, q query.Query) ([]string, error) {
-	k := bleve.NewTermQuery(kindPackageDoc)
-	k.SetField("kind")
-	pq := query.NewBooleanQuery([]query.Query{q}, nil, nil)
-	pq.AddFilter(k)
-	sr := bleve.NewSearchRequestOptions(pq, maxPackages, 0, false)
+// packages runs the question's words over the package doc comments of the
+// workspace (or repo) only and returns the directories of the best
+// maxPackages. A package's doc says what the package is for in the words a
+// question uses ("Package crc32 implements the 32-bit cyclic redundancy
+// check"), words its declarations may never repeat; the main query then
+// favours chunks of those packages. The kind term is a conjunct, not a
+// filter: the few package docs then drive the search, which skips the rest
+// of the words' postings, where a filter would score them all and cost as
+// much as the main search.
+func (ix *Index) packages(ctx context.Context, req contracts.AgentExecuteRequest, scope, workspace string, words query.Query) ([]string, error) {
+	conj := []query.Query{fieldTerm("kind", kindPackageDoc), fieldTerm("workspace", workspace), words}
+	if scope == contracts.RagScopeRepo {
+		conj = append(conj, fieldTerm("repo", req.Repo))
+	}
+	sr := bleve.NewSearchRequestOptions(bleve.NewConjunctionQuery(conj...), maxPackages, 0, false)
 	sr.Fields = []string{"file"}
 	out, err := ix.idx.SearchInContext(ctx, sr)
 	if err != nil {
@@ -156,6 +160,12 @@ func (ix *Index) packages(ctx context.Context, q query.Query) ([]string, error) 
 		}
 	}
 	return dirs, nil
+}
+
+func fieldTerm(field, v string) query.Query {
+	t := bleve.NewTermQuery(v)
+	t.SetField(field)
+	return t
 }
 
 // maxPackages is how many packages' chunks packages lets the query favour.
@@ -293,18 +303,19 @@ var analyzer = sync.OnceValue(func() analysis.Analyzer {
 	return a
 })
 
-// buildQuery: the terms must match (content, symbol, path) and are what
+// buildQuery: the terms must match (content, symbol, doc, path) and are what
 // scores; filters (workspace, repo, language, tags, active files in that
-// scope) must hold and do not score; active files and the request's repo
-// otherwise add a boost. ok is false when nothing can match.
-func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, terms []string, exps []expansion, mode []string, pkgDirs []string) (query.Query, bool) {
+// scope) must hold and do not score; active files, the request's repo and
+// pkgDirs (see packages) otherwise add a boost. words is the terms' part
+// alone. ok is false when nothing can match.
+func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, terms []string, exps []expansion, mode []string, pkgDirs []string) (q, words query.Query, ok bool) {
 	term := func(field, v string, boost float64) query.Query {
 		t := bleve.NewTermQuery(v)
 		t.SetField(field)
 		t.SetBoost(boost)
 		return t
 	}
-	words := bleve.NewDisjunctionQuery()
+	ws := bleve.NewDisjunctionQuery()
 	all := make([]expansion, 0, len(terms)+len(exps))
 	for _, t := range terms {
 		all = append(all, expansion{term: t})
@@ -320,13 +331,13 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, term
 			// share of its clauses that matched, so a chunk is rewarded for
 			// matching more of the question's words rather than one word in
 			// more of its fields.
-			words.AddQuery(bleve.NewDisjunctionQuery(fields...))
+			ws.AddQuery(bleve.NewDisjunctionQuery(fields...))
 		} else {
-			words.AddQuery(fields...)
+			ws.AddQuery(fields...)
 		}
 	}
 	for _, w := range mode {
-		words.AddQuery(term("content", w, boostMode))
+		ws.AddQuery(term("content", w, boostMode))
 	}
 	filters := []query.Query{term("workspace", workspace, 1)}
 	var must, should []query.Query
@@ -334,24 +345,24 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, term
 	case contracts.RagScopeActiveFiles:
 		files := activeFiles(req.ActiveFiles, term)
 		if files == nil {
-			return nil, false
+			return nil, nil, false
 		}
 		filters = append(filters, files)
 		must = append(must, bleve.NewMatchAllQuery())
-		if len(words.Disjuncts) > 0 {
-			should = append(should, words)
+		if len(ws.Disjuncts) > 0 {
+			should = append(should, ws)
 		}
 	case contracts.RagScopeRepo:
 		if req.Repo == "" {
-			return nil, false
+			return nil, nil, false
 		}
 		filters = append(filters, term("repo", req.Repo, 1))
 		fallthrough
 	default:
-		if len(words.Disjuncts) == 0 {
-			return nil, false
+		if len(ws.Disjuncts) == 0 {
+			return nil, nil, false
 		}
-		must = append(must, words)
+		must = append(must, ws)
 		if files := activeFiles(req.ActiveFiles, term); files != nil {
 			should = append(should, files)
 		}
@@ -374,7 +385,7 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, term
 	}
 	b := query.NewBooleanQuery(must, should, nil)
 	b.AddFilter(bleve.NewConjunctionQuery(filters...))
-	return b, true
+	return b, ws, true
 }
 
 // activeFiles matches chunks of the given files, paths relative to the
