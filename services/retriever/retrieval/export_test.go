@@ -8,6 +8,7 @@ type Weights = struct {
 	Nested            bool
 	Expand            float64
 	Common            float64
+	Heavy             float64
 	PerFile           int
 	Package           float64
 }

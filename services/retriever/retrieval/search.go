@@ -48,9 +48,10 @@ var weights = struct {
 	Nested            bool    // one disjunction per query term, see buildQuery
 	Expand            float64 // weight of a learned abbreviation (expand.go); 0 turns them off
 	Common            float64 // share of chunks above which a term is dropped, see dropCommon
+	Heavy             float64 // share of chunks above which a kept term skips the text field, see dropCommon
 	PerFile           int     // chunks of one file before others, see spread; 0 for no limit
 	Package           float64 // boost of chunks of the packages whose doc matches best, see packages; 0 turns it off
-}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, PerFile: 1, Package: 0.5}
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.15, PerFile: 1, Package: 0.5}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -83,7 +84,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		return res, ErrNotReady
 	}
 	terms := queryTerms(req.Instruction, MaxQueryTerms)
-	terms, err := ix.dropCommon(ctx, terms)
+	terms, heavy, err := ix.dropCommon(ctx, terms)
 	if err != nil {
 		return res, err
 	}
@@ -95,7 +96,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		}
 	}
 	mode := queryTerms(req.Mode, 4)
-	q, words, ok := buildQuery(req, scope, workspace, terms, exps, mode, nil)
+	q, words, ok := buildQuery(req, scope, workspace, terms, heavy, exps, mode, nil)
 	if !ok {
 		return res, nil
 	}
@@ -104,7 +105,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		if err != nil {
 			return res, fmt.Errorf("search %s: %w", workspace, err)
 		}
-		q, _, _ = buildQuery(req, scope, workspace, terms, exps, mode, dirs)
+		q, _, _ = buildQuery(req, scope, workspace, terms, heavy, exps, mode, dirs)
 	}
 	sr := bleve.NewSearchRequestOptions(q, ix.o.K*candidatesPerHit, 0, false)
 	sr.Fields = []string{"content", "file", "repo", "language", "startLine", "endLine", "symbol"}
@@ -238,29 +239,32 @@ const candidatesPerHit = 5
 const minTerms = 2
 
 // dropCommon removes the instruction's most common terms, as above. The
-// order of the remaining terms is kept.
-func (ix *Index) dropCommon(ctx context.Context, terms []string) ([]string, error) {
+// order of the remaining terms is kept. heavy are those kept that are in
+// more than weights.Heavy of the chunks: buildQuery looks them up in the
+// short fields only (symbol, doc, path), where they still tell chunks apart,
+// and not in the text, where their postings are the longest to score.
+func (ix *Index) dropCommon(ctx context.Context, terms []string) (kept []string, heavy map[string]bool, err error) {
 	if len(terms) <= minTerms {
-		return terms, nil
+		return terms, nil, nil
 	}
 	adv, err := ix.idx.Advanced()
 	if err != nil {
-		return nil, fmt.Errorf("local index: %w", err)
+		return nil, nil, fmt.Errorf("local index: %w", err)
 	}
 	r, err := adv.Reader()
 	if err != nil {
-		return nil, fmt.Errorf("local index reader: %w", err)
+		return nil, nil, fmt.Errorf("local index reader: %w", err)
 	}
 	defer r.Close()
 	n, err := r.DocCount()
 	if err != nil {
-		return nil, fmt.Errorf("local index: %w", err)
+		return nil, nil, fmt.Errorf("local index: %w", err)
 	}
 	df := make(map[string]uint64, len(terms))
 	for _, t := range terms {
 		tfr, err := r.TermFieldReader(ctx, []byte(t), "content", false, false, false)
 		if err != nil {
-			return nil, fmt.Errorf("local index term %q: %w", t, err)
+			return nil, nil, fmt.Errorf("local index term %q: %w", t, err)
 		}
 		df[t] = tfr.Count()
 		tfr.Close()
@@ -268,12 +272,16 @@ func (ix *Index) dropCommon(ctx context.Context, terms []string) ([]string, erro
 	byDF := slices.Clone(terms)
 	slices.SortStableFunc(byDF, func(a, b string) int { return cmp.Compare(df[a], df[b]) })
 	keep := map[string]bool{}
+	heavy = map[string]bool{}
 	for i, t := range byDF {
 		if i < minTerms || float64(df[t]) <= weights.Common*float64(n) {
 			keep[t] = true
+			if float64(df[t]) > weights.Heavy*float64(n) {
+				heavy[t] = true
+			}
 		}
 	}
-	return slices.DeleteFunc(terms, func(t string) bool { return !keep[t] }), nil
+	return slices.DeleteFunc(terms, func(t string) bool { return !keep[t] }), heavy, nil
 }
 
 // queryTerms analyzes text as the index does and returns its distinct
@@ -308,7 +316,7 @@ var analyzer = sync.OnceValue(func() analysis.Analyzer {
 // scope) must hold and do not score; active files, the request's repo and
 // pkgDirs (see packages) otherwise add a boost. words is the terms' part
 // alone. ok is false when nothing can match.
-func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, terms []string, exps []expansion, mode []string, pkgDirs []string) (q, words query.Query, ok bool) {
+func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, terms []string, heavy map[string]bool, exps []expansion, mode []string, pkgDirs []string) (q, words query.Query, ok bool) {
 	term := func(field, v string, boost float64) query.Query {
 		t := bleve.NewTermQuery(v)
 		t.SetField(field)
@@ -325,7 +333,10 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, term
 		if w.from != "" {
 			f = weights.Expand // an abbreviation counts for less than the word typed
 		}
-		fields := []query.Query{term("content", w.term, f), term("symbol", w.term, f*weights.Symbol), term("doc", w.term, f*weights.Doc), term("path", w.term, f*weights.Path)}
+		fields := []query.Query{term("symbol", w.term, f*weights.Symbol), term("doc", w.term, f*weights.Doc), term("path", w.term, f*weights.Path)}
+		if !heavy[w.term] {
+			fields = append(fields, term("content", w.term, f))
+		}
 		if weights.Nested {
 			// One clause per term: bleve scales a disjunction's sum by the
 			// share of its clauses that matched, so a chunk is rewarded for
