@@ -33,17 +33,59 @@ const (
 	maxAbbrevShare  = 0.01
 )
 
-// abbrevCache holds the abbreviations found per query term. It is dropped
-// whenever a batch changes the index.
+// abbrevCache holds the abbreviations found per query term and the sole
+// workspace. It is dropped whenever a batch changes the index.
 type abbrevCache struct {
-	mu sync.Mutex
-	m  map[string][]string
+	mu        sync.Mutex
+	m         map[string][]string
+	sole      string // see soleWorkspace
+	soleKnown bool
 }
 
 func (c *abbrevCache) reset() {
 	c.mu.Lock()
 	c.m = nil
+	c.sole, c.soleKnown = "", false
 	c.mu.Unlock()
+}
+
+// soleWorkspace returns the index's only workspace, or "" when it holds
+// none or several. A search of the only workspace needs no workspace
+// filter, whose postings hold every chunk and would be walked in step with
+// the question's words for nothing. Cached with the abbreviations.
+func (ix *Index) soleWorkspace() (string, error) {
+	c := &ix.abbrevs
+	c.mu.Lock()
+	sole, known := c.sole, c.soleKnown
+	c.mu.Unlock()
+	if known {
+		return sole, nil
+	}
+	d, err := ix.idx.FieldDict("workspace")
+	if err != nil {
+		return "", fmt.Errorf("workspaces: %w", err)
+	}
+	defer d.Close()
+	var names []string
+	for len(names) < 2 {
+		e, err := d.Next()
+		if err != nil {
+			return "", fmt.Errorf("workspaces: %w", err)
+		}
+		if e == nil {
+			break
+		}
+		if e.Count > 0 {
+			names = append(names, e.Term)
+		}
+	}
+	if len(names) == 1 {
+		sole = names[0]
+	}
+	c.mu.Lock()
+	c.sole, c.soleKnown = sole, true
+	c.mu.Unlock()
+	return sole, nil
 }
 
 // abbreviations returns the symbol words that abbreviate w, as above.

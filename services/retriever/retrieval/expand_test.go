@@ -109,3 +109,30 @@ func TestLeadingCommentAndKind(t *testing.T) {
 		}
 	}
 }
+
+// TestSoleWorkspace: the workspace filter is left out only while the index
+// holds that one workspace; a second one brings it back.
+func TestSoleWorkspace(t *testing.T) {
+	e := newEnv(t)
+	a, b := t.TempDir(), t.TempDir()
+	write(t, a, "a.go", "package a\n\n// Parse parses.\nfunc Parse() {}\n")
+	write(t, b, "b.go", "package b\n\n// Parse parses too.\nfunc Parse() {}\n")
+	e.index(a, "one", "r")
+	ix := e.open()
+	if hits := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "one", Instruction: "parse"}); len(hits) != 1 {
+		t.Fatalf("one workspace: %v", paths(hits))
+	}
+	if sole, err := ix.soleWorkspace(); err != nil || sole != "one" {
+		t.Fatalf("soleWorkspace = %q, %v; want one", sole, err)
+	}
+	e.index(b, "two", "r")
+	for ws, want := range map[string]string{"one": "a.go", "two": "b.go"} {
+		hits := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: ws, Instruction: "parse"})
+		if len(hits) != 1 || hits[0].Path != want {
+			t.Errorf("workspace %s: %v, want only %s", ws, paths(hits), want)
+		}
+	}
+	if sole, _ := ix.soleWorkspace(); sole != "" {
+		t.Errorf("two workspaces, soleWorkspace = %q", sole)
+	}
+}

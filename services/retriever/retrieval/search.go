@@ -96,16 +96,21 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		}
 	}
 	mode := queryTerms(req.Mode, 4)
-	q, words, ok := buildQuery(req, scope, workspace, terms, heavy, exps, mode, nil)
+	sole, err := ix.soleWorkspace()
+	if err != nil {
+		return res, err
+	}
+	filterWS := sole != workspace
+	q, words, ok := buildQuery(req, scope, workspace, filterWS, terms, heavy, exps, mode, nil)
 	if !ok {
 		return res, nil
 	}
 	if weights.Package > 0 && scope != contracts.RagScopeActiveFiles {
-		dirs, err := ix.packages(ctx, req, scope, workspace, words)
+		dirs, err := ix.packages(ctx, req, scope, workspace, filterWS, words)
 		if err != nil {
 			return res, fmt.Errorf("search %s: %w", workspace, err)
 		}
-		q, _, _ = buildQuery(req, scope, workspace, terms, heavy, exps, mode, dirs)
+		q, _, _ = buildQuery(req, scope, workspace, filterWS, terms, heavy, exps, mode, dirs)
 	}
 	sr := bleve.NewSearchRequestOptions(q, ix.o.K*candidatesPerHit, 0, false)
 	sr.Fields = []string{"content", "file", "repo", "language", "startLine", "endLine", "symbol"}
@@ -143,8 +148,11 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 // filter: the few package docs then drive the search, which skips the rest
 // of the words' postings, where a filter would score them all and cost as
 // much as the main search.
-func (ix *Index) packages(ctx context.Context, req contracts.AgentExecuteRequest, scope, workspace string, words query.Query) ([]string, error) {
-	conj := []query.Query{fieldTerm("kind", kindPackageDoc), fieldTerm("workspace", workspace), words}
+func (ix *Index) packages(ctx context.Context, req contracts.AgentExecuteRequest, scope, workspace string, filterWS bool, words query.Query) ([]string, error) {
+	conj := []query.Query{fieldTerm("kind", kindPackageDoc), words}
+	if filterWS {
+		conj = append(conj, fieldTerm("workspace", workspace))
+	}
 	if scope == contracts.RagScopeRepo {
 		conj = append(conj, fieldTerm("repo", req.Repo))
 	}
@@ -314,9 +322,10 @@ var analyzer = sync.OnceValue(func() analysis.Analyzer {
 // buildQuery: the terms must match (content, symbol, doc, path) and are what
 // scores; filters (workspace, repo, language, tags, active files in that
 // scope) must hold and do not score; active files, the request's repo and
-// pkgDirs (see packages) otherwise add a boost. words is the terms' part
+// pkgDirs (see packages) otherwise add a boost. filterWS false leaves out
+// the workspace filter (the index holds no other). words is the terms' part
 // alone. ok is false when nothing can match.
-func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, terms []string, heavy map[string]bool, exps []expansion, mode []string, pkgDirs []string) (q, words query.Query, ok bool) {
+func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, filterWS bool, terms []string, heavy map[string]bool, exps []expansion, mode []string, pkgDirs []string) (q, words query.Query, ok bool) {
 	term := func(field, v string, boost float64) query.Query {
 		t := bleve.NewTermQuery(v)
 		t.SetField(field)
@@ -350,7 +359,10 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, term
 	for _, w := range mode {
 		ws.AddQuery(term("content", w, boostMode))
 	}
-	filters := []query.Query{term("workspace", workspace, 1)}
+	var filters []query.Query
+	if filterWS {
+		filters = append(filters, term("workspace", workspace, 1))
+	}
 	var must, should []query.Query
 	switch scope {
 	case contracts.RagScopeActiveFiles:
@@ -395,7 +407,9 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, term
 		filters = append(filters, tags)
 	}
 	b := query.NewBooleanQuery(must, should, nil)
-	b.AddFilter(bleve.NewConjunctionQuery(filters...))
+	if len(filters) > 0 {
+		b.AddFilter(bleve.NewConjunctionQuery(filters...))
+	}
 	return b, ws, true
 }
 
