@@ -38,7 +38,7 @@ type question struct {
 type corpus struct {
 	name      string
 	questions string                 // file under testdata/questions
-	root      func() (string, error) // the directory to index
+	root      func(download bool) (string, error) // the directory to index
 }
 
 var corpora = []corpus{
@@ -47,7 +47,7 @@ var corpora = []corpus{
 }
 
 // goroot is $(go env GOROOT)/src.
-func goroot() (string, error) {
+func goroot(bool) (string, error) {
 	out, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOROOT: %w", err)
@@ -58,14 +58,17 @@ func goroot() (string, error) {
 // moduleDir finds a module of this module's build list in the module cache,
 // downloading it first on a machine that does not have it yet: the version
 // is the one go.mod pins, so every run indexes the same code.
-func moduleDir(mod string) func() (string, error) {
-	return func() (string, error) {
+func moduleDir(mod string) func(download bool) (string, error) {
+	return func(download bool) (string, error) {
 		dir := func() string {
 			out, _ := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
 			return strings.TrimSpace(string(out))
 		}
 		if d := dir(); d != "" {
 			return d, nil
+		}
+		if !download {
+			return "", fmt.Errorf("module %s is not in the module cache", mod)
 		}
 		if out, err := exec.Command("go", "mod", "download", mod).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("go mod download %s: %w: %s", mod, err, out)
@@ -128,7 +131,7 @@ func TestQuestions(t *testing.T) {
 			if testing.Short() && c.name != "stdlib" {
 				t.Skip("needs the module cache")
 			}
-			root, err := c.root()
+			root, err := c.root(false) // a test does not download: make bench-retriever does
 			if err != nil {
 				t.Skip(err)
 			}
@@ -180,7 +183,7 @@ func benchCorpus(b *testing.B, c corpus) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	root, err := c.root()
+	root, err := c.root(true)
 	if err != nil {
 		b.Fatal(err)
 	}
