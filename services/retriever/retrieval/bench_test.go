@@ -37,7 +37,7 @@ type question struct {
 // corpus is a codebase the benchmark indexes and the questions asked of it.
 type corpus struct {
 	name      string
-	questions string                 // file under testdata/questions
+	questions string                              // file under testdata/questions
 	root      func(download bool) (string, error) // the directory to index
 }
 
