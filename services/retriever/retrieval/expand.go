@@ -11,7 +11,7 @@ import (
 )
 
 // Identifiers abbreviate the words a developer asks in (dir for directory,
-// msg for message, cfg for configuration, sqrt for square root), and a doc
+// msg for message, cfg for configuration, ack for acknowledge), and a doc
 // comment often spells the word out only once, if at all. abbreviations
 // learns the short forms from the index itself: the symbol field's
 // vocabulary is the set of words identifiers are made of, so a query term's

@@ -15,7 +15,7 @@ func TestSubsequence(t *testing.T) {
 	}{
 		{"dir", "directori", true},
 		{"cfg", "configur", true},
-		{"sqrt", "squarroot", true},
+		{"ack", "acknowledg", true},
 		{"msg", "messag", true},
 		{"gsm", "messag", false},
 		{"", "x", true},
