@@ -62,8 +62,8 @@ func CostFromNanos(n int64) Cost {
 
 // Cost prices usage: uncached input, cached input, output other than
 // reasoning, and reasoning, each at its rate. A nil price leaves the turn
-// unpriced. (CacheWrite waits for usage that counts cache writes: a
-// Messages backend's, issue 41 part 2.) Token counts a backend reports inconsistently (more cached
+// unpriced. (CacheWrite is not charged until usage counts cache writes,
+// which only a Messages backend reports.) Token counts a backend reports inconsistently (more cached
 // than input tokens) are clamped rather than charged negative.
 func (p *Price) Cost(u LlmUsage) Cost {
 	if p == nil {

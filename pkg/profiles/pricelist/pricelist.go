@@ -3,7 +3,7 @@
 // when its backend profile names no price of its own, so a deployment
 // that configures nothing still sees what its turns cost. The list is a
 // snapshot of the vendors' public pricing pages at a date it states; a
-// profile's own "prices" table overrides it (docs/backends.md#prices).
+// profile's own "prices" table overrides it (docs/backends.md#the-price-list).
 package pricelist
 
 import (
