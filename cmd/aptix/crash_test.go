@@ -53,11 +53,19 @@ func TestKill9PaysOnce(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	for _, reattach := range []bool{true, false} {
-		t.Run(fmt.Sprintf("reattach=%v", reattach), func(t *testing.T) { kill9Run(t, bin, reattach, 200) })
+		t.Run(fmt.Sprintf("reattach=%v", reattach), func(t *testing.T) { kill9Run(t, bin, reattach, false, 200) })
 	}
+	// Killed during fallbacks: the default profile's backend answers 529,
+	// every turn falls back to the sandbox profile (reattach on), and the
+	// kill comes with every fallback call generating. Each turn is paid
+	// once, on the fallback, and the failing backend is not the reason
+	// for any repeat (docs/reliability.md#fallbacks-and-pay-once).
+	t.Run("fallback", func(t *testing.T) { kill9Run(t, bin, true, true, 200) })
 }
 
-func kill9Run(t *testing.T, bin string, reattach bool, turns int) {
+// kill9Run runs one phase; fallback makes every call fail over from a
+// profile answering 529 to the sandbox profile.
+func kill9Run(t *testing.T, bin string, reattach, fallback bool, turns int) {
 	sbAddr, listen, data := freeAddr(t), freeAddr(t), t.TempDir()
 	sb := startProc(t, bin, nil, "sandbox", "--addr", sbAddr, "--latency", "2s")
 	sb.waitFor(t, "listening on")
@@ -68,6 +76,16 @@ func kill9Run(t *testing.T, bin string, reattach bool, turns int) {
 	if !reattach {
 		file := filepath.Join(t.TempDir(), "profiles.json")
 		prof := fmt.Sprintf(`{"default":"sandbox","profiles":{"sandbox":{"baseUrl":"http://%s/v1","defaultModel":"sandbox-1","maxConcurrent":256,"prices":%s,"capabilities":{"reattach":false}}}}`, sbAddr, prices)
+		if err := os.WriteFile(file, []byte(prof), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env[2] = "APTIX_PROFILES=" + file
+	}
+	if fallback {
+		file := filepath.Join(t.TempDir(), "profiles.json")
+		prof := fmt.Sprintf(`{"default":"flaky","profiles":{`+
+			`"flaky":{"baseUrl":"http://%[1]s/v1","defaultModel":"sandbox-1","maxRetries":0,"maxConcurrent":256,"sandbox":true,"headers":{"X-Sandbox-Fault":"529"},"fallbacks":["sandbox"]},`+
+			`"sandbox":{"baseUrl":"http://%[1]s/v1","defaultModel":"sandbox-1","maxConcurrent":256,"sandbox":true,"prices":%[2]s,"capabilities":{"reattach":true}}}}`, sbAddr, prices)
 		if err := os.WriteFile(file, []byte(prof), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +107,12 @@ func kill9Run(t *testing.T, bin string, reattach bool, turns int) {
 	}
 	// Every call in flight at the upstream (its request received, the model
 	// generating for 2s), then SIGKILL.
-	for sandboxStats(t, sbAddr).Requests < turns {
+	inFlight := func(st sandbox.Stats) bool { return st.Requests >= turns }
+	if fallback {
+		// The 529s count as requests too: wait for every fallback's response.
+		inFlight = func(st sandbox.Stats) bool { return st.Created >= int64(turns) }
+	}
+	for !inFlight(sandboxStats(t, sbAddr)) {
 		if ctx.Err() != nil {
 			t.Fatalf("calls never all in flight: %+v", sandboxStats(t, sbAddr))
 		}
@@ -124,8 +147,8 @@ func kill9Run(t *testing.T, bin string, reattach bool, turns int) {
 			twice++
 		}
 	}
-	t.Logf("FIGURES reattach=%v: %d/%d turns completed, %d duplicate completions; upstream: %d responses created (%d background), %d turns created more than once, %d reads, %d stream resumes; %d results warn of a repeated call",
-		reattach, got.turns, turns, got.dups, st.Created, st.Background, twice, st.Reads, st.Resumes, got.warned)
+	t.Logf("FIGURES reattach=%v fallback=%v: %d/%d turns completed, %d duplicate completions; upstream: %d responses created (%d background), %d turns created more than once, %d reads, %d stream resumes; %d results warn of a repeated call",
+		reattach, fallback, got.turns, turns, got.dups, st.Created, st.Background, twice, st.Reads, st.Resumes, got.warned)
 	if got.turns != turns || got.dups != 0 {
 		t.Fatalf("%d/%d turns completed, %d duplicates", got.turns, turns, got.dups)
 	}

@@ -339,7 +339,7 @@ func (u *upRun) run(ctx context.Context, nc *nats.Conn) error {
 			gw.Close()
 		}()
 		base := "http://" + u.httpLn.Addr().String()
-		httpLine = fmt.Sprintf("  HTTP:   %s (OpenAI Responses API: POST /v1/responses, GET /v1/models)\n  Console: %s/console/\n  Auth:   %s\n", base, base, authLine)
+		httpLine = fmt.Sprintf("  HTTP:   %s (OpenAI Responses and Chat Completions: POST /v1/responses, POST /v1/chat/completions, GET /v1/models)\n  Console: %s/console/\n  Auth:   %s\n", base, base, authLine)
 		hdr := ""
 		switch {
 		case strings.HasPrefix(authLine, "keys"):

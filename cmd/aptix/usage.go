@@ -18,6 +18,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
+	"github.com/aptix-dev/aptix/pkg/profiles/pricelist"
 )
 
 // aptix usage: the spend totals the mapper folds completed turns into
@@ -118,7 +119,7 @@ func printUsage(w io.Writer, r spend.Report, f spend.Filter) {
 	for _, sec := range []struct {
 		title string
 		m     map[string]spend.Counts
-	}{{"PRINCIPAL", r.ByPrincipal}, {"KEY", r.ByKey}, {"MODEL", r.ByModel}, {"DAY", r.ByDay}} {
+	}{{"PRINCIPAL", r.ByPrincipal}, {"KEY", r.ByKey}, {"MODEL", r.ByModel}, {"DAY", r.ByDay}, {"PRICED AT", r.ByPrice}} {
 		if len(sec.m) == 0 || (sec.title == "PRINCIPAL" && !f.All) {
 			continue
 		}
@@ -135,6 +136,10 @@ func printUsage(w io.Writer, r spend.Report, f spend.Filter) {
 			name := k
 			if sec.title == "PRINCIPAL" && k == "" {
 				name = `""`
+			}
+			if sec.title == "PRICED AT" {
+				// Which prices charged the turns: the built-in list (dated) or a profile's.
+				name = pricelist.Source(k)
 			}
 			if sec.title == "DAY" && len(k) == 8 {
 				name = strings.Join([]string{k[:4], k[4:6], k[6:]}, "-")

@@ -10,6 +10,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
+	"github.com/aptix-dev/aptix/pkg/profiles/pricelist"
 )
 
 // TestReplayUsage: a replay from the LLM caller calls the model again and
@@ -47,6 +48,22 @@ func TestReplayUsage(t *testing.T) {
 	var out bytes.Buffer
 	printUsage(&out, rep, spend.Filter{Principal: ""})
 	for _, want := range []string{`"": 2 turn(s)`, "2 unpriced turn(s) not in the cost", "1 replay(s) among them"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("aptix usage printed %q, missing %q", out.String(), want)
+		}
+	}
+}
+
+// TestUsageSaysWhichPrices: aptix usage names the prices each priced
+// turn was charged at: the built-in price list with its date, or a
+// profile's own table.
+func TestUsageSaysWhichPrices(t *testing.T) {
+	list := pricelist.Builtin()
+	rep := spend.Report{Counts: spend.Counts{Turns: 3}, ByPrice: map[string]spend.Counts{
+		list.Version: {Turns: 2, CostNanos: 1000}, "openai-1a2b3c4d": {Turns: 1}}}
+	var out bytes.Buffer
+	printUsage(&out, rep, spend.Filter{All: true})
+	for _, want := range []string{"PRICED AT", "built-in price list " + list.Version + " (figures of " + list.Taken + ")", "profile prices openai-1a2b3c4d"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("aptix usage printed %q, missing %q", out.String(), want)
 		}

@@ -17,8 +17,9 @@ const (
 // Budget caps what one principal may spend in a period: USD (cost) or
 // Tokens (input plus output), one of the two. The gateway copies the
 // caller's budgets (its API key's, or its JWT mapping's) into the turn it
-// submits; the LLM caller refuses a turn whose principal has already spent
-// one of them, before the model is called (docs/usage-and-budgets.md).
+// submits; before each model call the LLM caller holds the call's worst
+// case against them and refuses the call when it does not fit, so a
+// budget is a hard limit (docs/usage-and-budgets.md#the-reservation-rule).
 type Budget struct {
 	USD    float64 `json:"usd,omitempty"`
 	Tokens int64   `json:"tokens,omitempty"`

@@ -24,7 +24,8 @@ type Price struct {
 	// them as Output, which is what OpenAI does.
 	Reasoning *float64 `json:"reasoning,omitempty"`
 	// Version names the price table it came from, so a total can be traced
-	// to the prices in force when the turn ran.
+	// to the prices in force when the turn ran: a profile's own table
+	// ("<profile>-<hash>") or the built-in price list ("aptix-prices-<date>").
 	Version string `json:"version,omitempty"`
 }
 

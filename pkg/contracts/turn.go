@@ -73,6 +73,11 @@ type Envelope struct {
 	// Price is the backend profile's price for Model when it has one; the
 	// mapper charges the turn's usage at it (nil: the turn is unpriced).
 	Price *Price `json:"price,omitempty"`
+	// HistoryTokens bounds the input a continued conversation's backend
+	// (or the LLM caller's history replay) adds to Body: what the
+	// conversation's last turn counted in and out. A budget's reservation
+	// adds it to the body's count (docs/usage-and-budgets.md).
+	HistoryTokens int `json:"historyTokens,omitempty"`
 }
 
 // ToolEmulation is what the LLM caller needs to turn <tool_call> blocks in
@@ -119,6 +124,25 @@ type LLMResult struct {
 	// TruncatedItems is how many of the oldest input items the caller
 	// dropped to fit the profile's context window (truncation "auto").
 	TruncatedItems int `json:"truncatedItems,omitempty"`
+	// Fallbacks are the backends tried before this one, in order, each of
+	// which failed before any output reached the client: the result is
+	// the next profile's of the first one's "fallbacks"
+	// (docs/backends.md#fallbacks). Empty when the first backend served.
+	Fallbacks []BackendAttempt `json:"fallbacks,omitempty"`
+}
+
+// BackendAttempt is one backend's failed call of a turn that fell back to
+// another: what was asked of whom, and how it failed.
+type BackendAttempt struct {
+	Backend    string         `json:"backend"`
+	Model      string         `json:"model,omitempty"`
+	Status     int            `json:"status,omitempty"`
+	Error      *UpstreamError `json:"error,omitempty"`
+	Attempts   int            `json:"attempts"`
+	DurationMs float64        `json:"durationMs,omitempty"`
+	// Skipped says why the backend was not called at all (its tool mode
+	// differs, or the turn continues a response only the first backend holds).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // UpstreamError describes a call that produced no usable response body:

@@ -191,6 +191,21 @@ type RagChunk struct {
 	Content   string  `json:"content"`
 	Score     float64 `json:"score,omitempty"`
 	Repo      string  `json:"repo,omitempty"`
+	// Matches say why the retriever chose the chunk: which of the query's
+	// terms matched which of the chunk's fields. Optional: older retrievers
+	// leave it out, and nothing downstream depends on it but the console.
+	Matches []RagMatch `json:"matches,omitempty"`
+}
+
+// RagMatch is one field of a chunk that matched the query.
+type RagMatch struct {
+	// Field is symbol, doc (the leading comment), path or content.
+	Field string `json:"field"`
+	// Terms are the query's terms (analyzed: lower case, stemmed) found there.
+	Terms []string `json:"terms"`
+	// Expanded are the terms among them the retriever added to the question
+	// (a learned equivalent, a respelling), not typed in it.
+	Expanded []string `json:"expanded,omitempty"`
 }
 
 // SourceRef tells the client which chunk the model was shown (AGN-004 §2.8).
@@ -236,6 +251,11 @@ type AgentExecuteResponse struct {
 	ResponseContinuationId string `json:"responseContinuationId,omitempty"`
 	Mode                   string `json:"mode,omitempty"`
 	ModelId                string `json:"modelId,omitempty"`
+	// Backend is the backend profile that served the turn's model call:
+	// another than the one asked for when the first failed and a fallback
+	// answered (docs/backends.md#fallbacks). The HTTP gateway also sends it
+	// as the X-Aptix-Backend header.
+	Backend string `json:"backend,omitempty"`
 
 	Text         string `json:"text,omitempty"`
 	FinishReason string `json:"finishReason,omitempty"`

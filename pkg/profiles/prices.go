@@ -9,13 +9,15 @@ import (
 	"math"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/profiles/pricelist"
 )
 
 // Prices are a profile's prices by model name; "*" prices any other model.
 type Prices map[string]contracts.Price
 
 // ParsePrices reads a prices table as JSON, e.g.
-// {"*":{"input":1.25,"cachedInput":0.125,"output":10}}.
+// {"*":{"input":1.25,"cachedInput":0.125,"output":10}}; "cacheWrite" and
+// "reasoning" are optional.
 func ParsePrices(s string) (Prices, error) {
 	var p Prices
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
@@ -38,13 +40,18 @@ func (ps Prices) check() error {
 }
 
 // Price is the price of model on this profile: its own entry, else "*",
-// else nil (unpriced). Without a version of its own the price is named by
+// else the built-in price list's (pricelist: common OpenAI and Anthropic
+// models, dated, its version naming it), else nil (unpriced). So a
+// deployment that configures no price still sees what its turns cost,
+// and a profile's own table overrides the list wherever it says
+// otherwise. Without a version of its own a profile's price is named by
 // the profile and a hash of its rates, so a changed price gets a new name.
 func (p Profile) Price(model string) *contracts.Price {
 	pr, ok := p.Prices[model]
 	if !ok {
 		if pr, ok = p.Prices["*"]; !ok {
-			return nil
+			listed, _ := pricelist.Builtin().Price(model)
+			return listed
 		}
 	}
 	if pr.Version == "" {

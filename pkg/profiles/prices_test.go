@@ -2,6 +2,8 @@ package profiles
 
 import (
 	"testing"
+
+	"github.com/aptix-dev/aptix/pkg/profiles/pricelist"
 )
 
 func TestPrice(t *testing.T) {
@@ -62,5 +64,48 @@ func TestPricesFromEnv(t *testing.T) {
 	t.Setenv("APTIX_PROFILE_SANDBOX_PRICES", `{"*":{"input":"x"}}`)
 	if _, err := FromEnv(); err == nil {
 		t.Fatal("a bad price was accepted")
+	}
+}
+
+// TestPriceFromList: a profile naming no price for a model the built-in
+// list knows charges the list's price, named by the list's version; its
+// own entry or "*" overrides the list.
+func TestPriceFromList(t *testing.T) {
+	list := pricelist.Builtin()
+	listed, _ := list.Price("gpt-4o")
+	for name, c := range map[string]struct {
+		prof        Profile
+		model       string
+		input       float64
+		fromList    bool
+		wantNoPrice bool
+	}{
+		"no prices: the list":          {Profile{Name: "openai"}, "gpt-4o", listed.Input, true, false},
+		"dated snapshot: the list":     {Profile{Name: "openai"}, "gpt-4o-2024-08-06", listed.Input, true, false},
+		"own entry overrides":          {Profile{Name: "p", Prices: Prices{"gpt-4o": {Input: 9}}}, "gpt-4o", 9, false, false},
+		"own star overrides":           {Profile{Name: "p", Prices: Prices{"*": {Input: 7}}}, "gpt-4o", 7, false, false},
+		"other entries: list for it":   {Profile{Name: "p", Prices: Prices{"gpt-5": {Input: 9}}}, "gpt-4o", listed.Input, true, false},
+		"unknown model stays unpriced": {Profile{Name: "p"}, "llama-3.1-70b", 0, false, true},
+	} {
+		pr := c.prof.Price(c.model)
+		if c.wantNoPrice {
+			if pr != nil {
+				t.Errorf("%s: priced %+v", name, pr)
+			}
+			continue
+		}
+		if pr == nil || pr.Input != c.input || (pr.Version == list.Version) != c.fromList {
+			t.Errorf("%s: %+v, want input %v from the list %v (%s)", name, pr, c.input, c.fromList, list.Version)
+		}
+	}
+}
+
+func TestCacheWritePrice(t *testing.T) {
+	p, err := ParsePrices(`{"*":{"input":3,"cachedInput":0.3,"cacheWrite":3.75,"output":15}}`)
+	if err != nil || p["*"].CacheWrite == nil || *p["*"].CacheWrite != 3.75 {
+		t.Fatalf("%+v %v", p, err)
+	}
+	if _, err := ParsePrices(`{"*":{"input":3,"cacheWrite":-1,"output":15}}`); err == nil {
+		t.Fatal("a negative cacheWrite was accepted")
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
 // ToolMode says how function tools reach a backend.
@@ -144,8 +146,13 @@ type Profile struct {
 	// With it, a request with truncation "auto" has its oldest input items
 	// dropped by the LLM caller until it fits (an estimate of ~4 bytes a
 	// token), instead of failing upstream.
-	ContextWindow int               `json:"contextWindow,omitempty"`
-	Aliases       map[string]string `json:"aliases,omitempty"`
+	ContextWindow int `json:"contextWindow,omitempty"`
+	// MaxOutputTokens is the output a budgeted turn that names no
+	// max_output_tokens is limited to, and so the output its budget
+	// reservation counts (docs/usage-and-budgets.md#the-reservation-rule);
+	// 0 is DefaultMaxOutputTokens.
+	MaxOutputTokens int               `json:"maxOutputTokens,omitempty"`
+	Aliases         map[string]string `json:"aliases,omitempty"`
 	// AliasRules are the aliases that ask for Aptix's own turn (AGN-003
 	// framing, retrieval) beyond a rename (alias.go).
 	AliasRules map[string]Alias `json:"aliasRules,omitempty"`
@@ -181,6 +188,26 @@ type Profile struct {
 	// not named (docs/usage-and-budgets.md). A model with no price leaves
 	// its turns unpriced.
 	Prices Prices `json:"prices,omitempty"`
+	// Fallbacks are the profiles a call moves to, in order, when this
+	// one's fails after its own retries with 429, 5xx, 529, a connection
+	// error or a timeout, before any output reached the client
+	// (docs/backends.md#fallbacks). Each asks its own model for the one
+	// requested (FallbackModel). Only the first profile's list is followed.
+	Fallbacks []string `json:"fallbacks,omitempty"`
+}
+
+// FallbackModel is the model this profile is asked for when a call for
+// requested (a model or alias as the client named it) falls back to it:
+// its alias of that name, the model itself when the profile serves it,
+// else the profile's default.
+func (p Profile) FallbackModel(requested string) string {
+	if m, ok := p.Aliases[requested]; ok {
+		return m
+	}
+	if requested != "" && p.serves(requested) {
+		return requested
+	}
+	return p.Model("")
 }
 
 // Defaults applied to any field a profile leaves unset.
@@ -350,23 +377,43 @@ func Builtin() *Set {
 	return s
 }
 
+// DefaultMaxOutputTokens is a profile's MaxOutputTokens when it names none.
+const DefaultMaxOutputTokens = 4096
+
+// SandboxMaxOutputTokens is a sandbox profile's MaxOutputTokens when it
+// names none.
+const SandboxMaxOutputTokens = 256
+
+// BudgetMaxOutput is the output a budgeted turn that names no
+// max_output_tokens is sent with, and its reservation counts.
+func (p Profile) BudgetMaxOutput() int {
+	switch {
+	case p.MaxOutputTokens > 0:
+		return p.MaxOutputTokens
+	case p.Sandbox:
+		return SandboxMaxOutputTokens // its answers are short
+	}
+	return DefaultMaxOutputTokens
+}
+
 // fileProfile is the on-disk shape: durations as strings ("30s"), and
 // supportsPreviousResponseId defaulting to true when absent.
 type fileProfile struct {
-	BaseURL        string            `json:"baseUrl"`
-	APIKeyEnv      string            `json:"apiKeyEnv"`
-	DefaultModel   string            `json:"defaultModel"`
-	ContextWindow  int               `json:"contextWindow"`
-	Aliases        map[string]Alias  `json:"aliases"`
-	Models         []string          `json:"models"`
-	API            API               `json:"api"`
-	Chat           *Chat             `json:"chat"`
-	Anthropic      *Anthropic        `json:"anthropic"`
-	Headers        map[string]string `json:"headers"`
-	AttemptTimeout string            `json:"attemptTimeout"`
-	TurnTimeout    string            `json:"turnTimeout"`
-	MaxRetries     *int              `json:"maxRetries"`
-	MaxConcurrent  int               `json:"maxConcurrent"`
+	BaseURL         string            `json:"baseUrl"`
+	APIKeyEnv       string            `json:"apiKeyEnv"`
+	DefaultModel    string            `json:"defaultModel"`
+	ContextWindow   int               `json:"contextWindow"`
+	MaxOutputTokens int               `json:"maxOutputTokens"`
+	Aliases         map[string]Alias  `json:"aliases"`
+	Models          []string          `json:"models"`
+	API             API               `json:"api"`
+	Chat            *Chat             `json:"chat"`
+	Anthropic       *Anthropic        `json:"anthropic"`
+	Headers         map[string]string `json:"headers"`
+	AttemptTimeout  string            `json:"attemptTimeout"`
+	TurnTimeout     string            `json:"turnTimeout"`
+	MaxRetries      *int              `json:"maxRetries"`
+	MaxConcurrent   int               `json:"maxConcurrent"`
 	// MaxResponseBytes: 0 or absent is the default; negative is an error.
 	MaxResponseBytes int64 `json:"maxResponseBytes"`
 	Capabilities     struct {
@@ -379,8 +426,9 @@ type fileProfile struct {
 	} `json:"capabilities"`
 	// Sandbox marks the built-in sandbox model's endpoints (e.g. its chat
 	// endpoint), so logs never pass them off as a model.
-	Sandbox bool   `json:"sandbox"`
-	Prices  Prices `json:"prices"`
+	Sandbox   bool     `json:"sandbox"`
+	Prices    Prices   `json:"prices"`
+	Fallbacks []string `json:"fallbacks"`
 }
 
 type file struct {
@@ -420,6 +468,11 @@ func parse(name string, data []byte) (*Set, error) {
 		}
 		if p != nil {
 			s.Put(*p)
+		}
+	}
+	for _, e := range f.profiles {
+		if err := s.checkFallbacks(e.name); err != nil {
+			at(e.offset, "profile %q: %v", e.name, err)
 		}
 	}
 	if f.defaultName != "" {
@@ -573,7 +626,7 @@ func (e rawProfile) profile(at func(int64, string, ...any)) (*Profile, error) {
 	}
 	p := Profile{Name: name, BaseURL: strings.TrimRight(fp.BaseURL, "/"), APIKeyEnv: fp.APIKeyEnv,
 		DefaultModel: fp.DefaultModel, ContextWindow: fp.ContextWindow, MaxConcurrent: fp.MaxConcurrent, MaxRetries: DefaultMaxRetries,
-		Models: fp.Models, API: fp.API, Headers: fp.Headers, Sandbox: fp.Sandbox, Prices: fp.Prices}
+		Models: fp.Models, API: fp.API, Headers: fp.Headers, Sandbox: fp.Sandbox, Prices: fp.Prices, Fallbacks: fp.Fallbacks}
 	var err error
 	if p.Aliases, p.AliasRules, err = aliasMaps(fp.Aliases); err != nil {
 		fail(err)
@@ -586,6 +639,10 @@ func (e rawProfile) profile(at func(int64, string, ...any)) (*Profile, error) {
 	}
 	if p.ContextWindow < 0 {
 		fail(errors.New("contextWindow must not be negative"))
+	}
+	p.MaxOutputTokens = fp.MaxOutputTokens
+	if p.MaxOutputTokens < 0 || p.MaxOutputTokens > contracts.MaxOutputTokensLimit {
+		fail(fmt.Errorf("maxOutputTokens must be between 0 and %d", contracts.MaxOutputTokensLimit))
 	}
 	if fp.MaxResponseBytes < 0 {
 		fail(errors.New("maxResponseBytes must not be negative"))
@@ -694,8 +751,8 @@ func Load(path string) (*Set, error) {
 
 // FromEnv loads APTIX_PROFILES (a file path, optional), then applies
 // APTIX_BACKEND (the default profile) and per-profile overrides
-// APTIX_PROFILE_<NAME>_{BASE_URL,MODEL,PRICES,MAX_CONCURRENT,MAX_RETRIES,MAX_RESPONSE_BYTES,ATTEMPT_TIMEOUT,TURN_TIMEOUT}
-// (NAME upper-cased, '-' as '_').
+// APTIX_PROFILE_<NAME>_{BASE_URL,MODEL,PRICES,FALLBACKS,MAX_CONCURRENT,MAX_RETRIES,MAX_RESPONSE_BYTES,ATTEMPT_TIMEOUT,TURN_TIMEOUT}
+// (NAME upper-cased, '-' as '_'; FALLBACKS a comma-separated list of profiles).
 func FromEnv() (*Set, error) {
 	s, err := Load(os.Getenv("APTIX_PROFILES"))
 	if err != nil {
@@ -726,6 +783,14 @@ func FromEnv() (*Set, error) {
 				*dst = n
 			}
 		}
+		if v, ok := os.LookupEnv(key + "FALLBACKS"); ok {
+			p.Fallbacks = nil
+			for _, fb := range strings.Split(v, ",") {
+				if fb = strings.TrimSpace(fb); fb != "" {
+					p.Fallbacks = append(p.Fallbacks, fb)
+				}
+			}
+		}
 		if v := os.Getenv(key + "MAX_RESPONSE_BYTES"); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
@@ -744,6 +809,11 @@ func FromEnv() (*Set, error) {
 		}
 		s.Put(p)
 	}
+	for _, name := range s.Names() {
+		if err := s.checkFallbacks(name); err != nil {
+			return nil, fmt.Errorf("profile %q: %w", name, err)
+		}
+	}
 	if v := os.Getenv("APTIX_BACKEND"); v != "" {
 		if _, err := s.Get(v); err != nil {
 			return nil, fmt.Errorf("APTIX_BACKEND: %w", err)
@@ -751,6 +821,29 @@ func FromEnv() (*Set, error) {
 		s.Default = v
 	}
 	return s, nil
+}
+
+// checkFallbacks refuses a fallback naming no profile or the profile
+// itself, or named twice: a typo would otherwise surface only when the
+// backend fails.
+func (s *Set) checkFallbacks(name string) error {
+	p, ok := s.profiles[name]
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, fb := range p.Fallbacks {
+		switch _, known := s.profiles[fb]; {
+		case fb == name:
+			return fmt.Errorf("fallbacks: %q is the profile itself", fb)
+		case !known:
+			return fmt.Errorf("fallbacks: unknown profile %q (known: %s)", fb, strings.Join(s.Names(), ", "))
+		case seen[fb]:
+			return fmt.Errorf("fallbacks: %q is named twice", fb)
+		}
+		seen[fb] = true
+	}
+	return nil
 }
 
 func parseDuration(s string) (time.Duration, error) {

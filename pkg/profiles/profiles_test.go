@@ -302,3 +302,22 @@ func TestLoadReportsEveryProblemWithItsPlace(t *testing.T) {
 		t.Errorf("syntax error: %v", err)
 	}
 }
+
+// TestBudgetMaxOutput: the output a budgeted turn is limited to and
+// reserved for: the profile's maxOutputTokens, else 256 for a sandbox and
+// 4096 for any other; out of range is refused.
+func TestBudgetMaxOutput(t *testing.T) {
+	s, err := Parse([]byte(`{"profiles":{"a":{"baseUrl":"http://x/v1","maxOutputTokens":1000},"b":{"baseUrl":"http://x/v1"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := s.Get("a")
+	b, _ := s.Get("b")
+	sb, _ := Builtin().Get("sandbox")
+	if a.BudgetMaxOutput() != 1000 || b.BudgetMaxOutput() != DefaultMaxOutputTokens || sb.BudgetMaxOutput() != SandboxMaxOutputTokens {
+		t.Fatalf("a %d, b %d, sandbox %d", a.BudgetMaxOutput(), b.BudgetMaxOutput(), sb.BudgetMaxOutput())
+	}
+	if _, err := Parse([]byte(`{"profiles":{"a":{"baseUrl":"http://x/v1","maxOutputTokens":-1}}}`)); err == nil {
+		t.Fatal("a negative maxOutputTokens was accepted")
+	}
+}

@@ -90,10 +90,16 @@ type Totals struct {
 	// Keys breaks the totals down by API key id (turns without a key are
 	// not in it).
 	Keys map[string]*Counts `json:"keys,omitempty"`
+	// Prices are the priced turns by the price version that priced them
+	// (contracts.Cost.PriceVersion). Totals folded before it was kept have none.
+	Prices map[string]*Counts `json:"prices,omitempty"`
 	// Seq is the accounting stream sequence of the last turn folded in.
 	// Turns are folded in stream order, so a turn at or below Seq is
 	// already counted: a fold redelivered after a crash adds nothing.
 	Seq uint64 `json:"seq"`
+	// Holds are the reservations of model calls not yet folded in, by
+	// call key (hold.go): what a budget is checked against besides Counts.
+	Holds map[string]Hold `json:"holds,omitempty"`
 }
 
 // Fold adds r, the turn stored at stream sequence seq, unless it is
@@ -104,6 +110,7 @@ func (t *Totals) Fold(seq uint64, r Record) bool {
 	}
 	t.Seq = seq
 	t.Counts.Add(r)
+	t.settleTurn(r.TurnKey) // the real cost replaces the turn's holds, in the same write
 	if t.Models == nil {
 		t.Models = map[string]*Counts{}
 	}
@@ -113,6 +120,19 @@ func (t *Totals) Fold(seq uint64, r Record) bool {
 		t.Models[r.Model] = m
 	}
 	m.Add(r)
+	if v := r.Cost.PriceVersion; v != "" && !r.Cost.Unpriced {
+		// By price version: which price list or table priced the turns
+		// (the built-in list's or a profile's; `aptix usage` names them).
+		if t.Prices == nil {
+			t.Prices = map[string]*Counts{}
+		}
+		p := t.Prices[v]
+		if p == nil {
+			p = &Counts{}
+			t.Prices[v] = p
+		}
+		p.Add(r)
+	}
 	if r.KeyID != "" {
 		if t.Keys == nil {
 			t.Keys = map[string]*Counts{}
@@ -131,47 +151,80 @@ func (t *Totals) Fold(seq uint64, r Record) bool {
 func DayWindow(at time.Time) string   { return at.UTC().Format("20060102") }
 func MonthWindow(at time.Time) string { return at.UTC().Format("200601") }
 
-// Refusal is a budget already spent.
+// Refusal is a budget that has no room for a call.
 type Refusal struct {
 	Budget contracts.Budget
 	// Spent is what the window holds: USD or tokens, as the budget counts.
-	Spent   float64
-	ResetAt time.Time
+	Spent float64
+	// Held is what other calls in flight hold, Need the refused call's
+	// worst case (0 for a check with nothing to hold).
+	Held, Need float64
+	ResetAt    time.Time
 }
 
-// Message says what was spent and when the budget resets, for the client.
+// Message says what was spent and held and when the budget resets, for the client.
 func (r *Refusal) Message() string {
-	spent := "$" + strconv.FormatFloat(r.Spent, 'f', -1, 64)
+	amount := func(v float64) string { return "$" + strconv.FormatFloat(v, 'f', -1, 64) }
 	if r.Budget.Tokens > 0 {
-		spent = strconv.FormatFloat(r.Spent, 'f', 0, 64) + " tokens"
+		amount = func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + " tokens" }
 	}
-	return fmt.Sprintf("Budget exceeded: %s spent of %s; it resets at %s.", spent, r.Budget, r.ResetAt.UTC().Format(time.RFC3339))
+	msg := "Budget exceeded: " + amount(r.Spent) + " spent"
+	if r.Held > 0 {
+		msg += " and " + amount(r.Held) + " reserved by calls in flight"
+	}
+	msg += " of " + r.Budget.String()
+	if r.Need > 0 {
+		msg += "; this call may cost up to " + amount(r.Need)
+	}
+	return fmt.Sprintf("%s; it resets at %s.", msg, r.ResetAt.UTC().Format(time.RFC3339))
 }
 
-// Check returns the first budget whose window at now is already spent
-// (spent ≥ budget), or nil. totals reads a window's totals (zero when there
-// are none). A turn is refused only when the budget is already used up, so
-// turns in flight when it runs out finish and overrun it by what they cost.
-func Check(budgets []contracts.Budget, now time.Time, totals func(window string) (Counts, error)) (*Refusal, error) {
-	cache := map[string]Counts{}
+// Check returns the first budget whose window at now has no room left
+// (spent + held ≥ budget), or nil: the check of a caller that holds
+// nothing itself (the gateway, before it writes a turn). totals reads a
+// window's totals (zero when there are none).
+func Check(budgets []contracts.Budget, now time.Time, totals func(window string) (Totals, error)) (*Refusal, error) {
+	cache := map[string]Totals{}
 	for _, b := range budgets {
 		window, reset := b.Window(now)
-		c, ok := cache[window]
+		t, ok := cache[window]
 		if !ok {
 			var err error
-			if c, err = totals(window); err != nil {
+			if t, err = totals(window); err != nil {
 				return nil, err
 			}
-			cache[window] = c
+			cache[window] = t
 		}
-		switch {
-		case b.Tokens > 0 && c.Tokens() >= b.Tokens:
-			return &Refusal{Budget: b, Spent: float64(c.Tokens()), ResetAt: reset}, nil
-		case b.Tokens == 0 && b.USD > 0 && c.CostNanos >= int64(b.USD*1e9+0.5):
-			return &Refusal{Budget: b, Spent: contracts.CostFromNanos(c.CostNanos).Total, ResetAt: reset}, nil
+		if r := t.refuse([]contracts.Budget{b}, Hold{}, now, reset); r != nil {
+			return r, nil
 		}
 	}
 	return nil, nil
+}
+
+// Windows groups budgets by the window each counts in at now, with the
+// window's reset: a call is held once in each.
+func Windows(budgets []contracts.Budget, now time.Time) []WindowBudgets {
+	var out []WindowBudgets
+	for _, b := range budgets {
+		window, reset := b.Window(now)
+		i := 0
+		for i < len(out) && out[i].Window != window {
+			i++
+		}
+		if i == len(out) {
+			out = append(out, WindowBudgets{Window: window, Reset: reset})
+		}
+		out[i].Budgets = append(out[i].Budgets, b)
+	}
+	return out
+}
+
+// WindowBudgets are the budgets counted in one window.
+type WindowBudgets struct {
+	Window  string
+	Reset   time.Time
+	Budgets []contracts.Budget
 }
 
 // Report is the sum of some totals with its breakdowns: what
@@ -187,6 +240,9 @@ type Report struct {
 	// ByKey is by API key id; with a model filter it is left empty (keys
 	// are not broken down by model).
 	ByKey map[string]Counts `json:"by_key"`
+	// ByPrice is by price version (Totals.Prices); with a model filter it
+	// is left empty, as ByKey is.
+	ByPrice map[string]Counts `json:"by_price,omitempty"`
 }
 
 // Filter selects day totals for a report: a principal (all when All), a
@@ -200,7 +256,7 @@ type Filter struct {
 
 // Sum reports the day totals that pass f.
 func Sum(days []Totals, f Filter) Report {
-	r := Report{ByModel: map[string]Counts{}, ByDay: map[string]Counts{}, ByPrincipal: map[string]Counts{}, ByKey: map[string]Counts{}, From: f.From, To: f.To}
+	r := Report{ByModel: map[string]Counts{}, ByDay: map[string]Counts{}, ByPrincipal: map[string]Counts{}, ByKey: map[string]Counts{}, ByPrice: map[string]Counts{}, From: f.From, To: f.To}
 	sort.Slice(days, func(i, j int) bool { return days[i].Window < days[j].Window })
 	for _, d := range days {
 		if len(d.Window) != 8 || (!f.All && d.Principal != f.Principal) ||
@@ -219,6 +275,11 @@ func Sum(days []Totals, f Filter) Report {
 				x := r.ByKey[k]
 				x.Merge(*kc)
 				r.ByKey[k] = x
+			}
+			for v, pc := range d.Prices {
+				x := r.ByPrice[v]
+				x.Merge(*pc)
+				r.ByPrice[v] = x
 			}
 		} else if mc := d.Models[f.Model]; mc != nil {
 			c = *mc

@@ -62,7 +62,7 @@ func TestCheck(t *testing.T) {
 		"tokens under, cost": {[]contracts.Budget{tokens}, map[string]Counts{"20261127": {InputTokens: 10, CostNanos: 1e12}}, nil, time.Time{}},
 	} {
 		reads := 0
-		r, err := Check(c.budgets, now, func(w string) (Counts, error) { reads++; return c.windows[w], nil })
+		r, err := Check(c.budgets, now, func(w string) (Totals, error) { reads++; return Totals{Counts: c.windows[w]}, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,10 +77,10 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	boom := errors.New("kv down")
-	if _, err := Check([]contracts.Budget{day}, now, func(string) (Counts, error) { return Counts{}, boom }); !errors.Is(err, boom) {
+	if _, err := Check([]contracts.Budget{day}, now, func(string) (Totals, error) { return Totals{}, boom }); !errors.Is(err, boom) {
 		t.Fatalf("a failed read must not let the turn through unchecked: %v", err)
 	}
-	r, _ := Check([]contracts.Budget{day}, now, func(string) (Counts, error) { return Counts{CostNanos: 12_345_000}, nil })
+	r, _ := Check([]contracts.Budget{day}, now, func(string) (Totals, error) { return Totals{Counts: Counts{CostNanos: 12_345_000}}, nil })
 	if msg := r.Message(); !strings.Contains(msg, "$0.012345 spent of $0.01/day") || !strings.Contains(msg, "2026-11-28T00:00:00Z") {
 		t.Fatalf("message %q", msg)
 	}
@@ -118,5 +118,21 @@ func TestSum(t *testing.T) {
 		if r.Turns != c.turns || r.Cost.Total != c.usd || len(r.ByDay) != c.days || len(r.ByPrincipal) != c.prs || len(r.ByKey) != c.keys || r.Cost.Currency != "USD" {
 			t.Errorf("%s: %+v", name, r)
 		}
+	}
+}
+
+// TestByPrice: totals keep the priced turns by the price version that
+// priced them, so a report says which price list or table each cost is at.
+func TestByPrice(t *testing.T) {
+	priced := func(r Record, version string) Record { r.Cost.PriceVersion = version; return r }
+	tot := Totals{Principal: "key:a", Window: "20261127"}
+	tot.Fold(1, priced(rec("gpt-4o", 10, 1, 0.5), "aptix-prices-2025-11"))
+	tot.Fold(2, priced(rec("gpt-4o", 10, 1, 0.25), "aptix-prices-2025-11"))
+	tot.Fold(3, priced(rec("m", 10, 1, 1), "p-1a2b"))
+	tot.Fold(4, Record{Model: "x", Cost: contracts.Cost{Unpriced: true}})
+	r := Sum([]Totals{tot}, Filter{All: true})
+	if len(r.ByPrice) != 2 || r.ByPrice["aptix-prices-2025-11"].Turns != 2 || r.ByPrice["aptix-prices-2025-11"].CostNanos != 750_000_000 ||
+		r.ByPrice["p-1a2b"].Turns != 1 {
+		t.Fatalf("by price %+v", r.ByPrice)
 	}
 }

@@ -37,7 +37,12 @@ type Conversation struct {
 	// the client's approval (contracts.ToolLoop.Approvals): the next turn
 	// continuing ResponseId answers them with mcp_approval_response items.
 	Approvals []contracts.PendingApproval `json:"approvals,omitempty"`
-	UpdatedAt time.Time                   `json:"updatedAt"`
+	// ContextTokens bounds what the backend holds under ResponseId: the
+	// last turn's input plus output tokens (every round's, for a tool
+	// loop). A budget's reservation counts it for the next turn, whose
+	// body carries only what is new (contracts.Envelope.HistoryTokens).
+	ContextTokens int       `json:"contextTokens,omitempty"`
+	UpdatedAt     time.Time `json:"updatedAt"`
 }
 
 // ConversationOf is the record a completed turn leaves for the next one,
@@ -55,6 +60,7 @@ func ConversationOf(t *contracts.Turn, at time.Time) (Conversation, bool) {
 	rec := Conversation{
 		ResponseId: r.ResponseContinuationId, TurnId: t.TurnId, Backend: t.Envelope.Backend,
 		Tools: t.Envelope.Tools, UpdatedAt: at.UTC(),
+		ContextTokens: max(r.Usage.PromptTokens, 0) + max(r.Usage.CompletionTokens, 0),
 	}
 	if t.Tools != nil {
 		rec.Pending = t.Tools.Pending

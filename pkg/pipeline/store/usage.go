@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -335,15 +336,115 @@ func (u *Usage) Totals(ctx context.Context, principal, window string) (spend.Tot
 	return t, nil
 }
 
-// Check returns the budget of principal already spent at now, or nil.
+// Check returns the budget of principal with no room left at now (spent
+// plus held ≥ budget), or nil.
 func (u *Usage) Check(ctx context.Context, principal string, budgets []contracts.Budget) (*spend.Refusal, error) {
 	if len(budgets) == 0 {
 		return nil, nil
 	}
-	return spend.Check(budgets, u.Now(), func(window string) (spend.Counts, error) {
-		t, err := u.Totals(ctx, principal, window)
-		return t.Counts, err
+	return spend.Check(budgets, u.Now(), func(window string) (spend.Totals, error) {
+		return u.Totals(ctx, principal, window)
 	})
+}
+
+// Reserve holds h under id (a call key) in each window principal's
+// budgets count in, or returns the budget it would overrun and holds
+// nothing. Each window is one compare-and-set on the totals record the
+// fold writes too, so two replicas admitting calls at once, or a fold
+// between a read and a write, make one of the writes read again: no call
+// is admitted against holds or spend it did not see. Reserving an id again
+// renews its hold (a redelivered call) instead of adding a second.
+func (u *Usage) Reserve(ctx context.Context, principal string, budgets []contracts.Budget, id string, h spend.Hold) (*spend.Refusal, error) {
+	now := u.Now()
+	var done []string
+	for _, w := range spend.Windows(budgets, now) {
+		var refusal *spend.Refusal
+		err := u.update(ctx, principal, w.Window, func(t *spend.Totals) bool {
+			var changed bool
+			refusal, changed = t.Reserve(id, h, w.Budgets, now, w.Reset)
+			return changed
+		})
+		if err == nil && refusal == nil {
+			done = append(done, w.Window)
+			continue
+		}
+		for _, window := range done { // refused by a later window: hold nothing
+			if rerr := u.update(ctx, principal, window, func(t *spend.Totals) bool { return t.Release(id, now) }); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reserve %s for %q: %w", id, principal, err)
+		}
+		return refusal, nil
+	}
+	return nil, nil
+}
+
+// Settle replaces the hold under id with the call's real cost.
+func (u *Usage) Settle(ctx context.Context, principal string, budgets []contracts.Budget, id string, real spend.Hold) error {
+	now := u.Now()
+	for _, w := range spend.Windows(budgets, now) {
+		if err := u.update(ctx, principal, w.Window, func(t *spend.Totals) bool { return t.Settle(id, real, now) }); err != nil {
+			return fmt.Errorf("settle %s for %q: %w", id, principal, err)
+		}
+	}
+	return nil
+}
+
+// Release drops the hold under id: the call was not paid.
+func (u *Usage) Release(ctx context.Context, principal string, budgets []contracts.Budget, id string) error {
+	now := u.Now()
+	for _, w := range spend.Windows(budgets, now) {
+		if err := u.update(ctx, principal, w.Window, func(t *spend.Totals) bool { return t.Release(id, now) }); err != nil {
+			return fmt.Errorf("release %s for %q: %w", id, principal, err)
+		}
+	}
+	return nil
+}
+
+// update applies change to a totals record with compare-and-set, reading
+// again after another writer's write; change reports whether to write.
+func (u *Usage) update(ctx context.Context, principal, window string, change func(*spend.Totals) bool) error {
+	key := usageKey(principal, window)
+	for attempt := 0; attempt < 50; attempt++ {
+		t := spend.Totals{Principal: principal, Window: window}
+		var rev uint64
+		e, err := u.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return err
+		default:
+			rev = e.Revision()
+			if err := json.Unmarshal(e.Value(), &t); err != nil {
+				return fmt.Errorf("usage totals %s: %w", key, err)
+			}
+		}
+		if !change(&t) {
+			return nil
+		}
+		b, err := json.Marshal(&t)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = u.kv.Create(ctx, key, b)
+		} else {
+			_, err = u.kv.Update(ctx, key, b, rev)
+		}
+		if err == nil || !casConflict(err) {
+			return err
+		}
+		// Many calls of one principal at once contend for its record: a
+		// random pause, growing with the attempts, spreads them out.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(rand.Int64N(int64(attempt+1) * int64(time.Millisecond)))):
+		}
+	}
+	return fmt.Errorf("usage totals %s: too much contention", key)
 }
 
 // Report sums the day totals f selects.

@@ -95,6 +95,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 
 	var prior []tooldef.Tool
 	var pending []json.RawMessage
+	var history int // what the backend holds for the continuation (contracts.Envelope.HistoryTokens)
 	var approvals []contracts.PendingApproval
 	// A replay sees the conversation as its original did: aptix replay pins
 	// the original's continuation in the request, and the record, which may
@@ -116,6 +117,11 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 			if req.ResponseContinuationId == rec.ResponseId {
 				pending, approvals = rec.Pending, rec.Approvals
 			}
+			if req.ResponseContinuationId != "" {
+				// An earlier response of the conversation holds no more
+				// than its latest (compaction aside).
+				history = rec.ContextTokens
+			}
 			if len(rec.Tools) > 0 && rec.Backend == profile.Name {
 				if err := json.Unmarshal(rec.Tools, &prior); err != nil {
 					return pipeline.Reject(pipeline.CodeInvalidEvent, "recorded tools of conversation %s: %v", req.ConversationId, err)
@@ -129,6 +135,12 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 		chunks = t.Retrieval.Chunks
 	}
 	block := contextblock.Format(chunks, e.Budget)
+	if len(req.Budgets) > 0 && req.MaxOutputTokens == 0 {
+		// A budget reserves each call's worst case, so the call must have
+		// one: a budgeted turn that names no output limit gets the
+		// profile's (docs/usage-and-budgets.md#the-reservation-rule).
+		req.MaxOutputTokens = profile.BudgetMaxOutput()
+	}
 	// The body is built, with an HTTP gateway client's fields and input
 	// items (docs/request.md#what-an-http-client-adds), the server-side
 	// tools, the client's answers to waiting approvals and the pending
@@ -182,6 +194,7 @@ func (e *Envelope) Handle(ctx context.Context, t *contracts.Turn) error {
 	t.Envelope = &contracts.Envelope{
 		Backend: profile.Name, Model: res.Model, Body: res.Body, Sources: sources,
 		Tools: tools, ContextChars: len(block.Text), Price: profile.Price(res.Model),
+		HistoryTokens: history,
 	}
 	if res.Emulation != nil {
 		emulated, err := json.Marshal(res.Emulation.Tools)

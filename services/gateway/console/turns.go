@@ -20,6 +20,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
+	"github.com/aptix-dev/aptix/pkg/profiles/pricelist"
 )
 
 // step is one stored stage of a turn in its waterfall.
@@ -335,10 +336,16 @@ type turnData struct {
 	ResponseCut  bool
 	HasResponse  bool
 	LLMError     *contracts.UpstreamError
-	Backends     []backendView
-	From         []string
-	Now          time.Time
-	Other        string
+	// Fallbacks are the backends tried before the one that served
+	// (docs/backends.md#fallbacks), each with how it failed.
+	Fallbacks []contracts.BackendAttempt
+	// PriceSource says which prices the cost is at: the built-in price
+	// list (and its date) or a profile's own (pricelist.Source).
+	PriceSource string
+	Backends    []backendView
+	From        []string
+	Now         time.Time
+	Other       string
 }
 
 type backendView struct{ Name, Model string }
@@ -414,6 +421,10 @@ func (c *Console) turnData(ctx context.Context, conv, id string) (*turnData, err
 		d.Upstream, d.UpstreamCut = shown([]byte(body))
 		d.UpstreamSize = len(body)
 		d.LLMError = l.Error
+		d.Fallbacks = l.Fallbacks
+	}
+	if d.Cost != nil {
+		d.PriceSource = pricelist.Source(d.Cost.PriceVersion)
 	}
 	if r := v.Turns[contracts.StageCompleted].Response; r != nil {
 		d.Response, d.ResponseCut = shownValue(r)

@@ -65,7 +65,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.serveChatEvents(w, r, meta, run, creq.IncludeUsage)
 		return
 	}
-	resp, e := s.outcome(ctx, meta, run.g)
+	resp, e := s.outcome(withBackendHeader(ctx, w), meta, run.g)
 	if e == nil {
 		e = chat.Failed(resp)
 	}

@@ -93,7 +93,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.serveEvents(w, r, meta, run.deltas, run.g)
 		return
 	}
-	resp, e := s.outcome(ctx, meta, run.g)
+	resp, e := s.outcome(withBackendHeader(ctx, w), meta, run.g)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -153,6 +153,7 @@ func (s *Server) outcome(ctx context.Context, meta *responses.Meta, g *watchGen)
 	t, err := s.comps.wait(wctx, g, meta.ConversationID, meta.TurnID)
 	if err == nil {
 		s.settleAfter(ctx, meta)
+		noteBackend(ctx, &t)
 	}
 	if errors.Is(err, client.ErrUnreadableCompletion) {
 		return responses.Response{}, &responses.Error{Status: http.StatusInternalServerError, Type: responses.TypeServer,

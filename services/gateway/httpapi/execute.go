@@ -112,6 +112,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"), Message: err.Error()})
 			return
 		}
+		if e := budgetFailure(t.Response); e != nil {
+			s.fail(w, e)
+			return
+		}
+		setBackend(w, &t)
 		writeJSON(w, http.StatusOK, t.Response)
 		return
 	}

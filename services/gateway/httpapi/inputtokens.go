@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/tokens"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
-	"github.com/aptix-dev/aptix/services/gateway/tokens"
 )
 
 // maxHistory bounds how many responses a local count walks back through

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/tokens"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/pkg/redact"
 	"github.com/aptix-dev/aptix/services/gateway/messages"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
-	"github.com/aptix-dev/aptix/services/gateway/tokens"
 )
 
 // messagesPing is how often a Messages stream sends ping while the model

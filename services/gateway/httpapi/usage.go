@@ -16,9 +16,12 @@ import (
 
 // Usage and budgets (docs/usage-and-budgets.md): the gateway copies the
 // caller's budgets into each turn it submits and refuses a turn whose
-// budget is already spent before it is published, so the model is never
-// called for it. The totals are the shared KV ones the mapper folds turns
-// into: every gateway replica reads the same spend.
+// budget has no room left (spent plus what calls in flight hold) before it
+// is published, so the model is never called for it. The reservation
+// itself, which makes a budget a hard limit, is the LLM caller's: it knows
+// each call's input, output limit and price. The totals are the shared KV
+// ones the mapper folds turns into: every gateway replica reads the same
+// spend and holds.
 
 // CodeBudgetExceeded is the error code of a turn refused by a budget.
 const CodeBudgetExceeded = "budget_exceeded"
@@ -44,6 +47,20 @@ func (s *Server) checkBudgets(ctx context.Context) ([]contracts.Budget, *respons
 		return nil, budgetRefusal(refusal, s.cfg.Now())
 	}
 	return p.Budgets, nil
+}
+
+// budgetFailure is the 429 of a turn the LLM caller refused because its
+// call's worst case did not fit in the budget (the reservation rule is
+// applied there, where the call's input and price are known), or nil: an
+// execute answers it as a create does (responses.Failure). Its Retry-After
+// is the default: the room may come back as soon as calls in flight
+// settle, not only when the budget resets.
+func budgetFailure(r *contracts.AgentExecuteResponse) *responses.Error {
+	if r == nil || r.Kind != contracts.KindError || r.ErrorCode != CodeBudgetExceeded {
+		return nil
+	}
+	return &responses.Error{Status: http.StatusTooManyRequests, Type: TypeInsufficientQuota,
+		Code: ptr(CodeBudgetExceeded), Message: r.ErrorMessage}
 }
 
 // keyID is the id of the API key the caller used, for per-key usage.

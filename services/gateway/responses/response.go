@@ -347,7 +347,8 @@ var clientCodes = map[string]bool{
 	"unknown_mcp_server": true,
 }
 
-// codeBudgetExceeded is the LLM caller's refusal of a turn whose budget is spent.
+// codeBudgetExceeded is the LLM caller's refusal of a call whose worst case
+// does not fit in what is left of its budget.
 const codeBudgetExceeded = "budget_exceeded"
 
 // Failure is the HTTP error a sync create answers for a failed turn, or nil
@@ -371,8 +372,8 @@ func Failure(t *contracts.Turn) *Error {
 			status = 503 // queued, then refused for room: retry later (Retry-After)
 		}
 		if f.Code == codeBudgetExceeded {
-			// The LLM caller found the budget spent (another replica spent it
-			// after this gateway checked): the 429 the gateway gives itself.
+			// The LLM caller's reservation found no room for the call's
+			// worst case: the 429 the gateway gives itself.
 			status, typ = 429, "insufficient_quota"
 		}
 		return &Error{Status: status, Type: typ, Code: ptr(f.Code), Message: f.Message}

@@ -22,6 +22,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -152,6 +153,10 @@ type Input struct {
 	// Options.Results, which keeps only the call record, and a pay-once
 	// lookup asks Stored before it reads the record.
 	Stored func(ctx context.Context) (*contracts.LLMResult, error)
+	// Fallback numbers a call made on a fallback profile (1 for the first
+	// fallback; docs/backends.md#fallbacks), 0 for the turn's own: its span
+	// says it (aptix.fallback), so a trace shows each attempt.
+	Fallback int
 }
 
 // Call performs the turn's call and returns its result. Upstream failures
@@ -225,6 +230,9 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 
 	ctx, span := c.startSpan(ctx, prof, res.Model)
 	defer span.End()
+	if in.Fallback > 0 {
+		span.SetAttributes(attribute.Int("aptix.fallback", in.Fallback))
+	}
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		log = log.With("trace_id", sc.TraceID().String())
 	}

@@ -76,7 +76,11 @@ func (e EventCalls) Calls(ctx context.Context, conversationID string) ([]caller.
 			if t.LLM == nil || s == nil || s.round != t.round() {
 				continue // the envelope's toolround event (no result yet), or no call of this stage
 			}
-			calls = append(calls, caller.LoggedCall{Backend: s.backend, Body: s.body, From: s.from, Result: *t.LLM})
+			backend := s.backend
+			if len(t.LLM.Fallbacks) > 0 && t.LLM.Backend != "" {
+				backend = t.LLM.Backend // a fallback served: only it holds the response
+			}
+			calls = append(calls, caller.LoggedCall{Backend: backend, Body: s.body, From: s.from, Result: *t.LLM})
 			delete(last, ev.Turn)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
-	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/services/llmcaller/anthropicmessages"
 	"github.com/aptix-dev/aptix/services/llmcaller/caller"
@@ -25,16 +24,21 @@ type LLMCaller struct {
 	Caller *caller.Caller
 	// NC publishes streaming deltas (core NATS, not stored); nil disables them.
 	NC *nats.Conn
+	// Deltas, when set, receives the streaming deltas instead of NC: a
+	// test sees what a client would.
+	Deltas caller.DeltaSink
 	// Cancels, when set, makes cancellation real: a turn
 	// cancelled before its call is never sent upstream, and one cancelled
 	// during it has its call's context cancelled at once. Either way the
 	// turn ends with a cancelled rejection, so its completion (and webhook)
 	// still comes, and a redelivery never pays for it.
 	Cancels *store.Cancels
-	// Budgets, when set, refuses a turn whose principal has already spent
-	// one of its budgets (contracts.AgentExecuteRequest.Budgets) before the
-	// model is called (docs/usage-and-budgets.md).
-	Budgets BudgetChecker
+	// Budgets, when set, holds each model call's worst case against its
+	// principal's budgets (contracts.AgentExecuteRequest.Budgets) before
+	// the model is called, refusing a call that does not fit, and settles
+	// the hold to the call's real cost after it (budget.go,
+	// docs/usage-and-budgets.md#the-reservation-rule).
+	Budgets BudgetHolder
 	// JS, when set, makes the stage's output event the call's pay-once
 	// result: the stage stores it itself (pipeline.Emit) as soon as the
 	// model has answered, the caller's store keeps only the call record,
@@ -44,40 +48,8 @@ type LLMCaller struct {
 	JS jetstream.JetStream
 }
 
-// BudgetChecker reads a principal's spend from the shared totals.
-type BudgetChecker interface {
-	Check(ctx context.Context, principal string, budgets []contracts.Budget) (*spend.Refusal, error)
-}
-
 // CodeBudgetExceeded is the error code of a turn refused by a budget.
 const CodeBudgetExceeded = "budget_exceeded"
-
-// checkBudget refuses the turn when its principal's budget is already
-// spent. Only a turn's first model call is checked: a tool loop's later
-// rounds go on, as does a redelivered call an earlier delivery may already
-// have paid for (its record says so); what they cost is recorded as overrun.
-func (l *LLMCaller) checkBudget(ctx context.Context, t *contracts.Turn, callKey string) error {
-	if l.Budgets == nil || len(t.Request.Budgets) == 0 || (t.Tools != nil && t.Tools.Round > 0) {
-		return nil
-	}
-	if pipeline.Delivered(ctx) > 1 {
-		paid, err := l.Caller.MayBePaid(ctx, callKey)
-		if err != nil {
-			return fmt.Errorf("read the call record of %s: %w", callKey, err)
-		}
-		if paid {
-			return nil
-		}
-	}
-	refusal, err := l.Budgets.Check(ctx, t.Request.Principal, t.Request.Budgets)
-	if err != nil {
-		return fmt.Errorf("read budget of %q: %w", t.Request.Principal, err) // redelivered: never paid unchecked
-	}
-	if refusal != nil {
-		return pipeline.Reject(CodeBudgetExceeded, "%s", refusal.Message())
-	}
-	return nil
-}
 
 // Stage returns the pipeline stage.
 func (l *LLMCaller) Stage() pipeline.Stage {
@@ -129,7 +101,8 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 			return answered(ctx, t, out)
 		}
 	}
-	if err := l.checkBudget(ctx, t, contracts.CallKey(t)); err != nil {
+	held, err := l.reserve(ctx, t, contracts.CallKey(t))
+	if err != nil {
 		return err
 	}
 	// Each LLM call of a tool loop is paid once on its own: its key names
@@ -159,8 +132,11 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 			return &r, nil
 		}
 	}
-	if in.Stream && l.NC != nil {
-		in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
+	if in.Stream && (l.NC != nil || l.Deltas != nil) {
+		in.Deltas = l.Deltas
+		if in.Deltas == nil {
+			in.Deltas = caller.NATSDeltas(l.NC, t.ConversationId, t.TurnId)
+		}
 		if r := t.Retrieval; r != nil && r.Scope != contracts.RagScopeNone {
 			// The retrieval is done: a streamed file_search_call item
 			// completes before the model's first delta.
@@ -183,10 +159,12 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		if callCtx, release, reason, ok, err = l.Cancels.Watch(ctx, t.ConversationId, t.TurnId); err != nil {
 			return err // redelivered: a cancel must be read before paying
 		} else if ok {
+			l.release(ctx, t, held)
 			return pipeline.Reject(reason, "the response was cancelled (%s) before the model was called", reason)
 		}
 		defer release()
 	}
+	fallbackCtx := callCtx
 	if pt := t.Request.OpenAI; pt != nil && len(pt.Chat) > 0 && t.Tools == nil && in.Emulation == nil {
 		// A Chat Completions client's request goes to a Chat Completions
 		// backend as it sent it (a Responses backend never reads it).
@@ -202,8 +180,9 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		}
 		callCtx = anthropicmessages.WithClient(callCtx, c)
 	}
-	res := l.Caller.Call(callCtx, in)
+	res := l.callWithFallbacks(ctx, callCtx, fallbackCtx, t, in)
 	if found != nil {
+		l.settle(ctx, t, held, found.LLM) // the earlier handling's call is what this key cost
 		return answered(ctx, t, found)
 	}
 	if err := ctx.Err(); err != nil {
@@ -219,9 +198,20 @@ func (l *LLMCaller) Handle(ctx context.Context, t *contracts.Turn) error {
 		if upstream, err := l.Caller.CancelUpstream(ctx, in.TurnID); err == nil && upstream != "" {
 			t.Warnings = append(t.Warnings, "upstream response "+upstream+" cancelled")
 		}
+		l.release(ctx, t, held) // a cancelled turn is not counted (docs/usage-and-budgets.md)
 		return pipeline.Reject(reason, "the response was cancelled (%s) while the model was called; the call was aborted", reason)
 	}
 	res.TurnId = t.TurnId
+	if len(res.Fallbacks) > 0 && res.Error == nil {
+		// A fallback served: the turn is charged at its price, counted
+		// under its model, and continued on it (the conversation record
+		// names the envelope's backend), since only it holds the response.
+		t.Envelope.Backend, t.Envelope.Model = res.Backend, res.Model
+		if price, ok := l.Caller.Price(res.Backend, res.Model); ok {
+			t.Envelope.Price = price
+		}
+	}
+	l.settle(ctx, t, held, &res)
 	t.LLM = &res
 	t.Warnings = append(t.Warnings, res.Warnings...)
 	// The body has been sent; later events need only the result. The

@@ -6,6 +6,7 @@ package stage
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -119,6 +120,11 @@ func (m *Mapper) mapTurn(t *contracts.Turn) {
 	resp := mapping.Map(mapping.Input{Request: t.Request, LLM: *t.LLM, Sources: t.Envelope.Sources, Warnings: t.Warnings})
 	if t.LLM.Cached {
 		resp.Warnings = append(resp.Warnings, "result replayed from the pay-once store: the model was not called again")
+	}
+	resp.Backend = t.LLM.Backend
+	if n := len(t.LLM.Fallbacks); n > 0 && t.LLM.Error == nil {
+		resp.Warnings = append(resp.Warnings, fmt.Sprintf("served by backend %s after %d other backend(s) failed (%s first)",
+			t.LLM.Backend, n, t.LLM.Fallbacks[0].Backend))
 	}
 	if l := t.Tools; l != nil {
 		// docs/mapping.md#usage: a tool loop's usage is every round's, not the last call's.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,15 +114,17 @@ func token(s string) string {
 
 func searchCommand(connect Connect, dataDir func() string) *cobra.Command {
 	var (
-		req    contracts.AgentExecuteRequest
-		k      int
-		asJSON bool
+		req     contracts.AgentExecuteRequest
+		k       int
+		asJSON  bool
+		explain bool
 	)
 	cmd := &cobra.Command{
-		Use:   "search QUERY [--workspace W] [--repo R] [--k N] [--json]",
+		Use:   "search QUERY [--workspace W] [--repo R] [--k N] [--json] [--explain]",
 		Short: "Search the index as the retriever stage would for a turn with this instruction",
 		Example: `  aptix search "where are retries scheduled" --workspace aptix
-  aptix search "parse a duration" --workspace go --k 3 --json`,
+  aptix search "parse a duration" --workspace go --k 3 --json
+  aptix search "round a float to the nearest integer" --workspace go --explain`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Instruction = strings.Join(args, " ")
@@ -168,9 +171,15 @@ func searchCommand(connect Connect, dataDir func() string) *cobra.Command {
 				fmt.Fprintf(out, "no hits in workspace %s\n", res.Index)
 				return nil
 			}
+			if explain {
+				fmt.Fprintf(out, "query terms: %s\n", res.Query)
+			}
 			for i, c := range res.Chunks {
 				first, _, _ := strings.Cut(strings.TrimSpace(c.Content), "\n")
 				fmt.Fprintf(out, "%d. %s:%d-%d  %s  score %.2f  %s\n     %s\n", i+1, c.Path, c.StartLine, c.EndLine, c.Language, c.Score, c.Id, first)
+				if explain {
+					fmt.Fprintf(out, "     matched: %s\n", Matches(c.Matches))
+				}
 			}
 			fmt.Fprintf(out, "%d hits in %.1f ms\n", len(res.Chunks), res.TookMs)
 			return nil
@@ -185,5 +194,26 @@ func searchCommand(connect Connect, dataDir func() string) *cobra.Command {
 	f.StringSliceVar(&req.Tags, "tag", nil, "only chunks with this tag")
 	f.IntVar(&k, "k", 8, "number of hits")
 	f.BoolVar(&asJSON, "json", false, "one JSON RagChunk per line")
+	f.BoolVar(&explain, "explain", false, "show the query's terms and, for each hit, which terms matched which field")
 	return cmd
+}
+
+// Matches renders why a chunk was chosen on one line: each field with the
+// query terms it matched, expansions (terms the retriever added) marked +.
+func Matches(ms []contracts.RagMatch) string {
+	if len(ms) == 0 {
+		return "(nothing recorded)"
+	}
+	parts := make([]string, 0, len(ms))
+	for _, m := range ms {
+		terms := make([]string, 0, len(m.Terms))
+		for _, t := range m.Terms {
+			if slices.Contains(m.Expanded, t) {
+				t = "+" + t
+			}
+			terms = append(terms, t)
+		}
+		parts = append(parts, m.Field+"["+strings.Join(terms, " ")+"]")
+	}
+	return strings.Join(parts, " ")
 }

@@ -57,6 +57,10 @@ func TestIndexThenSearch(t *testing.T) {
 	if !strings.Contains(out, "1. dur.go:3-4") || !strings.Contains(out, "1 hits") {
 		t.Errorf("readable output %q", out)
 	}
+	out = run(t, url, data, "search", "parse a duration", "--workspace", "w", "--explain")
+	if !strings.Contains(out, "query terms: pars durat") || !strings.Contains(out, "matched: symbol[durat pars] doc[durat pars]") {
+		t.Errorf("explained output %q", out)
+	}
 	out = run(t, url, data, "search", "parse a duration", "--workspace", "elsewhere")
 	if !strings.Contains(out, "no hits") {
 		t.Errorf("empty workspace output %q", out)

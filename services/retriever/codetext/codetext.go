@@ -68,9 +68,25 @@ func (Tokenizer) Tokenize(input []byte) analysis.TokenStream {
 		}
 		start = -1
 	}
+	glued := -1 // offset of a joining hyphen or dot inside the current token
+	emitGlued := func(end int) {
+		if glued < 0 || start < 0 || end-start > MaxTokenBytes {
+			emit(end)
+			return
+		}
+		term := append(append([]byte{}, input[start:glued]...), input[glued+1:end]...)
+		pos++
+		out = append(out, &analysis.Token{Start: start, End: end, Term: term, Position: pos, Type: analysis.AlphaNumeric})
+		start, glued = -1, -1
+	}
 	for i := 0; i < len(input); {
 		c := input[i]
 		size := 1
+		if (c == '-' || c == '.') && glued < 0 && gluesDigits(input, start, i) {
+			glued = i // UTF-8, SHA-256, X.509: one word, spelt as the identifiers spell it
+			i++
+			continue
+		}
 		word := c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 		if c >= utf8.RuneSelf {
 			var r rune
@@ -82,13 +98,32 @@ func (Tokenizer) Tokenize(input []byte) analysis.TokenStream {
 				start = i
 			}
 		} else {
-			emit(i)
+			emitGlued(i)
 		}
 		i += size
 	}
-	emit(len(input))
+	emitGlued(len(input))
 	return out
 }
+
+// gluesDigits reports whether the hyphen or dot at input[at] joins a short
+// run of letters (the whole token so far, at most maxGlueLetters) to digits:
+// UTF-8, SHA-256 and X.509 are written utf8, sha256 and x509 in code, so the
+// tokenizer reads them as one word. "go1.22" or "a-b" are left alone.
+func gluesDigits(input []byte, start, at int) bool {
+	if start < 0 || at-start > maxGlueLetters || at+1 >= len(input) || input[at+1] < '0' || input[at+1] > '9' {
+		return false
+	}
+	for _, c := range input[start:at] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// maxGlueLetters bounds the letters gluesDigits joins to digits.
+const maxGlueLetters = 6
 
 // IdentifierSplitter follows each token made of several words (HTTPServer,
 // parse_duration, utf8Valid) with those words, at the same position.

@@ -49,6 +49,9 @@ func TestAnalyzer(t *testing.T) {
 		"x := http_server.ListenAndServe()":              "x http_server http server listenandserv listen serv",
 		"naïve café":                                     "naïv café",
 		strings.Repeat("A", MaxTokenBytes+1) + " ok":     "ok",
+		"decode UTF-8 and SHA-256, parse X.509":          "decod utf8 sha256 pars x509",
+		"go1.22 a-b 3-4 e.g. v-1":                        "go1 22 b 3 4 e g v1",
+		"utf8.Valid":                                     "utf8 valid",
 	} {
 		if got := analyze(t, in); got != want {
 			t.Errorf("analyze(%q) = %q, want %q", in, got, want)

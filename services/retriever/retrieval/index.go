@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ type Index struct {
 	mu      sync.Mutex
 	err     error  // why following stopped, if it did
 	rebuilt string // why Open discarded the local index it found, if it did
+	abbrevs abbrevCache
 }
 
 // Internal keys kept in the bleve index next to the documents.
@@ -162,7 +164,7 @@ const openTimeout = 2 * time.Second
 
 // schemaVersion is kept in the local index; an index built with another
 // mapping or document shape is discarded and rebuilt from the bucket.
-const schemaVersion = "aptix-chunks-3"
+const schemaVersion = "aptix-chunks-5"
 
 // indexMapping: code-aware text fields (codetext: identifiers split into
 // words, lower-cased, English stop words out, stemmed) scored with BM25, and
@@ -193,12 +195,13 @@ func indexMapping() mapping.IndexMapping {
 	doc := bleve.NewDocumentMapping()
 	doc.Dynamic = false
 	doc.AddFieldMappingsAt("content", text(true))
-	doc.AddFieldMappingsAt("symbol", text(false))
+	doc.AddFieldMappingsAt("symbol", text(true))
+	doc.AddFieldMappingsAt("doc", text(false))
 	doc.AddFieldMappingsAt("path", text(false))
 	doc.AddFieldMappingsAt("file", kw(true))
 	doc.AddFieldMappingsAt("repo", kw(true))
 	doc.AddFieldMappingsAt("language", kw(true))
-	for _, f := range []string{"workspace", "lang", "tags"} {
+	for _, f := range []string{"workspace", "lang", "tags", "dir", "kind"} {
 		doc.AddFieldMappingsAt(f, kw(false))
 	}
 	doc.AddFieldMappingsAt("startLine", num)
@@ -215,6 +218,7 @@ func indexMapping() mapping.IndexMapping {
 type chunkDoc struct {
 	Content   string   `json:"content"`
 	Symbol    string   `json:"symbol"`
+	Doc       string   `json:"doc"` // the chunk's leading comment: what the code says it does
 	Path      string   `json:"path"`
 	File      string   `json:"file"`
 	Workspace string   `json:"workspace"`
@@ -222,8 +226,66 @@ type chunkDoc struct {
 	Language  string   `json:"language"`
 	Lang      string   `json:"lang"` // lower-cased Language, for the filter
 	Tags      []string `json:"tags"`
+	Dir       string   `json:"dir"`  // the file's directory: its package, in Go
+	Kind      string   `json:"kind"` // kindPackageDoc for a package's doc comment
 	StartLine int      `json:"startLine"`
 	EndLine   int      `json:"endLine"`
+}
+
+// kindPackageDoc marks the chunk holding a Go package's doc comment: the
+// package's own summary of what it is for, searched first (see packages).
+const kindPackageDoc = "pkgdoc"
+
+func kind(language, comment, content string) string {
+	if language == "Go" && (strings.HasPrefix(comment, "Package ") || strings.Contains(comment, "\nPackage ")) && strings.Contains(content, "\npackage ") {
+		return kindPackageDoc
+	}
+	return ""
+}
+
+// symbolWords is the symbol as indexed: without the declaration keyword
+// every Go function and type has ("func", "type"), which would only add a
+// word that matches everything to the field.
+func symbolWords(symbol string) string {
+	for _, kw := range []string{"func ", "type "} {
+		if rest, ok := strings.CutPrefix(symbol, kw); ok {
+			return rest
+		}
+	}
+	return symbol
+}
+
+// leadingComment returns the comment lines a chunk starts with (a Go doc
+// comment, a shell or Python header; blank lines between comment blocks are
+// skipped) without their markers. They say in words what the code does, so
+// they are a field of their own: a question that matches them matches the
+// declaration's purpose, not a passing use. In Markdown a # is a heading,
+// already the chunk's symbol.
+func leadingComment(language, content string) string {
+	marks := []string{"//", "/*", "*", "#"}
+	if language == "Markdown" {
+		marks = marks[:3]
+	}
+	var b strings.Builder
+	for line := range strings.Lines(content) {
+		t := strings.TrimSpace(line)
+		if t == "" {
+			continue // a licence header, a blank line, then the package's doc comment
+		}
+		var ok bool
+		for _, mark := range marks {
+			if rest, found := strings.CutPrefix(t, mark); found {
+				t, ok = strings.TrimSpace(rest), true
+				break
+			}
+		}
+		if !ok {
+			break
+		}
+		b.WriteString(t)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // Per-file internal keys: the stored hash and the chunk ids a file has in the index.
@@ -372,7 +434,8 @@ func (b *batch) add(e jetstream.KeyValueEntry) {
 	}
 	ids := make([]string, 0, len(rec.Chunks))
 	for _, c := range rec.Chunks {
-		doc := chunkDoc{Content: c.Content, Symbol: c.Symbol, Path: rec.Path, File: rec.Path, Workspace: rec.Workspace,
+		comment := leadingComment(rec.Language, c.Content)
+		doc := chunkDoc{Content: c.Content, Symbol: symbolWords(c.Symbol), Doc: comment, Path: rec.Path, Dir: path.Dir(rec.Path), Kind: kind(rec.Language, comment, c.Content), File: rec.Path, Workspace: rec.Workspace,
 			Repo: rec.Repo, Language: rec.Language, Lang: strings.ToLower(rec.Language), Tags: rec.Tags, StartLine: c.StartLine, EndLine: c.EndLine}
 		if err := b.b.Index(c.Id, doc); err != nil {
 			b.ix.log.Warn("chunk not indexed", "id", c.Id, "err", err)
@@ -392,6 +455,7 @@ func (b *batch) commit() error {
 	if err := b.ix.idx.Batch(b.b); err != nil {
 		return fmt.Errorf("apply index batch: %w", err)
 	}
+	b.ix.abbrevs.reset() // the symbol vocabulary may have changed
 	if b.maxRev > b.ix.applied.Load() {
 		b.ix.applied.Store(b.maxRev)
 	}

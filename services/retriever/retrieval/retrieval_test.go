@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -368,5 +369,25 @@ func TestMergeRankBudget(t *testing.T) {
 	}
 	if b := budget(got, 1, 1000); len(b) != 1 || b[0].Id != "b" {
 		t.Errorf("k=1 kept %+v", b)
+	}
+}
+
+func TestSpread(t *testing.T) {
+	c := []contracts.RagChunk{{Id: "a1", Path: "a.go"}, {Id: "a2", Path: "a.go"}, {Id: "a3", Path: "a.go"}, {Id: "b1", Path: "b.go"}, {Id: "a4", Path: "a.go", Repo: "other"}}
+	for _, tt := range []struct {
+		perFile int
+		want    string
+	}{
+		{0, "a1 a2 a3 b1 a4"},
+		{1, "a1 b1 a4 a2 a3"},
+		{2, "a1 a2 b1 a4 a3"},
+	} {
+		var got []string
+		for _, h := range spread(slices.Clone(c), tt.perFile) {
+			got = append(got, h.Id)
+		}
+		if strings.Join(got, " ") != tt.want {
+			t.Errorf("spread(%d) = %v, want %s", tt.perFile, got, tt.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"path"
 	"path/filepath"
 	"slices"
@@ -33,12 +34,24 @@ const MaxQueryTerms = 48
 
 // Boosts of the query's parts, relative to a match in the chunk's text.
 const (
-	boostSymbol     = 3   // the function, type or heading name
-	boostPath       = 2   // directory and file name words
 	boostMode       = 0.3 // words of the request's mode
-	boostActiveFile = 4   // a chunk of one of the request's active files
+	boostActiveFile = 8   // a chunk of one of the request's active files (the doc field raised the text scores it competes with)
 	boostRepo       = 1   // a chunk of the request's repo, in workspace scope
 )
+
+// weights are the fields' boosts (BM25 per field, summed, as in BM25F) and
+// the factors that rank tests and tool sources below library code. They
+// were chosen on the tuning questions of the benchmark (bench_test.go).
+var weights = struct {
+	Symbol, Doc, Path float64 // relative to a match in the chunk's text
+	Test, Tool        float64 // score factors, see pathFactor
+	Nested            bool    // one disjunction per query term, see buildQuery
+	Expand            float64 // weight of a learned abbreviation (expand.go); 0 turns them off
+	Common            float64 // share of chunks above which a term is dropped, see dropCommon
+	Heavy             float64 // share of chunks above which a kept term skips the text field, see dropCommon
+	PerFile           int     // chunks of one file before others, see spread; 0 for no limit
+	Package           float64 // boost of chunks of the packages whose doc matches best, see packages; 0 turns it off
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.15, PerFile: 1, Package: 0.5}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -71,79 +84,195 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		return res, ErrNotReady
 	}
 	terms := queryTerms(req.Instruction, MaxQueryTerms)
-	terms, err := ix.dropCommon(ctx, terms)
+	terms, heavy, err := ix.dropCommon(ctx, terms)
 	if err != nil {
 		return res, err
 	}
 	res.Query = strings.Join(terms, " ")
-	q, ok := buildQuery(req, scope, workspace, terms, queryTerms(req.Mode, 4))
+	var exps []expansion
+	if weights.Expand > 0 {
+		if exps, err = ix.expand(terms); err != nil {
+			return res, err
+		}
+	}
+	mode := queryTerms(req.Mode, 4)
+	sole, err := ix.soleWorkspace()
+	if err != nil {
+		return res, err
+	}
+	filterWS := sole != workspace
+	q, words, ok := buildQuery(req, scope, workspace, filterWS, terms, heavy, exps, mode, nil)
 	if !ok {
 		return res, nil
 	}
+	if weights.Package > 0 && scope != contracts.RagScopeActiveFiles {
+		dirs, err := ix.packages(ctx, req, scope, workspace, filterWS, words)
+		if err != nil {
+			return res, fmt.Errorf("search %s: %w", workspace, err)
+		}
+		q, _, _ = buildQuery(req, scope, workspace, filterWS, terms, heavy, exps, mode, dirs)
+	}
 	sr := bleve.NewSearchRequestOptions(q, ix.o.K*candidatesPerHit, 0, false)
-	sr.Fields = []string{"content", "file", "repo", "language", "startLine", "endLine"}
+	sr.Fields = []string{"content", "file", "repo", "language", "startLine", "endLine", "symbol"}
 	out, err := ix.idx.SearchInContext(ctx, sr)
-	demoteTests := !slices.ContainsFunc(terms, func(t string) bool { return t == "test" || t == "exampl" })
 	if err != nil {
 		return res, fmt.Errorf("search %s: %w", workspace, err)
 	}
+	wantTests := slices.ContainsFunc(terms, func(t string) bool { return t == "test" || t == "exampl" })
+	wantTools := slices.ContainsFunc(terms, func(t string) bool { return toolWords[t] })
 	hits := make([]contracts.RagChunk, 0, len(out.Hits))
+	symbols := make(map[string]string, len(out.Hits))
 	for _, h := range out.Hits {
-		hits = append(hits, contracts.RagChunk{
+		c := contracts.RagChunk{
 			Id: h.ID, Path: str(h.Fields["file"]), Repo: str(h.Fields["repo"]), Language: str(h.Fields["language"]),
 			StartLine: num(h.Fields["startLine"]), EndLine: num(h.Fields["endLine"]), Content: str(h.Fields["content"]),
-			Score: h.Score,
-		})
-		if demoteTests && enry.IsTest(hits[len(hits)-1].Path) {
-			hits[len(hits)-1].Score *= testFactor
 		}
+		c.Score = h.Score * pathFactor(c.Path, wantTests, wantTools)
+		symbols[h.ID] = str(h.Fields["symbol"])
+		hits = append(hits, c)
 	}
-	res.Chunks = budget(merge(rank(hits)), ix.o.K, ix.o.MaxChars)
+	res.Chunks = budget(spread(merge(rank(hits)), weights.PerFile), ix.o.K, ix.o.MaxChars)
+	for i := range res.Chunks {
+		res.Chunks[i].Matches = explain(res.Chunks[i], symbols[res.Chunks[i].Id], terms, exps)
+	}
 	res.TookMs = float64(time.Since(start).Microseconds()) / 1000
 	return res, nil
+}
+
+// packages runs the question's words over the package doc comments of the
+// workspace (or repo) only and returns the directories of the best
+// maxPackages. A package's doc says what the package is for in the words a
+// question uses ("Package crc32 implements the 32-bit cyclic redundancy
+// check"), words its declarations may never repeat; the main query then
+// favours chunks of those packages. The kind term is a conjunct, not a
+// filter: the few package docs then drive the search, which skips the rest
+// of the words' postings, where a filter would score them all and cost as
+// much as the main search.
+func (ix *Index) packages(ctx context.Context, req contracts.AgentExecuteRequest, scope, workspace string, filterWS bool, words query.Query) ([]string, error) {
+	conj := []query.Query{fieldTerm("kind", kindPackageDoc), words}
+	if filterWS {
+		conj = append(conj, fieldTerm("workspace", workspace))
+	}
+	if scope == contracts.RagScopeRepo {
+		conj = append(conj, fieldTerm("repo", req.Repo))
+	}
+	sr := bleve.NewSearchRequestOptions(bleve.NewConjunctionQuery(conj...), maxPackages, 0, false)
+	sr.Fields = []string{"file"}
+	out, err := ix.idx.SearchInContext(ctx, sr)
+	if err != nil {
+		return nil, fmt.Errorf("package docs: %w", err)
+	}
+	var dirs []string
+	for _, h := range out.Hits {
+		if d := path.Dir(str(h.Fields["file"])); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs, nil
+}
+
+func fieldTerm(field, v string) query.Query {
+	t := bleve.NewTermQuery(v)
+	t.SetField(field)
+	return t
+}
+
+// maxPackages is how many packages' chunks packages lets the query favour.
+const maxPackages = 3
+
+// toolWords are the query terms (analyzed) that ask for tool sources.
+var toolWords = map[string]bool{"cmd": true, "tool": true, "compil": true, "linker": true, "assembl": true}
+
+// pathFactor scales the score of a chunk by where its file sits. Tests and
+// examples (by go-enry's conventions, and anything under testdata/) repeat
+// the words of the code they exercise; the sources of commands and tools
+// (a cmd/ directory: the compiler and go command in the standard library)
+// reimplement much of the library in their own words. A developer asking
+// how something works wants the library first, so both rank lower unless
+// the question speaks of tests, examples or tools.
+func pathFactor(p string, wantTests, wantTools bool) float64 {
+	f := 1.0
+	if !wantTests && (enry.IsTest(p) || strings.Contains("/"+p, "/testdata/")) {
+		f *= weights.Test
+	}
+	if !wantTools && (strings.HasPrefix(p, "cmd/") || strings.Contains(p, "/cmd/")) {
+		f *= weights.Tool
+	}
+	return f
+}
+
+// explain says which of the query's terms each field of a returned chunk
+// holds. It analyzes only the K chunks returned, so it costs little.
+func explain(c contracts.RagChunk, symbol string, terms []string, exps []expansion) []contracts.RagMatch {
+	want := make(map[string]bool, len(terms)+len(exps))
+	for _, t := range terms {
+		want[t] = true
+	}
+	expanded := make(map[string]bool, len(exps))
+	for _, e := range exps {
+		want[e.term], expanded[e.term] = true, true
+	}
+	var out []contracts.RagMatch
+	for _, f := range []struct{ name, text string }{
+		{"symbol", symbol}, {"doc", leadingComment(c.Language, c.Content)}, {"path", c.Path}, {"content", c.Content},
+	} {
+		if f.text == "" {
+			continue
+		}
+		var found, added []string
+		for _, t := range queryTerms(f.text, math.MaxInt) { // distinct terms
+			if want[t] {
+				found = append(found, t)
+				if expanded[t] {
+					added = append(added, t)
+				}
+			}
+		}
+		if len(found) > 0 {
+			slices.Sort(found)
+			slices.Sort(added)
+			out = append(out, contracts.RagMatch{Field: f.name, Terms: found, Expanded: added})
+		}
+	}
+	return out
 }
 
 // candidatesPerHit: a search fetches K times this many hits, so that
 // merging, test demotion and the size budget still leave K good ones.
 const candidatesPerHit = 5
 
-// testFactor scales the score of test files (by go-enry's conventions)
-// unless the instruction speaks of tests or examples: a developer asking how
-// something works wants the code first, and tests repeat its words.
-const testFactor = 0.5
-
-// Terms found in more than commonShare of the chunks weigh almost nothing
+// Terms found in more than weights.Common of the chunks weigh almost nothing
 // in BM25 but cost the most to score (their postings are the longest):
 // dropCommon leaves them out unless fewer than minTerms terms would remain.
-const (
-	commonShare = 0.15
-	minTerms    = 2
-)
+const minTerms = 2
 
 // dropCommon removes the instruction's most common terms, as above. The
-// order of the remaining terms is kept.
-func (ix *Index) dropCommon(ctx context.Context, terms []string) ([]string, error) {
+// order of the remaining terms is kept. heavy are those kept that are in
+// more than weights.Heavy of the chunks: buildQuery looks them up in the
+// short fields only (symbol, doc, path), where they still tell chunks apart,
+// and not in the text, where their postings are the longest to score.
+func (ix *Index) dropCommon(ctx context.Context, terms []string) (kept []string, heavy map[string]bool, err error) {
 	if len(terms) <= minTerms {
-		return terms, nil
+		return terms, nil, nil
 	}
 	adv, err := ix.idx.Advanced()
 	if err != nil {
-		return nil, fmt.Errorf("local index: %w", err)
+		return nil, nil, fmt.Errorf("local index: %w", err)
 	}
 	r, err := adv.Reader()
 	if err != nil {
-		return nil, fmt.Errorf("local index reader: %w", err)
+		return nil, nil, fmt.Errorf("local index reader: %w", err)
 	}
 	defer r.Close()
 	n, err := r.DocCount()
 	if err != nil {
-		return nil, fmt.Errorf("local index: %w", err)
+		return nil, nil, fmt.Errorf("local index: %w", err)
 	}
 	df := make(map[string]uint64, len(terms))
 	for _, t := range terms {
 		tfr, err := r.TermFieldReader(ctx, []byte(t), "content", false, false, false)
 		if err != nil {
-			return nil, fmt.Errorf("local index term %q: %w", t, err)
+			return nil, nil, fmt.Errorf("local index term %q: %w", t, err)
 		}
 		df[t] = tfr.Count()
 		tfr.Close()
@@ -151,12 +280,16 @@ func (ix *Index) dropCommon(ctx context.Context, terms []string) ([]string, erro
 	byDF := slices.Clone(terms)
 	slices.SortStableFunc(byDF, func(a, b string) int { return cmp.Compare(df[a], df[b]) })
 	keep := map[string]bool{}
+	heavy = map[string]bool{}
 	for i, t := range byDF {
-		if i < minTerms || float64(df[t]) <= commonShare*float64(n) {
+		if i < minTerms || float64(df[t]) <= weights.Common*float64(n) {
 			keep[t] = true
+			if float64(df[t]) > weights.Heavy*float64(n) {
+				heavy[t] = true
+			}
 		}
 	}
-	return slices.DeleteFunc(terms, func(t string) bool { return !keep[t] }), nil
+	return slices.DeleteFunc(terms, func(t string) bool { return !keep[t] }), heavy, nil
 }
 
 // queryTerms analyzes text as the index does and returns its distinct
@@ -186,53 +319,81 @@ var analyzer = sync.OnceValue(func() analysis.Analyzer {
 	return a
 })
 
-// buildQuery: the terms must match (content, symbol, path) and are what
+// buildQuery: the terms must match (content, symbol, doc, path) and are what
 // scores; filters (workspace, repo, language, tags, active files in that
-// scope) must hold and do not score; active files and the request's repo
-// otherwise add a boost. ok is false when nothing can match.
-func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, terms, mode []string) (query.Query, bool) {
+// scope) must hold and do not score; active files, the request's repo and
+// pkgDirs (see packages) otherwise add a boost. filterWS false leaves out
+// the workspace filter (the index holds no other). words is the terms' part
+// alone. ok is false when nothing can match.
+func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, filterWS bool, terms []string, heavy map[string]bool, exps []expansion, mode []string, pkgDirs []string) (q, words query.Query, ok bool) {
 	term := func(field, v string, boost float64) query.Query {
 		t := bleve.NewTermQuery(v)
 		t.SetField(field)
 		t.SetBoost(boost)
 		return t
 	}
-	words := bleve.NewDisjunctionQuery()
-	for _, w := range terms {
-		words.AddQuery(term("content", w, 1), term("symbol", w, boostSymbol), term("path", w, boostPath))
+	ws := bleve.NewDisjunctionQuery()
+	all := make([]expansion, 0, len(terms)+len(exps))
+	for _, t := range terms {
+		all = append(all, expansion{term: t})
+	}
+	for _, w := range append(all, exps...) {
+		f := 1.0
+		if w.from != "" {
+			f = weights.Expand // an abbreviation counts for less than the word typed
+		}
+		fields := []query.Query{term("symbol", w.term, f*weights.Symbol), term("doc", w.term, f*weights.Doc), term("path", w.term, f*weights.Path)}
+		if !heavy[w.term] {
+			fields = append(fields, term("content", w.term, f))
+		}
+		if weights.Nested {
+			// One clause per term: bleve scales a disjunction's sum by the
+			// share of its clauses that matched, so a chunk is rewarded for
+			// matching more of the question's words rather than one word in
+			// more of its fields.
+			ws.AddQuery(bleve.NewDisjunctionQuery(fields...))
+		} else {
+			ws.AddQuery(fields...)
+		}
 	}
 	for _, w := range mode {
-		words.AddQuery(term("content", w, boostMode))
+		ws.AddQuery(term("content", w, boostMode))
 	}
-	filters := []query.Query{term("workspace", workspace, 1)}
+	var filters []query.Query
+	if filterWS {
+		filters = append(filters, term("workspace", workspace, 1))
+	}
 	var must, should []query.Query
 	switch scope {
 	case contracts.RagScopeActiveFiles:
 		files := activeFiles(req.ActiveFiles, term)
 		if files == nil {
-			return nil, false
+			return nil, nil, false
 		}
 		filters = append(filters, files)
 		must = append(must, bleve.NewMatchAllQuery())
-		if len(words.Disjuncts) > 0 {
-			should = append(should, words)
+		if len(ws.Disjuncts) > 0 {
+			should = append(should, ws)
 		}
 	case contracts.RagScopeRepo:
 		if req.Repo == "" {
-			return nil, false
+			return nil, nil, false
 		}
 		filters = append(filters, term("repo", req.Repo, 1))
 		fallthrough
 	default:
-		if len(words.Disjuncts) == 0 {
-			return nil, false
+		if len(ws.Disjuncts) == 0 {
+			return nil, nil, false
 		}
-		must = append(must, words)
+		must = append(must, ws)
 		if files := activeFiles(req.ActiveFiles, term); files != nil {
 			should = append(should, files)
 		}
 		if scope != contracts.RagScopeRepo && req.Repo != "" {
 			should = append(should, term("repo", req.Repo, boostRepo))
+		}
+		for i, d := range pkgDirs {
+			should = append(should, term("dir", d, weights.Package/float64(i+1)))
 		}
 	}
 	if req.Language != "" {
@@ -246,8 +407,10 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, term
 		filters = append(filters, tags)
 	}
 	b := query.NewBooleanQuery(must, should, nil)
-	b.AddFilter(bleve.NewConjunctionQuery(filters...))
-	return b, true
+	if len(filters) > 0 {
+		b.AddFilter(bleve.NewConjunctionQuery(filters...))
+	}
+	return b, ws, true
 }
 
 // activeFiles matches chunks of the given files, paths relative to the
@@ -329,6 +492,29 @@ func join(a, b contracts.RagChunk) contracts.RagChunk {
 		m.Content = first.Content + "\n" + strings.Join(lines[min(skip, len(lines)):], "\n")
 	}
 	return m
+}
+
+// spread moves a file's chunks past its first perFile to the end, in
+// order: ten pieces of one file that repeats the question's words would
+// otherwise fill the context, and the next file may be the one that
+// answers. 0 keeps the order.
+func spread(c []contracts.RagChunk, perFile int) []contracts.RagChunk {
+	if perFile <= 0 {
+		return c
+	}
+	seen := map[string]int{}
+	first := make([]contracts.RagChunk, 0, len(c))
+	var rest []contracts.RagChunk
+	for _, h := range c {
+		key := h.Repo + "\x00" + h.Path
+		if seen[key] < perFile {
+			seen[key]++
+			first = append(first, h)
+		} else {
+			rest = append(rest, h)
+		}
+	}
+	return append(first, rest...)
 }
 
 // budget keeps at most k chunks whose content fits in maxChars together.

@@ -405,7 +405,7 @@ func TestChatCompletionsDisconnect(t *testing.T) {
 // call.
 func TestChatCompletionsBudget(t *testing.T) {
 	e := newEnv(t, sandbox.Options{}, priced(20))
-	keys, key := keyWithBudget(t, e, "chatter", contracts.Budget{USD: 0.002, Period: contracts.PeriodDay})
+	keys, key := keyWithBudget(t, e, "chatter", contracts.Budget{USD: 0.02, Period: contracts.PeriodDay})
 	var logs logBuf
 	url := e.authGateway(&auth.Chain{Keys: keys}, &logs)
 	msg := `{"model":"sandbox-1","messages":[{"role":"user","content":"spend a little"}]}`

@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -87,7 +85,7 @@ func TestUpstreamKeyNotRelayed(t *testing.T) {
 		fmt.Fprintf(w, `{"error":{"message":"Incorrect API key in header Authorization: %s","type":"invalid_request_error","code":"invalid_api_key"}}`, r.Header.Get("Authorization"))
 	}))
 	t.Cleanup(echo.Close)
-	var logs syncLog
+	var logs logBuf
 	e := newEnv(t, sandbox.Options{}, func(c *Config) {
 		p, _ := c.Profiles.Get("sandbox")
 		p.BaseURL, p.APIKeyEnv, p.Sandbox = echo.URL+"/v1", "APTIX_TEST_STACK_KEY", false
@@ -127,22 +125,4 @@ func TestUpstreamKeyNotRelayed(t *testing.T) {
 	if strings.Contains(logs.String(), key) {
 		t.Fatalf("the log holds the key:\n%s", logs.String())
 	}
-}
-
-// syncLog is a log sink safe for concurrent writes.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncLog) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncLog) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -2,6 +2,8 @@ package tokens
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -57,5 +59,32 @@ func TestCount(t *testing.T) {
 	img, _ := Count(Request{Model: "gpt-4o", Items: []json.RawMessage{json.RawMessage(`{"type":"message","role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]}`)}})
 	if img != 3+1+imageLow+3 {
 		t.Fatalf("image: %d", img)
+	}
+}
+
+// TestBound: a reservation's count is never under Count, and never under a
+// token for every 4 bytes of text plus the framing (the sandbox's rule).
+func TestBound(t *testing.T) {
+	text := strings.Repeat("budget burst filler text ", 400)
+	r := Request{Model: "gpt-4o", Instructions: "Be brief.", Items: []json.RawMessage{json.RawMessage(`{"role":"user","content":` + strconv.Quote(text) + `}`)}}
+	n, err := Count(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Bound(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b < n || b < (len(text)+len("Be brief.")+3)/4 {
+		t.Fatalf("bound %d, count %d, %d bytes of text", b, n, len(text))
+	}
+	if b > n*2 {
+		t.Fatalf("bound %d is more than twice the count %d", b, n)
+	}
+	code := Request{Model: "gpt-4o", Items: []json.RawMessage{json.RawMessage(`{"role":"user","content":"{}[]()<>{}[]()<>{}[]()<>"}`)}}
+	if n, _ := Count(code); n > 0 {
+		if b, _ := Bound(code); b != n {
+			t.Fatalf("text split finer than 4 bytes a token: bound %d, count %d", b, n)
+		}
 	}
 }

@@ -1,0 +1,387 @@
+package retrieval_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+	"github.com/aptix-dev/aptix/services/retriever/cli"
+	"github.com/aptix-dev/aptix/services/retriever/retrieval"
+)
+
+// question is one benchmark question: what a developer would ask, the files
+// that answer it and the symbol they would want to see.
+type question struct {
+	q       string
+	want    []string
+	symbol  string
+	heldOut bool
+}
+
+// corpus is a codebase the benchmark indexes and the questions asked of it.
+type corpus struct {
+	name      string
+	questions string                              // file under testdata/questions
+	root      func(download bool) (string, error) // the directory to index
+}
+
+var corpora = []corpus{
+	{"stdlib", "stdlib.txt", goroot},
+	{"nats-server", "nats-server.txt", moduleDir("github.com/nats-io/nats-server/v2")},
+}
+
+// goroot is $(go env GOROOT)/src.
+func goroot(bool) (string, error) {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOROOT: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "src"), nil
+}
+
+// moduleDir finds a module of this module's build list in the module cache,
+// downloading it first on a machine that does not have it yet: the version
+// is the one go.mod pins, so every run indexes the same code.
+func moduleDir(mod string) func(download bool) (string, error) {
+	return func(download bool) (string, error) {
+		dir := func() string {
+			out, _ := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
+			return strings.TrimSpace(string(out))
+		}
+		if d := dir(); d != "" {
+			return d, nil
+		}
+		if !download {
+			return "", fmt.Errorf("module %s is not in the module cache", mod)
+		}
+		if out, err := exec.Command("go", "mod", "download", mod).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go mod download %s: %w: %s", mod, err, out)
+		}
+		if d := dir(); d != "" {
+			return d, nil
+		}
+		return "", fmt.Errorf("module %s: not in the module cache after go mod download", mod)
+	}
+}
+
+// loadQuestions reads a questions file (question | files | symbol, # for
+// comments). Every third question is held out.
+func loadQuestions(name string) ([]question, error) {
+	f, err := os.Open(filepath.Join("testdata", "questions", name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []question
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		parts := strings.Split(line, "|")
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("%s:%d: want question | files | symbol", name, n)
+		}
+		out = append(out, question{q: strings.TrimSpace(parts[0]), want: strings.Fields(parts[1]),
+			symbol: strings.TrimSpace(parts[2]), heldOut: len(out)%3 == 2})
+	}
+	return out, sc.Err()
+}
+
+// declares reports whether src declares symbol ("Name" or "Recv.Name").
+func declares(src, symbol string) bool {
+	name, recv := symbol, ""
+	if i := strings.LastIndex(symbol, "."); i >= 0 {
+		recv, name = symbol[:i], symbol[i+1:]
+	}
+	n := regexp.QuoteMeta(name)
+	pat := `(?m)^(func|type|var|const) ` + n + `\b|^\t` + n + `\b`
+	if recv != "" {
+		pat = `(?m)^func \(\w* ?\*?` + regexp.QuoteMeta(recv) + `(\[[^\]]*\])?\) ` + n + `\b|^\t` + n + `\b`
+	}
+	return regexp.MustCompile(pat).MatchString(src)
+}
+
+// TestQuestions checks that every question's expected files exist and one of
+// them declares its symbol, so a typo is an error and not a silent miss.
+func TestQuestions(t *testing.T) {
+	for _, c := range corpora {
+		t.Run(c.name, func(t *testing.T) {
+			qs, err := loadQuestions(c.questions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if testing.Short() && c.name != "stdlib" {
+				t.Skip("needs the module cache")
+			}
+			root, err := c.root(false) // a test does not download: make bench-retriever does
+			if err != nil {
+				t.Skip(err)
+			}
+			checkQuestions(t, root, qs)
+		})
+	}
+}
+
+func checkQuestions(t testing.TB, root string, qs []question) {
+	t.Helper()
+	for _, q := range qs {
+		found := false
+		for _, w := range q.want {
+			src, err := os.ReadFile(filepath.Join(root, w))
+			if err != nil {
+				t.Errorf("%q expects %s, which does not exist", q.q, w)
+				continue
+			}
+			found = found || declares(string(src), q.symbol)
+		}
+		if !found {
+			t.Errorf("%q expects symbol %s, which none of %v declares", q.q, q.symbol, q.want)
+		}
+	}
+}
+
+// peakRSS is the process's peak resident set (the embedded nats-server included).
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024
+}
+
+// BenchmarkRetrieval indexes each corpus into its own embedded JetStream,
+// builds a replica's local index from it, then measures search latency and
+// relevance over the corpus's questions. It runs once whatever b.N (the
+// index is the expensive part): go test -run '^$' -bench Retrieval -benchtime 1x.
+// Held-out questions are measured only with APTIX_BENCH_HELDOUT=1.
+func BenchmarkRetrieval(b *testing.B) {
+	for _, c := range corpora {
+		b.Run(c.name, func(b *testing.B) { benchCorpus(b, c) })
+	}
+}
+
+func benchCorpus(b *testing.B, c corpus) {
+	qs, err := loadQuestions(c.questions)
+	if err != nil {
+		b.Fatal(err)
+	}
+	root, err := c.root(true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	checkQuestions(b, root, qs)
+	if b.Failed() {
+		return
+	}
+	_, url := natstest.Start(b)
+	_, js := natstest.Connect(b, url)
+	ctx := context.Background()
+
+	runtime.GC()
+	var peakHeap atomic.Uint64
+	stopSampling := make(chan struct{})
+	go func() {
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peakHeap.Load() {
+				peakHeap.Store(ms.HeapInuse)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+
+	start := time.Now()
+	ix, err := retrieval.Open(ctx, js, retrieval.Options{DataDir: b.TempDir(), K: 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ix.Close()
+	sum, err := retrieval.IndexDir(ctx, js, root, retrieval.IndexOptions{Workspace: c.name, Repo: c.name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stored := time.Since(start)
+	if err := ix.WaitSynced(ctx); err != nil {
+		b.Fatal(err)
+	}
+	searchable := time.Since(start)
+	close(stopSampling)
+
+	if os.Getenv("APTIX_BENCH_GRID") != "" {
+		grid(b, ix, c.name, qs)
+	}
+	if q := os.Getenv("APTIX_BENCH_EXPLAIN"); q != "" { // as aptix search --explain prints it
+		res, err := ix.Search(ctx, contracts.AgentExecuteRequest{WorkspaceId: c.name, Instruction: q})
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(os.Stderr, "%s: %q\nquery terms: %s\n", c.name, q, res.Query)
+		for i, h := range res.Chunks[:min(3, len(res.Chunks))] {
+			first, _, _ := strings.Cut(strings.TrimSpace(h.Content), "\n")
+			fmt.Fprintf(os.Stderr, "%d. %s:%d-%d  %s  score %.2f\n     %s\n     matched: %s\n", i+1, h.Path, h.StartLine, h.EndLine, h.Language, h.Score, first, cli.Matches(h.Matches))
+		}
+	}
+	heldOut := os.Getenv("APTIX_BENCH_HELDOUT") != ""
+	verbose := os.Getenv("APTIX_BENCH_VERBOSE") != ""
+	type split struct {
+		n, at5, at10, sym10 int
+		rr, ndcg            float64
+		misses              []string
+	}
+	var tune, held split
+	var lat []time.Duration
+	const rounds = 10
+	if path := os.Getenv("APTIX_BENCH_CPUPROFILE"); path != "" && c.name == "stdlib" { // the searches only, not the indexing
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	for round := range rounds {
+		for _, q := range qs {
+			if q.heldOut && !heldOut {
+				continue
+			}
+			t0 := time.Now()
+			res, err := ix.Search(ctx, contracts.AgentExecuteRequest{WorkspaceId: c.name, Instruction: q.q})
+			lat = append(lat, time.Since(t0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if round > 0 {
+				continue
+			}
+			s := &tune
+			if q.heldOut {
+				s = &held
+			}
+			s.n++
+			rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) })
+			if rank >= 0 {
+				s.at10++
+				if rank < 5 {
+					s.at5++
+				}
+				s.rr += 1 / float64(rank+1)
+				s.ndcg += 1 / math.Log2(float64(rank+2))
+			}
+			if slices.ContainsFunc(res.Chunks, func(c contracts.RagChunk) bool {
+				return slices.Contains(q.want, c.Path) && declares(c.Content, q.symbol)
+			}) {
+				s.sym10++
+			}
+			var got []string
+			for _, c := range res.Chunks {
+				got = append(got, fmt.Sprintf("%s:%d", c.Path, c.StartLine))
+			}
+			if rank < 0 {
+				s.misses = append(s.misses, fmt.Sprintf("  miss %q (want %s %s) got %v", q.q, strings.Join(q.want, " "), q.symbol, got[:min(3, len(got))]))
+			}
+			if verbose {
+				fmt.Fprintf(os.Stderr, "%-70q rank %2d  %v %v\n", q.q, rank+1, ix.Expansions(q.q), got[:min(5, len(got))])
+			}
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) float64 {
+		return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000
+	}
+	report := func(name string, s split) {
+		if s.n == 0 {
+			return
+		}
+		n := float64(s.n)
+		b.ReportMetric(float64(s.at10)/n, name+"_recall@10")
+		b.ReportMetric(s.rr/n, name+"_MRR")
+		fmt.Fprintf(os.Stderr, "%s %s (%d questions): recall@5 %.3f, recall@10 %.3f, MRR %.3f, nDCG@10 %.3f, symbol@10 %.3f\n",
+			c.name, name, s.n, float64(s.at5)/n, float64(s.at10)/n, s.rr/n, s.ndcg/n, float64(s.sym10)/n)
+		for _, m := range s.misses {
+			fmt.Fprintln(os.Stderr, m)
+		}
+	}
+	b.ReportMetric(float64(sum.Files), "files")
+	b.ReportMetric(float64(sum.TotalChunks), "chunks")
+	b.ReportMetric(searchable.Seconds(), "searchable_s")
+	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peak_heap_MB")
+	b.ReportMetric(pct(0.50), "p50_ms")
+	b.ReportMetric(pct(0.99), "p99_ms")
+	fmt.Fprintf(os.Stderr, "== %s: GOMAXPROCS %d; %s; stored in KV after %.1fs, searchable after %.1fs; peak heap %.0f MB, peak RSS %.0f MB; %d searches: p50 %.2f ms, p99 %.2f ms\n",
+		c.name, runtime.GOMAXPROCS(0), sum, stored.Seconds(), searchable.Seconds(), float64(peakHeap.Load())/(1<<20),
+		float64(peakRSS())/(1<<20), len(lat), pct(0.5), pct(0.99))
+	report("tuning", tune)
+	report("held-out", held)
+	for range b.N {
+	}
+}
+
+// grid measures the tuning questions under each of a few weight settings,
+// on the index already built: go test -bench Retrieval with APTIX_BENCH_GRID=1.
+func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
+	base := retrieval.SetWeights(retrieval.Weights{})
+	retrieval.SetWeights(base)
+	defer retrieval.SetWeights(base)
+	vary := []func(w *retrieval.Weights){
+		func(w *retrieval.Weights) {},
+		func(w *retrieval.Weights) { w.Heavy = 1 },
+		func(w *retrieval.Weights) { w.Heavy = 0.1 },
+	}
+	for _, q := range qs { // warm the abbreviation cache, so the first row's time compares
+		if _, err := ix.Search(context.Background(), contracts.AgentExecuteRequest{WorkspaceId: workspace, Instruction: q.q}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, v := range vary {
+		w := base
+		v(&w)
+		retrieval.SetWeights(w)
+		t0 := time.Now()
+		n, hits, sym, rr := 0, 0, 0, 0.0
+		for _, q := range qs {
+			if q.heldOut {
+				continue
+			}
+			res, err := ix.Search(context.Background(), contracts.AgentExecuteRequest{WorkspaceId: workspace, Instruction: q.q})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+			if rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) }); rank >= 0 {
+				hits++
+				rr += 1 / float64(rank+1)
+			}
+			if slices.ContainsFunc(res.Chunks, func(c contracts.RagChunk) bool {
+				return slices.Contains(q.want, c.Path) && declares(c.Content, q.symbol)
+			}) {
+				sym++
+			}
+		}
+		fmt.Fprintf(os.Stderr, "grid %s %+v: recall@10 %.3f MRR %.3f symbol@10 %.3f, %.1f ms a question\n", workspace, w, float64(hits)/float64(n), rr/float64(n), float64(sym)/float64(n), float64(time.Since(t0).Microseconds())/1000/float64(n))
+	}
+}

@@ -1,0 +1,32 @@
+package retrieval
+
+// Weights is a field boost and score factor configuration, for the
+// benchmark's grid over the tuning questions (APTIX_BENCH_GRID).
+type Weights = struct {
+	Symbol, Doc, Path float64
+	Test, Tool        float64
+	Nested            bool
+	Expand            float64
+	Common            float64
+	Heavy             float64
+	PerFile           int
+	Package           float64
+}
+
+// Expansions returns the abbreviations a query's terms are expanded with,
+// as "term←from", for the benchmark's verbose output.
+func (ix *Index) Expansions(text string) []string {
+	exps, _ := ix.expand(queryTerms(text, MaxQueryTerms))
+	var out []string
+	for _, e := range exps {
+		out = append(out, e.term+"←"+e.from)
+	}
+	return out
+}
+
+// SetWeights replaces the weights and returns the previous ones.
+func SetWeights(w Weights) Weights {
+	old := weights
+	weights = w
+	return old
+}
