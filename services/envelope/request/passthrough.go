@@ -208,18 +208,27 @@ func stdError(data []byte, v any, err error) error {
 	return err
 }
 
-// withParts appends parts to an encoded message's content.
+// withParts appends parts to an encoded message's content; a string
+// content becomes its one input_text part first. Every other member of
+// the message stays as it was.
 func withParts(user json.RawMessage, parts []json.RawMessage) (json.RawMessage, error) {
 	if len(parts) == 0 {
 		return user, nil
 	}
 	var m map[string]json.RawMessage
 	if err := unmarshal(user, &m); err != nil {
-		return nil, fmt.Errorf("decode built user message: %w", err)
+		return nil, fmt.Errorf("decode the message: %w", err)
 	}
 	var content []json.RawMessage
-	if err := unmarshal(m["content"], &content); err != nil {
-		return nil, fmt.Errorf("decode built user content: %w", err)
+	var text string
+	if unmarshal(m["content"], &text) == nil {
+		part, err := marshal(inputText{Type: "input_text", Text: text})
+		if err != nil {
+			return nil, err
+		}
+		content = []json.RawMessage{part}
+	} else if err := unmarshal(m["content"], &content); err != nil {
+		return nil, fmt.Errorf("the message's content is neither a string nor a list of parts: %w", err)
 	}
 	c, err := marshal(append(content, parts...))
 	if err != nil {

@@ -45,35 +45,17 @@ func (b *Body) mergeVerbatim(p *contracts.OpenAIPassthrough, contextBlock string
 	return nil
 }
 
-// withText appends one input_text part to a client's message, turning a
-// string content into its one text part first; every other member of the
-// message stays as sent.
+// withText appends one input_text part to a client's message.
 func withText(msg json.RawMessage, text string) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := unmarshal(msg, &m); err != nil {
-		return nil, &InvalidRequestError{Field: "openai.input", Reason: "instruction item is not a message: " + stdError(msg, &m, err).Error()}
-	}
-	var content []json.RawMessage
-	var s string
-	if unmarshal(m["content"], &s) == nil {
-		part, err := marshal(inputText{Type: "input_text", Text: s})
-		if err != nil {
-			return nil, err
-		}
-		content = []json.RawMessage{part}
-	} else if err := unmarshal(m["content"], &content); err != nil {
-		return nil, &InvalidRequestError{Field: "openai.input", Reason: "instruction item's content is neither a string nor a list of parts"}
-	}
 	part, err := marshal(inputText{Type: "input_text", Text: text})
 	if err != nil {
 		return nil, err
 	}
-	c, err := marshal(append(content, part))
+	out, err := withParts(msg, []json.RawMessage{part})
 	if err != nil {
-		return nil, err
+		return nil, &InvalidRequestError{Field: "openai.input", Reason: "instruction item: " + err.Error()}
 	}
-	m["content"] = c
-	return marshal(m)
+	return out, nil
 }
 
 type inputText struct {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/chat"
@@ -53,14 +52,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer run.close()
-	stop := context.AfterFunc(r.Context(), func() {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if _, err := s.cancels.Cancel(cctx, meta.ConversationID, meta.TurnID); err != nil {
-			s.log.Warn("cancelling the turn of a chat client that hung up failed", "turn", meta.TurnID, "err", err)
-		}
-	})
-	defer stop() // before the handler returns, which ends r's context too
+	defer s.cancelOnHangup(r, meta)() // before the handler returns, which ends r's context too
 	if creq.Stream {
 		s.serveChatEvents(w, r, meta, run, creq.IncludeUsage)
 		return
@@ -109,12 +101,7 @@ func (s *Server) chatRouting(w http.ResponseWriter, creq *chat.Request, req *res
 // data: [DONE]. A client that goes away stops the writing; the turn is
 // cancelled by the caller.
 func (s *Server) serveChatEvents(w http.ResponseWriter, r *http.Request, meta *responses.Meta, run *running, includeUsage bool) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
+	fl := beginSSE(w)
 	cs := chat.NewStreamer(meta.ID, meta.Model, meta.CreatedAt, includeUsage)
 	write := func(v any) bool {
 		b, err := json.Marshal(v)

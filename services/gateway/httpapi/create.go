@@ -450,12 +450,7 @@ func (s *Server) prepareFrom(ctx context.Context, req *responses.CreateRequest, 
 // serveEvents answers a stream:true create with Server-Sent Events (relay
 // writes them). A client that goes away stops the writing, not the turn.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, meta *responses.Meta, deltas chan *nats.Msg, g *watchGen) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
+	fl := beginSSE(w)
 	// A conversation object gets the output before the terminal event goes out.
 	settle := func(*responses.Response, *contracts.Turn) { s.settleAfter(context.WithoutCancel(r.Context()), meta) }
 	final, _ := s.relay(r.Context(), meta, deltas, g, settle, func(evs []responses.Event) bool {
@@ -476,6 +471,33 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, meta *respo
 	if final != nil { // the terminal event was written: end the stream
 		writeDone(w, fl)
 	}
+}
+
+// cancelOnHangup cancels meta's turn when r's client goes away, for a
+// door whose clients have no id to come back for an answer with (Chat
+// Completions, Messages); the returned stop ends the watch and must run
+// before the handler returns, which ends r's context too.
+func (s *Server) cancelOnHangup(r *http.Request, meta *responses.Meta) (stop func() bool) {
+	return context.AfterFunc(r.Context(), func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+		defer cancel()
+		if _, err := s.cancels.Cancel(cctx, meta.ConversationID, meta.TurnID); err != nil {
+			s.log.Warn("cancelling the turn of a client that hung up failed", "path", r.URL.Path, "turn", meta.TurnID, "err", err)
+		}
+	})
+}
+
+// beginSSE starts an event stream answer, for every door that streams: no
+// caching, no proxy buffering (nginx holds a stream otherwise), 200 sent.
+// The flusher is nil when the writer cannot flush.
+func beginSSE(w http.ResponseWriter) http.Flusher {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	return fl
 }
 
 // writeDone ends an event stream after its terminal event with the literal

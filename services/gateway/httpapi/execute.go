@@ -132,10 +132,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 			}
 		}()
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
+	fl := beginSSE(w)
 	send := func(event string, data []byte) {
 		_, _ = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data)
 		if fl != nil {

@@ -128,14 +128,7 @@ func (s *Server) messagesCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer run.close()
-	stop := context.AfterFunc(r.Context(), func() {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if _, err := s.cancels.Cancel(cctx, meta.ConversationID, meta.TurnID); err != nil {
-			s.log.Warn("cancelling the turn of a messages client that hung up failed", "turn", meta.TurnID, "err", err)
-		}
-	})
-	defer stop()
+	defer s.cancelOnHangup(r, meta)() // before the handler returns, which ends r's context too
 	if mreq.Stream {
 		// Only an Anthropic backend answers thinking blocks, which the live
 		// deltas do not carry: hold its stream to keep them first. Any other
@@ -158,12 +151,7 @@ func (s *Server) messagesCreate(w http.ResponseWriter, r *http.Request) {
 // events (messages.Streamer), a ping right after message_start and every
 // messagesPing while nothing else is written.
 func (s *Server) serveMessagesEvents(w http.ResponseWriter, r *http.Request, meta *responses.Meta, run *running, hold bool) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
+	fl := beginSSE(w)
 	var mu sync.Mutex
 	failed := false
 	write := func(evs ...messages.Event) bool {

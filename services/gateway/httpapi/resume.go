@@ -209,13 +209,7 @@ type sse struct {
 }
 
 func newSSE(w http.ResponseWriter, after int) *sse {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	return &sse{w: w, fl: fl, after: after}
+	return &sse{w: w, fl: beginSSE(w), after: after}
 }
 
 func (s *sse) write(evs []responses.Event) {

@@ -382,7 +382,15 @@ func TestUnpricedTurn(t *testing.T) {
 	if !strings.Contains(string(b), `"cost":{"unpriced":true}`) {
 		t.Fatalf("response JSON %s", b)
 	}
-	rep, _ := e.usageOf().Report(context.Background(), spend.Filter{Principal: ""})
+	// The mapper records usage after the completion the turn returned on:
+	// wait for that record to be folded before reading the totals.
+	var rep spend.Report
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		rep, _ = e.usageOf().Report(context.Background(), spend.Filter{Principal: ""})
+		if rep.Turns > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if rep.Turns != 1 || rep.Unpriced != 1 || rep.CostNanos != 0 {
 		t.Fatalf("totals %+v", rep.Counts)
 	}
