@@ -206,13 +206,23 @@ func TestMicroStatus(t *testing.T) {
 	runStage(t, nc, func(context.Context, *contracts.Turn) error { return nil }, SubscriberConfig{})
 	submit(t, js, "t1")
 	next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "t1"))
-	resp, err := nc.Request("aptix.svc.retriever.status", nil, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var counts map[string]int64
-	if err := json.Unmarshal(resp.Data, &counts); err != nil || counts["processed"] != 1 {
-		t.Fatalf("%s %v", resp.Data, err)
+	// The count moves after the output is published and the input acked,
+	// so a moment after the output can be read.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		resp, err := nc.Request("aptix.svc.retriever.status", nil, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var counts map[string]int64
+		if err := json.Unmarshal(resp.Data, &counts); err != nil {
+			t.Fatalf("%s %v", resp.Data, err)
+		}
+		if counts["processed"] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %s", resp.Data)
+		}
 	}
 	// Discoverable like any micro service: `nats micro ls` sends this ping.
 	info, err := nc.Request("$SRV.INFO.aptix-retriever", nil, 2*time.Second)
@@ -223,13 +233,18 @@ func TestMicroStatus(t *testing.T) {
 	// (it used to count only calls of the status endpoint).
 	submit(t, js, "t2")
 	next(t, js, contracts.Subject(contracts.StageRetrieved, "c1", "t2"))
-	resp, err = nc.Request("$SRV.STATS.aptix-retriever", nil, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stats micro.Stats
-	if err := json.Unmarshal(resp.Data, &stats); err != nil || len(stats.Endpoints) != 1 {
-		t.Fatalf("%s %v", resp.Data, err)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		resp, err := nc.Request("$SRV.STATS.aptix-retriever", nil, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(resp.Data, &stats); err != nil || len(stats.Endpoints) != 1 {
+			t.Fatalf("%s %v", resp.Data, err)
+		}
+		if stats.Endpoints[0].NumRequests == 2 || time.Now().After(deadline) {
+			break
+		}
 	}
 	if ep := stats.Endpoints[0]; ep.Name != "process" || ep.NumRequests != 2 || ep.NumErrors != 0 || ep.Subject != "aptix.requested.>" {
 		t.Fatalf("stats endpoint %+v", ep)

@@ -31,7 +31,11 @@ type Options struct {
 	K int
 	// MaxChars bounds the total content of a search's chunks (default 24000).
 	MaxChars int
-	Logger   *slog.Logger
+	// FreshWait bounds how long a search waits for this replica to apply
+	// the chunk store's writes that finished before the search began
+	// (default 5s; negative: search at once on what is applied).
+	FreshWait time.Duration
+	Logger    *slog.Logger
 }
 
 // ErrNotReady is returned by Search while a replica whose local index has
@@ -74,6 +78,9 @@ func Open(ctx context.Context, js jetstream.JetStream, o Options) (*Index, error
 	}
 	if o.MaxChars <= 0 {
 		o.MaxChars = 24000
+	}
+	if o.FreshWait == 0 {
+		o.FreshWait = 5 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -465,14 +472,27 @@ func (b *batch) commit() error {
 // WaitSynced returns once the local index has loaded the bucket and applied
 // every update that existed when it was called.
 func (ix *Index) WaitSynced(ctx context.Context) error {
+	target, err := ix.lastRevision(ctx)
+	if err != nil {
+		return err
+	}
+	return ix.waitApplied(ctx, target)
+}
+
+// lastRevision is the bucket's newest revision: what a search must see to
+// include every write that finished before it.
+func (ix *Index) lastRevision(ctx context.Context) (uint64, error) {
 	st, err := ix.kv.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("chunk store status: %w", err)
+		return 0, fmt.Errorf("chunk store status: %w", err)
 	}
-	target := uint64(0)
 	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
-		target = bs.StreamInfo().State.LastSeq
+		return bs.StreamInfo().State.LastSeq, nil
 	}
+	return 0, nil
+}
+
+func (ix *Index) waitApplied(ctx context.Context, target uint64) error {
 	for !ix.ready.Load() || ix.applied.Load() < target {
 		ix.mu.Lock()
 		err := ix.err
@@ -487,6 +507,30 @@ func (ix *Index) WaitSynced(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// catchUp makes a search read its writer's writes: `aptix index` returns
+// once the bucket holds every file, but this replica applies them a moment
+// later (seconds for a whole repository on a busy machine), and a turn sent
+// in between would otherwise search a half-applied index. It waits at most
+// FreshWait, then lets the search run on what is applied.
+func (ix *Index) catchUp(ctx context.Context) {
+	if ix.o.FreshWait < 0 {
+		return
+	}
+	target, err := ix.lastRevision(ctx)
+	if err != nil {
+		ix.log.Warn("searching without checking the chunk store for newer writes", "err", err)
+		return
+	}
+	if ix.applied.Load() >= target {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, ix.o.FreshWait)
+	defer cancel()
+	if err := ix.waitApplied(wctx, target); err != nil && ctx.Err() == nil {
+		ix.log.Warn("searching an index still applying newer writes", "err", err)
+	}
 }
 
 // Rebuilt says why Open discarded the local index it found in DataDir

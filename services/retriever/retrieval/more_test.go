@@ -3,6 +3,7 @@ package retrieval
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -117,5 +118,29 @@ func TestLongInstructionIsCapped(t *testing.T) {
 	}
 	if terms := queryTerms(b.String(), MaxQueryTerms); len(terms) != MaxQueryTerms || terms[0] != "word" {
 		t.Fatalf("%d terms, first %q", len(terms), terms[0])
+	}
+}
+
+// A turn sent right after `aptix index` returns must see what it indexed,
+// though this replica applies the writes a moment later (the README's first
+// indexed turn found nothing on a busy CI machine).
+func TestSearchReadsWritesThatFinishedBeforeIt(t *testing.T) {
+	e := newEnv(t)
+	ix := e.open()
+	if err := ix.WaitSynced(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	for i := range 400 {
+		write(t, root, fmt.Sprintf("pkg%03d/file.go", i), fmt.Sprintf("package pkg%03d\n\n// Helper%03d does ordinary work number %d.\nfunc Helper%03d() int { return %d }\n", i, i, i, i, i))
+	}
+	write(t, root, "zzz/backoff.go", "package zzz\n\n// ScheduleRetry schedules the next retry with exponential backoff.\nfunc ScheduleRetry(attempt int) int { return attempt * attempt }\n")
+	e.index(root, "ws", "r")
+	res, err := ix.Search(context.Background(), contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "where are retries scheduled with backoff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Chunks) == 0 || res.Chunks[0].Path != "zzz/backoff.go" {
+		t.Fatalf("a search right after the index returned missed its writes: %v", paths(res.Chunks))
 	}
 }

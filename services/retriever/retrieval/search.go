@@ -83,6 +83,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 	if !ix.ready.Load() {
 		return res, ErrNotReady
 	}
+	ix.catchUp(ctx)
 	terms := queryTerms(req.Instruction, MaxQueryTerms)
 	terms, heavy, err := ix.dropCommon(ctx, terms)
 	if err != nil {
