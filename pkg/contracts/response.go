@@ -1,6 +1,10 @@
 package contracts
 
-import "cmp"
+import (
+	"cmp"
+
+	"github.com/aptix-dev/aptix/pkg/contracts/oresponse"
+)
 
 // BaseResponse fills the fields every AgentExecuteResponse carries whatever
 // happened: the ids, the mode, and non-nil lists (clients index them without
@@ -41,50 +45,35 @@ func FailedResponse(req AgentExecuteRequest, f Failure, sources []SourceRef, war
 
 // UpstreamUsage is a /responses body's usage object, in the Responses names
 // and the Chat Completions names some servers send (AGN-004's example uses
-// the latter).
-type UpstreamUsage struct {
-	InputTokens      int `json:"input_tokens"`
-	OutputTokens     int `json:"output_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-
-	InputTokensDetails      *tokenDetails `json:"input_tokens_details"`
-	OutputTokensDetails     *tokenDetails `json:"output_tokens_details"`
-	PromptTokensDetails     *tokenDetails `json:"prompt_tokens_details"`
-	CompletionTokensDetails *tokenDetails `json:"completion_tokens_details"`
-}
+// the latter): the typed document's (oresponse.Usage), with AGN-004's rule.
+type UpstreamUsage oresponse.Usage
 
 // tokenDetails is the breakdown of input (cached) or output (reasoning) tokens.
-type tokenDetails struct {
-	CachedTokens    int `json:"cached_tokens"`
-	ReasoningTokens int `json:"reasoning_tokens"`
-	// CacheWriteTokens are the input tokens written to the prompt cache:
-	// no OpenAI field, the anthropic-messages backend's translation of
-	// cache_creation_input_tokens (services/llmcaller/anthropicmessages).
-	CacheWriteTokens int `json:"cache_write_tokens"`
-}
+type tokenDetails = oresponse.TokenDetails
 
-func (d *tokenDetails) written() int {
+func written(d *tokenDetails) int {
 	if d == nil {
 		return 0
 	}
 	return d.CacheWriteTokens
 }
 
-func (d *tokenDetails) cached() int {
+func cached(d *tokenDetails) int {
 	if d == nil {
 		return 0
 	}
 	return d.CachedTokens
 }
 
-func (d *tokenDetails) reasoning() int {
+func reasoning(d *tokenDetails) int {
 	if d == nil {
 		return 0
 	}
 	return d.ReasoningTokens
 }
+
+// UsageOf is a typed document's usage in AGN-004's names (LlmUsage).
+func UsageOf(u *oresponse.Usage) LlmUsage { return (*UpstreamUsage)(u).LlmUsage() }
 
 // LlmUsage applies AGN-004 §2.3: the Responses name when it is set, else the
 // Chat Completions one; a missing total is the sum; no usage object at all
@@ -98,9 +87,9 @@ func (u *UpstreamUsage) LlmUsage() LlmUsage {
 		PromptTokens:     cmp.Or(u.InputTokens, u.PromptTokens),
 		CompletionTokens: cmp.Or(u.OutputTokens, u.CompletionTokens),
 		TotalTokens:      u.TotalTokens,
-		CachedTokens:     cmp.Or(u.InputTokensDetails.cached(), u.PromptTokensDetails.cached()),
-		ReasoningTokens:  cmp.Or(u.OutputTokensDetails.reasoning(), u.CompletionTokensDetails.reasoning()),
-		CacheWriteTokens: u.InputTokensDetails.written(),
+		CachedTokens:     cmp.Or(cached(u.InputTokensDetails), cached(u.PromptTokensDetails)),
+		ReasoningTokens:  cmp.Or(reasoning(u.OutputTokensDetails), reasoning(u.CompletionTokensDetails)),
+		CacheWriteTokens: written(u.InputTokensDetails),
 	}
 	if out.TotalTokens == 0 {
 		out.TotalTokens = out.PromptTokens + out.CompletionTokens

@@ -1,6 +1,10 @@
 package contracts
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/aptix-dev/aptix/pkg/contracts/oresponse"
+)
 
 // TurnVersion is the version of the Turn document this package writes.
 //
@@ -35,6 +39,17 @@ type Turn struct {
 	// Failure is set when a stage rejected the turn; later stages pass it
 	// through and the client receives a kind "error" completion.
 	Failure *Failure `json:"failure,omitempty"`
+
+	// result is ResultBody decoded (Result): each stage and front door
+	// decodes the upstream body once, whoever reads it.
+	result *decodedResult
+}
+
+// decodedResult is a body and its typed document (or why it has none).
+type decodedResult struct {
+	body string
+	doc  *oresponse.Response
+	err  error
 }
 
 // Retrieval is the retriever's section. The envelope stage drops Chunks
@@ -175,6 +190,26 @@ func (t *Turn) ResultBody() string {
 		return t.Response.RawResponseJson
 	}
 	return ""
+}
+
+// Result is the typed upstream body the turn's answer is read from
+// (ResultBody): the mapper's AGN-004 fields and every front door's answer
+// (output items, status, usage, incomplete details, error) come from it.
+// The event carries the body once, as its bytes (response.rawResponseJson,
+// or llm.body): Result decodes them the first time a process asks and
+// keeps the document with the turn, so no stage or door parses the
+// upstream body twice. nil with no error when the turn has no body.
+func (t *Turn) Result() (*oresponse.Response, error) {
+	body := t.ResultBody()
+	if body == "" {
+		return nil, nil
+	}
+	if r := t.result; r != nil && r.body == body {
+		return r.doc, r.err
+	}
+	doc, err := oresponse.ParseString(body)
+	t.result = &decodedResult{body: body, doc: doc, err: err}
+	return doc, err
 }
 
 // NewTurn starts a Turn document from an execute request.

@@ -6,11 +6,13 @@ package mapping
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/oresponse"
 )
 
 // Error codes Aptix itself assigns (upstream codes pass through as sent).
@@ -30,37 +32,17 @@ type Input struct {
 	Sources []contracts.SourceRef
 	// Warnings from earlier stages (§2.8).
 	Warnings []string
+	// Result is LLM.Body decoded (contracts.Turn.Result), so the stage
+	// decodes the body once; nil decodes LLM.Body here.
+	Result *oresponse.Response
 }
 
-// response is the part of a /responses result the mapping reads.
-type response struct {
-	ID                string                   `json:"id"`
-	Model             string                   `json:"model"`
-	Status            string                   `json:"status"`
-	Error             *apiError                `json:"error"`
-	IncompleteDetails *struct{ Reason string } `json:"incomplete_details"`
-	Output            []outputItem             `json:"output"`
-	Usage             *contracts.UpstreamUsage `json:"usage"`
-	Detail            json.RawMessage          `json:"detail"`
-}
-
-type apiError struct {
-	Message string          `json:"message"`
-	Type    string          `json:"type"`
-	Code    json.RawMessage `json:"code"`
-}
-
-type outputItem struct {
-	Type      string `json:"type"`
-	ID        string `json:"id"`
-	CallID    string `json:"call_id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-	Content   []struct {
-		Type    string `json:"type"`
-		Text    string `json:"text"`
-		Refusal string `json:"refusal"`
-	} `json:"content"`
+// result is in's decoded body, or why the body is not a response object.
+func (in Input) result() (*oresponse.Response, error) {
+	if in.Result != nil {
+		return in.Result, nil
+	}
+	return oresponse.ParseString(in.LLM.Body)
 }
 
 // Map applies AGN-004 to one LLM result. It never fails: whatever came back,
@@ -75,16 +57,19 @@ func Map(in Input) contracts.AgentExecuteResponse {
 
 	// §3: HTTP or transport error.
 	if in.LLM.Error != nil || in.LLM.Status < 200 || in.LLM.Status > 299 {
-		return upstreamError(r, in.LLM)
+		return upstreamError(r, in)
 	}
-	var resp response
-	if err := json.Unmarshal([]byte(in.LLM.Body), &resp); err != nil {
+	resp, err := in.result()
+	if err != nil || resp == nil {
+		if err == nil {
+			err = errors.New("empty body")
+		}
 		return errorKind(r, CodeMalformedResponse, fmt.Sprintf("the backend answered %d with a body that is not a /responses object: %v", in.LLM.Status, err))
 	}
 
-	r.ResponseContinuationId = resp.ID // §2.1: the next turn's previous_response_id
-	r.ModelId = resp.Model             // §2.2
-	r.Usage = resp.Usage.LlmUsage()    // §2.3
+	r.ResponseContinuationId = resp.ID      // §2.1: the next turn's previous_response_id
+	r.ModelId = resp.Model                  // §2.2
+	r.Usage = contracts.UsageOf(resp.Usage) // §2.3
 
 	var texts []string
 	for _, item := range resp.Output {
@@ -115,7 +100,7 @@ func Map(in Input) contracts.AgentExecuteResponse {
 	case "failed":
 		code, msg := CodeResponseFailed, "the response failed"
 		if resp.Error != nil {
-			code, msg = firstNonEmpty(codeString(resp.Error.Code), resp.Error.Type, code), firstNonEmpty(resp.Error.Message, msg)
+			code, msg = firstNonEmpty(resp.Error.CodeString(), resp.Error.Type, code), firstNonEmpty(resp.Error.Message, msg)
 		}
 		return errorKind(r, code, msg)
 	case "queued", "in_progress":
@@ -125,33 +110,16 @@ func Map(in Input) contracts.AgentExecuteResponse {
 	}
 	if resp.Error != nil && resp.Status == "" {
 		// An error object in a 200 body (some proxies do this).
-		return errorKind(r, firstNonEmpty(codeString(resp.Error.Code), resp.Error.Type, CodeUpstream),
+		return errorKind(r, firstNonEmpty(resp.Error.CodeString(), resp.Error.Type, CodeUpstream),
 			firstNonEmpty(resp.Error.Message, "the backend answered 200 with an error object and no message"))
 	}
 
-	r.FinishReason = finishReason(resp)
+	r.FinishReason = resp.FinishReason() // §2.4, from status, incomplete_details and the items
 	if r.FinishReason == contracts.FinishLength {
 		r.Warnings = append(r.Warnings, "output truncated: the model hit max_output_tokens")
 	}
 	r.Kind = kind(r.Text, len(r.ToolCalls))
 	return r
-}
-
-// finishReason derives AGN-004 §2.4's value: the Responses API has no
-// finish_reason, so it comes from status, incomplete_details and the items.
-func finishReason(resp response) string {
-	if resp.Status == "incomplete" {
-		if resp.IncompleteDetails != nil && resp.IncompleteDetails.Reason == "content_filter" {
-			return contracts.FinishContentFilter
-		}
-		return contracts.FinishLength
-	}
-	for _, item := range resp.Output {
-		if item.Type == "function_call" {
-			return contracts.FinishToolUse
-		}
-	}
-	return contracts.FinishStop
 }
 
 // kind classifies the result (§4).
@@ -169,15 +137,15 @@ func kind(text string, toolCalls int) string {
 // upstreamError maps an HTTP or transport failure (§3): ErrorCode is the API's
 // error code, else its type, else the HTTP status; ErrorMessage is the
 // server's message, from {"error":{…}} or {"detail":…}.
-func upstreamError(r contracts.AgentExecuteResponse, llm contracts.LLMResult) contracts.AgentExecuteResponse {
+func upstreamError(r contracts.AgentExecuteResponse, in Input) contracts.AgentExecuteResponse {
+	llm := in.LLM
 	var code, msg string
 	if e := llm.Error; e != nil {
 		code, msg = firstNonEmpty(e.Code, e.Type), e.Message
 	}
-	var body response
-	if json.Unmarshal([]byte(llm.Body), &body) == nil {
+	if body, err := in.result(); err == nil && body != nil {
 		if body.Error != nil {
-			code = firstNonEmpty(code, codeString(body.Error.Code), body.Error.Type)
+			code = firstNonEmpty(code, body.Error.CodeString(), body.Error.Type)
 			msg = firstNonEmpty(msg, body.Error.Message)
 		}
 		msg = firstNonEmpty(msg, detailString(body.Detail))
@@ -201,18 +169,6 @@ func upstreamError(r contracts.AgentExecuteResponse, llm contracts.LLMResult) co
 func errorKind(r contracts.AgentExecuteResponse, code, msg string) contracts.AgentExecuteResponse {
 	r.Kind, r.FinishReason, r.ErrorCode, r.ErrorMessage = contracts.KindError, contracts.FinishError, code, msg
 	return r
-}
-
-// codeString reads an error code sent as a string or a number.
-func codeString(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	if len(raw) > 0 && string(raw) != "null" {
-		return string(raw)
-	}
-	return ""
 }
 
 // detailString reads FastAPI-style {"detail": "…"} or {"detail": [{…}]}.

@@ -117,7 +117,13 @@ func (m *Mapper) Handle(ctx context.Context, t *contracts.Turn) error {
 
 // mapTurn fills t.Response from the model's result.
 func (m *Mapper) mapTurn(t *contracts.Turn) {
-	resp := mapping.Map(mapping.Input{Request: t.Request, LLM: *t.LLM, Sources: t.Envelope.Sources, Warnings: t.Warnings})
+	in := mapping.Input{Request: t.Request, LLM: *t.LLM, Sources: t.Envelope.Sources, Warnings: t.Warnings}
+	if t.LLM.Body != "" {
+		// The typed result, decoded once: the mapping reads it, and it
+		// stays with the turn (its bytes are response.rawResponseJson's).
+		in.Result, _ = t.Result()
+	}
+	resp := mapping.Map(in)
 	if t.LLM.Cached {
 		resp.Warnings = append(resp.Warnings, "result replayed from the pay-once store: the model was not called again")
 	}
