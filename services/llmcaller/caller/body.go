@@ -12,6 +12,8 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
+
+	"github.com/aptix-dev/aptix/pkg/contracts/oresponse"
 )
 
 var v1Semantics = jsonv1.DefaultOptionsV1()
@@ -320,65 +322,25 @@ func replayHistory(ctx context.Context, hs, chain HistoryStore, b body) ([]json.
 	return all, nil
 }
 
-// responseSummary is what the caller reads back from a response body: enough
-// for tracing, finish reasons and history.
-type responseSummary struct {
-	ID                string `json:"id"`
-	Model             string `json:"model"`
-	Status            string `json:"status"`
-	IncompleteDetails *struct {
-		Reason string `json:"reason"`
-	} `json:"incomplete_details"`
-	Output []json.RawMessage `json:"output"`
-	Usage  *struct {
-		InputTokens      int `json:"input_tokens"`
-		OutputTokens     int `json:"output_tokens"`
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
+// bodies decodes a response body the call reads once, however many of
+// its readers ask (the history record, the trace, the stream's done
+// delta): the typed document (oresponse), the one decoder of upstream
+// bodies. A nil *bodies decodes every time (recovery reads stored calls).
+type bodies struct {
+	body string
+	doc  *oresponse.Response
+	set  bool
 }
 
-func summarize(raw string) (responseSummary, bool) {
-	var s responseSummary
-	if jsonv2.Unmarshal([]byte(raw), &s, v1Semantics) != nil {
-		return s, false
+// of is body's document; false when body is no response object.
+func (b *bodies) of(body string) (*oresponse.Response, bool) {
+	if b == nil {
+		doc, err := oresponse.ParseString(body)
+		return doc, err == nil && doc != nil
 	}
-	return s, true
-}
-
-// finishReason derives AGN-004's finish reason (docs/mapping.md#finish-reason): there is none
-// on the wire.
-func (s responseSummary) finishReason() string {
-	switch s.Status {
-	case "failed":
-		return "error"
-	case "incomplete":
-		if s.IncompleteDetails != nil && s.IncompleteDetails.Reason == "content_filter" {
-			return "content_filter"
-		}
-		return "length"
+	if !b.set || b.body != body {
+		b.doc, _ = oresponse.ParseString(body)
+		b.body, b.set = body, true
 	}
-	for _, it := range s.Output {
-		var head struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(it, &head) == nil && head.Type == "function_call" {
-			return "tool_use"
-		}
-	}
-	return "stop"
-}
-
-func (s responseSummary) tokens() (in, out int) {
-	if s.Usage == nil {
-		return 0, 0
-	}
-	in, out = s.Usage.InputTokens, s.Usage.OutputTokens
-	if in == 0 {
-		in = s.Usage.PromptTokens
-	}
-	if out == 0 {
-		out = s.Usage.CompletionTokens
-	}
-	return in, out
+	return b.doc, b.doc != nil
 }

@@ -180,6 +180,7 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 	start := time.Now()
 	res = contracts.LLMResult{Backend: in.Backend, Model: in.Model, Streamed: in.Stream}
 	var t *turn
+	docs := &bodies{}  // the response body, decoded once for every reader below
 	var prior *Started // the call record an earlier delivery left (started.go)
 	var rev uint64
 	defer func() {
@@ -197,7 +198,7 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 			if t != nil {
 				seq = t.seq
 			}
-			c.done(ctx, in, res, seq)
+			c.done(ctx, in, res, seq, docs)
 		}
 	}()
 	prof, err := c.set.Get(in.Backend)
@@ -237,7 +238,7 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 		log = log.With("trace_id", sc.TraceID().String())
 	}
 	t = &turn{c: c, parent: ctx, prof: prof, in: in, log: log, red: redact.New(prof.Credentials()...), names: map[string]fnCall{}, filters: map[string]*textFilter{},
-		prior: prior, upSeq: -1, relayed: -1, skip: -1}
+		prior: prior, upSeq: -1, relayed: -1, skip: -1, docs: docs}
 	if recs := c.records(); recs != nil && in.TurnID != "" {
 		t.rec = &startLog{store: recs, turnID: in.TurnID, rev: rev}
 		t.unchecked = unchecked
@@ -252,7 +253,7 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 	}
 	t.final = final
 	res.DurationMs = float64(time.Since(start).Microseconds()) / 1000
-	endSpan(span, res)
+	endSpan(span, res, docs)
 	if t.rec != nil {
 		// The record goes before the result, which replaces it.
 		if err := t.rec.wait(); err != nil {
@@ -278,9 +279,9 @@ func (c *Caller) call(ctx context.Context, in Input) (res contracts.LLMResult, a
 }
 
 // done sends the final "done" delta so a live subscriber stops waiting.
-func (c *Caller) done(ctx context.Context, in Input, res contracts.LLMResult, seq int) {
+func (c *Caller) done(ctx context.Context, in Input, res contracts.LLMResult, seq int, docs *bodies) {
 	d := Delta{Type: DeltaDone, Status: "completed", Seq: seq}
-	if s, ok := summarize(res.Body); ok && s.Status != "" {
+	if s, ok := docs.of(res.Body); ok && s.Status != "" {
 		d.Status = s.Status
 	}
 	if res.Cached {

@@ -120,7 +120,7 @@ func (r *recoveryRecords) loadNext(ctx context.Context) (bool, error) {
 		if call.Result.Error != nil {
 			continue
 		}
-		if s, ok := summarize(upstreamBody(call.Result)); ok && s.ID != "" {
+		if s, ok := (*bodies)(nil).of(upstreamBody(call.Result)); ok && s.ID != "" {
 			if _, seen := r.byID[s.ID]; !seen {
 				r.byID[s.ID] = i
 			}
@@ -170,11 +170,11 @@ func (c *Caller) record(call LoggedCall) ([]json.RawMessage, error) {
 			}
 		}
 	}
-	s, ok := summarize(upstreamBody(call.Result))
+	s, ok := (*bodies)(nil).of(upstreamBody(call.Result))
 	if !ok {
 		return nil, errors.New("the call's response body is not JSON")
 	}
-	rec, err := b.keptItems(s.Output)
+	rec, err := b.keptItems(s.OutputItems())
 	if err != nil {
 		return nil, err
 	}

@@ -62,13 +62,31 @@ func TestFinishReason(t *testing.T) {
 		`{"status":"failed","error":{"code":"server_error"}}`:                           "error",
 	}
 	for body, want := range tests {
-		s, ok := summarize(body)
-		if !ok || s.finishReason() != want {
-			t.Errorf("%s: %q, want %q", body, s.finishReason(), want)
+		s, ok := (*bodies)(nil).of(body)
+		if !ok || s.FinishReason() != want {
+			t.Errorf("%s: %v, want %q", body, s, want)
 		}
 	}
-	s, _ := summarize(`{"usage":{"prompt_tokens":7,"completion_tokens":3}}`)
-	if in, out := s.tokens(); in != 7 || out != 3 {
+	s, _ := (*bodies)(nil).of(`{"usage":{"prompt_tokens":7,"completion_tokens":3}}`)
+	if in, out := s.Usage.Tokens(); in != 7 || out != 3 {
 		t.Errorf("chat-style usage: %d %d", in, out)
+	}
+}
+
+// TestBodiesDecodeOnce: the trace, the history record and the done delta
+// of one call read one decode of its body; another body is decoded anew.
+func TestBodiesDecodeOnce(t *testing.T) {
+	var docs bodies
+	body := `{"id":"resp_1","status":"completed","output":[]}`
+	a, ok := docs.of(body)
+	b, _ := docs.of(body)
+	if !ok || a != b || a.ID != "resp_1" {
+		t.Fatalf("decoded twice or wrong: %p %p %+v", a, b, a)
+	}
+	if c, _ := docs.of(`{"id":"resp_2"}`); c == a || c.ID != "resp_2" {
+		t.Fatalf("another body: %+v", c)
+	}
+	if _, ok := docs.of(`<html>`); ok {
+		t.Fatal("not a response object, yet decoded")
 	}
 }

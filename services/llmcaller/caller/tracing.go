@@ -42,19 +42,19 @@ func provider(p profiles.Profile) string {
 }
 
 // endSpan records what the response and the attempts tell.
-func endSpan(span trace.Span, res contracts.LLMResult) {
+func endSpan(span trace.Span, res contracts.LLMResult, docs *bodies) {
 	span.SetAttributes(attribute.Int("aptix.llm.attempts", res.Attempts))
 	if res.Status != 0 {
 		span.SetAttributes(attribute.Int("http.response.status_code", res.Status))
 	}
-	if s, ok := summarize(res.Body); ok && res.Status >= 200 && res.Status < 300 {
-		in, out := s.tokens()
+	if s, ok := docs.of(res.Body); ok && res.Status >= 200 && res.Status < 300 {
+		in, out := s.Usage.Tokens()
 		span.SetAttributes(
 			attribute.String("gen_ai.response.id", s.ID),
 			attribute.String("gen_ai.response.model", s.Model),
 			attribute.Int("gen_ai.usage.input_tokens", in),
 			attribute.Int("gen_ai.usage.output_tokens", out),
-			attribute.StringSlice("gen_ai.response.finish_reasons", []string{s.finishReason()}),
+			attribute.StringSlice("gen_ai.response.finish_reasons", []string{s.FinishReason()}),
 		)
 	}
 	if res.Error != nil {

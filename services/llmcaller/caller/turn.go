@@ -19,6 +19,7 @@ type turn struct {
 	c      *Caller
 	parent context.Context // the caller's ctx: its cancellation is not a final result
 	prof   profiles.Profile
+	docs   *bodies // the response body decoded once (body.go)
 	in     Input
 	log    *slog.Logger
 	// red masks the profile's credentials, and anything shaped like one,
@@ -183,12 +184,12 @@ func (t *turn) run(res *contracts.LLMResult) (final bool) {
 // record stores the conversation's items (input sent + output received)
 // under the new response id, for the next turn's replay.
 func (t *turn) record(ctx context.Context, input []json.RawMessage, body string) {
-	s, ok := summarize(body)
+	s, ok := t.docs.of(body)
 	if !ok || s.ID == "" {
 		t.log.Warn("response has no id; its history cannot be continued")
 		return
 	}
-	items := append(append([]json.RawMessage(nil), input...), s.Output...)
+	items := append(append([]json.RawMessage(nil), input...), s.OutputItems()...)
 	if err := t.c.o.History.Put(ctx, s.ID, items); err != nil {
 		t.log.Error("storing conversation history failed; continuing from this response will fail", "response", s.ID, "err", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/oresponse"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/spend"
 	"github.com/aptix-dev/aptix/pkg/pipeline/tokens"
@@ -129,15 +130,14 @@ func estimate(t *contracts.Turn) spend.Hold {
 	return spend.Estimate(contracts.TurnKey(t.ConversationId, t.TurnId), input, out, t.Envelope.Price)
 }
 
-// resultUsage is the usage a result body reports (zero when none).
+// resultUsage is the usage a result body reports (zero when none), read
+// from the typed document.
 func resultUsage(body string) contracts.LlmUsage {
-	var r struct {
-		Usage *contracts.UpstreamUsage `json:"usage"`
-	}
-	if body == "" || json.Unmarshal([]byte(body), &r) != nil {
+	r, err := oresponse.ParseString(body)
+	if body == "" || err != nil || r == nil {
 		return contracts.LlmUsage{}
 	}
-	return r.Usage.LlmUsage()
+	return contracts.UsageOf(r.Usage)
 }
 
 func mustJSON(v any) json.RawMessage {
