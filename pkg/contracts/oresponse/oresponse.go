@@ -80,6 +80,13 @@ type Item struct {
 	CallID    string
 	Name      string
 	Arguments string
+	// EncryptedContent and Redacted are a reasoning item's (an Anthropic
+	// backend's thinking signature, and whether the thinking was
+	// redacted); StopSequence is set by an Anthropic backend on the
+	// message that stopped at one.
+	EncryptedContent *string
+	Redacted         bool
+	StopSequence     *string
 	// Raw is the item as the body has it.
 	Raw json.RawMessage
 }
@@ -281,7 +288,8 @@ func item(raw []byte) (Item, error) {
 	var u union
 	if jsonv2.Unmarshal(raw, &u, opts) == nil {
 		return Item{Type: u.Type, ID: u.ID, Status: u.Status, Role: u.Role, Content: u.Content,
-			CallID: u.CallID, Name: u.Name, Arguments: u.Arguments, Raw: raw}, nil
+			CallID: u.CallID, Name: u.Name, Arguments: u.Arguments,
+			EncryptedContent: u.EncryptedContent, Redacted: u.Redacted, StopSequence: u.StopSequence, Raw: raw}, nil
 	}
 	var head struct {
 		Type   json.RawMessage `json:"type"`
@@ -332,6 +340,20 @@ type union struct {
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+
+	EncryptedContent *string `json:"encrypted_content"`
+	Redacted         bool    `json:"redacted"`
+	StopSequence     *string `json:"stop_sequence"`
+}
+
+// ParseItem decodes one output item that is not part of a document (one
+// a front door made); the Item keeps raw.
+func ParseItem(raw []byte) (Item, error) {
+	if len(raw) == 0 {
+		return Item{}, errors.New("empty item")
+	}
+	return item(raw) // its decode validates raw
+
 }
 
 // MarshalJSON gives back the item's bytes; an Item built in Go encodes its

@@ -303,3 +303,21 @@ func BenchmarkBaseline(b *testing.B) {
 		}
 	}
 }
+
+// TestParseItem: an item a front door made decodes like a document's, and
+// an Anthropic backend's reasoning item has its signature typed.
+func TestParseItem(t *testing.T) {
+	it, err := ParseItem([]byte(`{"type":"reasoning","id":"rs_1","encrypted_content":"sig","redacted":true,"content":[{"type":"reasoning_text","text":"hm"}]}`))
+	if err != nil || it.EncryptedContent == nil || *it.EncryptedContent != "sig" || !it.Redacted || it.Content[0].Text != "hm" {
+		t.Fatalf("%+v, %v", it, err)
+	}
+	it, err = ParseItem([]byte(`{"type":"message","content":[{"type":"output_text","text":"a"}],"stop_sequence":"END"}`))
+	if err != nil || it.StopSequence == nil || *it.StopSequence != "END" {
+		t.Fatalf("%+v, %v", it, err)
+	}
+	for _, bad := range []string{``, `[]`, `{"type":"message"`, `{"type":"message"} x`} {
+		if _, err := ParseItem([]byte(bad)); err == nil {
+			t.Errorf("%q decoded", bad)
+		}
+	}
+}

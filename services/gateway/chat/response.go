@@ -78,29 +78,12 @@ type answer struct {
 	calls         []ToolCall
 }
 
-// outputItem is the part of a Responses output item the encoding reads.
-type outputItem struct {
-	Type      string `json:"type"`
-	CallID    string `json:"call_id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-	Content   []struct {
-		Type    string `json:"type"`
-		Text    string `json:"text"`
-		Refusal string `json:"refusal"`
-	} `json:"content"`
-}
-
 // answerOf reads a response's output: the text and refusal of its
 // messages, and its function calls in order. Reasoning and server-side
 // tool items have no Chat Completions form and are left out.
 func answerOf(r responses.Response) answer {
 	var a answer
-	for _, raw := range r.Output {
-		var it outputItem
-		if json.Unmarshal(raw, &it) != nil {
-			continue
-		}
+	for _, it := range r.Items() { // the typed result's items, not decoded again
 		switch it.Type {
 		case "message":
 			for _, c := range it.Content {

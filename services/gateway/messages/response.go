@@ -56,25 +56,6 @@ type (
 	}
 )
 
-// outputItem is the part of a Responses output item the encoding reads.
-type outputItem struct {
-	ID               string  `json:"id"`
-	Type             string  `json:"type"`
-	CallID           string  `json:"call_id"`
-	Name             string  `json:"name"`
-	Arguments        string  `json:"arguments"`
-	EncryptedContent *string `json:"encrypted_content"`
-	Redacted         bool    `json:"redacted"`
-	// StopSequence: an Anthropic backend's answer stopped at it (set by
-	// services/llmcaller/anthropicmessages on the last message item).
-	StopSequence *string `json:"stop_sequence"`
-	Content      []struct {
-		Type    string `json:"type"`
-		Text    string `json:"text"`
-		Refusal string `json:"refusal"`
-	} `json:"content"`
-}
-
 // contentOf is a response's output as content blocks, in order, each with
 // the output item id it came from: text parts as text blocks, function
 // calls as tool_use (the arguments as input), reasoning items that carry
@@ -82,11 +63,7 @@ type outputItem struct {
 // reasoning item without one (another backend's) has no block a client
 // could send back, and is left out. refused says a refusal part was seen.
 func contentOf(r responses.Response) (blocks []any, ids []string, refused bool) {
-	for _, raw := range r.Output {
-		var it outputItem
-		if json.Unmarshal(raw, &it) != nil {
-			continue
-		}
+	for _, it := range r.Items() { // the typed result's items, not decoded again
 		if it.StopSequence != nil {
 			blocks, ids = append(blocks, stopAt(*it.StopSequence)), append(ids, "")
 		}

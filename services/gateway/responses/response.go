@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/oresponse"
 	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 )
@@ -73,6 +74,36 @@ type Response struct {
 	// TruncatedInputItems is how many of the oldest input items truncation
 	// "auto" dropped to fit the backend profile's context window.
 	TruncatedInputItems int `json:"truncated_input_items,omitempty"`
+
+	// items are the typed result's output items (FromTurn): Items reads
+	// them instead of decoding Output's bytes again.
+	items []oresponse.Item
+}
+
+// Items are Output's items typed, for a front door that answers in
+// another shape (Chat Completions, Messages): those of the turn's typed
+// result as it decoded them, and only the ones the gateway added (a
+// file_search_call, a tool loop's items) decoded here. An item that does
+// not decode is left out.
+func (r Response) Items() []oresponse.Item {
+	out := make([]oresponse.Item, 0, len(r.Output))
+	j := 0
+	for _, raw := range r.Output {
+		if j < len(r.items) && sameBytes(r.items[j].Raw, raw) {
+			out = append(out, r.items[j])
+			j++
+			continue
+		}
+		if it, err := oresponse.ParseItem(raw); err == nil {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// sameBytes reports whether a and b are the same bytes in memory.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // WebhookStatus is how a response's webhook delivery went: delivered, or
@@ -245,32 +276,6 @@ func Pending(meta Meta, status string) Response {
 	return r
 }
 
-// upstream is what the gateway reads from the upstream's response body.
-type upstream struct {
-	Status            string            `json:"status"`
-	Model             string            `json:"model"`
-	Output            []json.RawMessage `json:"output"`
-	IncompleteDetails json.RawMessage   `json:"incomplete_details"`
-	Error             *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	Usage *struct {
-		InputTokens        int `json:"input_tokens"`
-		OutputTokens       int `json:"output_tokens"`
-		TotalTokens        int `json:"total_tokens"`
-		PromptTokens       int `json:"prompt_tokens"`
-		CompletionTokens   int `json:"completion_tokens"`
-		InputTokensDetails struct {
-			CachedTokens     int `json:"cached_tokens"`
-			CacheWriteTokens int `json:"cache_write_tokens"`
-		} `json:"input_tokens_details"`
-		OutputTokensDetails struct {
-			ReasoningTokens int `json:"reasoning_tokens"`
-		} `json:"output_tokens_details"`
-	} `json:"usage"`
-}
-
 // FromTurn builds the response of a completed turn. The id is Aptix's, never
 // the upstream's; output items, status and usage come from the upstream body
 // the mapper's result holds (turn.ResultBody: response.rawResponseJson, or
@@ -280,30 +285,33 @@ func FromTurn(meta Meta, t *contracts.Turn, completedAt int64) Response {
 	r := base(meta)
 	r.Status = StatusCompleted
 	r.CompletedAt = &completedAt
-	var up upstream
-	body := t.ResultBody()
-	fromBody := t.LLM != nil && t.LLM.Error == nil && body != "" && decodeBody([]byte(body), &up) == nil
+	doc, err := t.Result() // the typed result: decoded once, with the turn
+	fromBody := t.LLM != nil && t.LLM.Error == nil && doc != nil && err == nil
 	if fromBody {
-		if up.Status != "" {
-			r.Status = up.Status
+		if doc.Status != "" {
+			r.Status = doc.Status
 		}
-		if up.Model != "" {
-			r.Model = up.Model
+		if doc.Model != "" {
+			r.Model = doc.Model
 		}
-		if up.Output != nil {
-			r.Output = up.Output
+		if doc.Output != nil {
+			r.Output, r.items = doc.OutputItems(), doc.Output
 		}
-		if len(up.IncompleteDetails) > 0 && string(up.IncompleteDetails) != "null" {
-			r.IncompleteDetails = up.IncompleteDetails
+		if d := doc.IncompleteDetails; d != nil {
+			r.IncompleteDetails = d.Raw
 		}
-		if u := up.Usage; u != nil {
+		if u := doc.Usage; u != nil {
 			in, out := max(u.InputTokens, u.PromptTokens), max(u.OutputTokens, u.CompletionTokens)
-			r.Usage = &Usage{InputTokens: in, OutputTokens: out, TotalTokens: max(u.TotalTokens, in+out),
-				InputTokensDetails:  InputDetail{CachedTokens: u.InputTokensDetails.CachedTokens, CacheWriteTokens: u.InputTokensDetails.CacheWriteTokens},
-				OutputTokensDetails: OutputDetail{ReasoningTokens: u.OutputTokensDetails.ReasoningTokens}}
+			r.Usage = &Usage{InputTokens: in, OutputTokens: out, TotalTokens: max(u.TotalTokens, in+out)}
+			if d := u.InputTokensDetails; d != nil {
+				r.Usage.InputTokensDetails = InputDetail{CachedTokens: d.CachedTokens, CacheWriteTokens: d.CacheWriteTokens}
+			}
+			if d := u.OutputTokensDetails; d != nil {
+				r.Usage.OutputTokensDetails = OutputDetail{ReasoningTokens: d.ReasoningTokens}
+			}
 		}
-		if up.Error != nil && up.Status == StatusFailed {
-			r.Error = &ResponseError{Code: up.Error.Code, Message: up.Error.Message}
+		if doc.Error != nil && doc.Status == StatusFailed {
+			r.Error = &ResponseError{Code: doc.Error.CodeString(), Message: doc.Error.Message}
 		}
 	} else if t.Response != nil && t.Response.Kind != contracts.KindError {
 		u := t.Response.Usage
@@ -393,16 +401,12 @@ func Failure(t *contracts.Turn) *Error {
 		}
 	}
 	e := &Error{Status: status, Type: firstNonEmpty(ue.Type, TypeServer), Code: ptr(firstNonEmpty(ue.Code, ue.Type, "upstream_error")), Message: ue.Message}
-	var body struct {
-		Error *struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
-	if raw := t.ResultBody(); raw != "" && decodeBody([]byte(raw), &body) == nil && body.Error != nil && body.Error.Message != "" {
-		e.Message, e.Type, e.Param, e.Code = body.Error.Message, firstNonEmpty(body.Error.Type, e.Type), body.Error.Param, body.Error.Code
+	if doc, err := t.Result(); err == nil && doc != nil && doc.Error != nil && doc.Error.Message != "" {
+		var code *string
+		if c := doc.Error.CodeString(); c != "" {
+			code = &c
+		}
+		e.Message, e.Type, e.Param, e.Code = doc.Error.Message, firstNonEmpty(doc.Error.Type, e.Type), doc.Error.Param, code
 	}
 	return e
 }
@@ -432,19 +436,13 @@ func StatusOf(latestStage string) string {
 // like the SDKs' convenience property.
 func (r Response) OutputText() string {
 	var b strings.Builder
-	for _, it := range r.Output {
-		var m struct {
-			Type    string `json:"type"`
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"content"`
+	for _, it := range r.Items() {
+		if it.Type != oresponse.TypeMessage {
+			continue
 		}
-		if json.Unmarshal(it, &m) == nil && m.Type == "message" {
-			for _, c := range m.Content {
-				if c.Type == "output_text" {
-					b.WriteString(c.Text)
-				}
+		for _, c := range it.Content {
+			if c.Type == "output_text" {
+				b.WriteString(c.Text)
 			}
 		}
 	}
