@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/oresponse"
 )
 
 var req = contracts.AgentExecuteRequest{
@@ -176,4 +177,22 @@ func FuzzMapNeverPanics(f *testing.F) {
 			t.Fatalf("kind %q", got.Kind)
 		}
 	})
+}
+
+// TestMapReadsTheTypedResult: given the turn's typed result, the mapping
+// reads it and does not decode the body again (the body here is garbage,
+// yet the answer is the typed result's); rawResponseJson stays the body.
+func TestMapReadsTheTypedResult(t *testing.T) {
+	doc, err := oresponse.ParseString(toolOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Map(Input{Request: req, LLM: ok("not decoded again"), Result: doc})
+	if r.Kind != contracts.KindToolOnly || r.ToolCalls[0].CallId != "call_A" || r.Usage.TotalTokens != 12 || r.RawResponseJson != "not decoded again" {
+		t.Fatalf("%+v", r)
+	}
+	// Without it, the mapping decodes the body itself.
+	if r := Map(Input{Request: req, LLM: ok("not decoded again")}); r.ErrorCode != CodeMalformedResponse {
+		t.Fatalf("%+v", r)
+	}
 }
