@@ -2,8 +2,9 @@
 // seed types of AGN-003 and AGN-004 with camelCase JSON, the Turn document that
 // travels through the pipeline, subject and header names, and validation.
 //
-// It imports nothing but the standard library so any client can depend on it;
-// clients in other languages use the JSON Schemas in schema/ instead.
+// It imports nothing but the standard library and oresponse (the typed
+// Responses document, on the v2 JSON engine) so any client can depend on
+// it; clients in other languages use the JSON Schemas in schema/ instead.
 package contracts
 
 import "encoding/json"
