@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -320,4 +321,61 @@ func TestParseItem(t *testing.T) {
 			t.Errorf("%q decoded", bad)
 		}
 	}
+}
+
+// BenchmarkReplaced compares one Parse with the decoders it replaced on a
+// sandbox-shaped body with a 2 KB answer: the mapper's encoding/json
+// decode of its partial struct, and the gateway's v2-engine decode of
+// its own (output items as raw messages, which its Chat Completions and
+// Messages doors then decoded again with encoding/json).
+func BenchmarkReplaced(b *testing.B) {
+	text, _ := json.Marshal(strings.Repeat("Retries back off exponentially with jitter <x> & y. ", 40))
+	body := []byte(`{"id":"resp_0a1b","object":"response","created_at":1764967971,"status":"completed","model":"sandbox-1","output":[{"id":"msg_0a1b","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":` + string(text) + `,"annotations":[]}]}],"usage":{"input_tokens":42,"input_tokens_details":{"cached_tokens":8},"output_tokens":7,"output_tokens_details":{"reasoning_tokens":3},"total_tokens":49}}`)
+	b.Run("oresponse", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Parse(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("mapper-encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			var r struct {
+				ID                string                    `json:"id"`
+				Model             string                    `json:"model"`
+				Status            string                    `json:"status"`
+				Error             *struct{ Message string } `json:"error"`
+				IncompleteDetails *struct{ Reason string }  `json:"incomplete_details"`
+				Output            []struct {
+					Type, ID, CallID, Name, Arguments string
+					Content                           []Part
+				} `json:"output"`
+				Usage  *Usage          `json:"usage"`
+				Detail json.RawMessage `json:"detail"`
+			}
+			if err := json.Unmarshal(body, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("gateway-v2-then-items-encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			var up struct {
+				Status string            `json:"status"`
+				Model  string            `json:"model"`
+				Output []json.RawMessage `json:"output"`
+				Usage  *Usage            `json:"usage"`
+			}
+			if err := jsonv2.Unmarshal(body, &up, opts); err != nil {
+				b.Fatal(err)
+			}
+			for _, raw := range up.Output {
+				var it struct {
+					Type    string `json:"type"`
+					Content []Part `json:"content"`
+				}
+				_ = json.Unmarshal(raw, &it)
+			}
+		}
+	})
 }
