@@ -84,14 +84,14 @@ func newAdmission(js jetstream.JetStream, c layout.StreamConfig) *admission {
 }
 
 // eventsLeft is how many more events a turn waiting at a stage adds to
-// APTIX up to and including its completion. A tool round adds two more per
-// round; the half of the work room above the admission mark absorbs those
-// and events larger than the estimate.
-var eventsLeft = map[string]int64{"envelope": 3, "llmcaller": 2, "mapper": 1, "toolrunner": 3}
+// APTIX up to and including its completion (layout.EventsToEnd). A tool
+// round adds two more per round; the half of the work room above the
+// admission mark absorbs those and events larger than the estimate.
+func eventsLeft(stage string) int64 { return int64(layout.EventsToEnd(stage)) }
 
-// eventsPerTurn is what a turn just admitted adds: retrieved, enveloped,
-// responded and completed.
-const eventsPerTurn = 4
+// eventsPerTurn is what a turn just admitted adds: an event per stage of
+// the main line (retrieved, enveloped, responded and completed).
+var eventsPerTurn = int64(len(layout.MainLine()))
 
 // wait returns once APTIX is below its admission mark, ErrAdmitTimeout after
 // AdmitTimeout without room, or ctx's error.
@@ -161,7 +161,7 @@ func (a *admission) used(ctx context.Context) (int64, error) {
 		}
 		a.est = est
 		for _, stage := range layout.Stages {
-			left := eventsLeft[stage.Name]
+			left := eventsLeft(stage.Name)
 			if contracts.StreamOf(stage.In) != a.stream || left == 0 {
 				continue
 			}

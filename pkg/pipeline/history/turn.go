@@ -13,17 +13,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // Stages are the stored stages of a turn, in order (the request itself
 // leaves the queue stream once the retriever takes it; the retrieved event
-// records it).
-var Stages = []string{contracts.StageRetrieved, contracts.StageEnveloped, contracts.StageResponded, contracts.StageCompleted}
+// records it): the main line's outputs (layout.EventStages).
+var Stages = layout.EventStages()[1:]
 
-// Producer names the stage that stores each event.
-var Producer = map[string]string{
-	contracts.StageRetrieved: "retriever", contracts.StageEnveloped: "envelope",
-	contracts.StageResponded: "llmcaller", contracts.StageCompleted: "mapper",
+// Producer names the stage that stores each event (layout.ProducerOf).
+var Producer = producers()
+
+func producers() map[string]string {
+	m := map[string]string{}
+	for _, st := range Stages {
+		m[st], _ = layout.ProducerOf(st)
+	}
+	return m
 }
 
 // TurnView is a turn's stored events by stage; a replay started past the
