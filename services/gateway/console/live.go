@@ -12,11 +12,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // live is the page; its script follows /console/live/events.
 func (c *Console) live(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, "live", "Live", map[string]any{"Stages": contracts.Stages})
+	c.render(w, r, "live", "Live", map[string]any{"Stages": layout.EventStages()})
 }
 
 // liveEvent is one event a stage stored, as the live page receives it.

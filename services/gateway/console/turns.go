@@ -20,6 +20,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/profiles/pricelist"
 )
 
@@ -392,7 +393,7 @@ func (c *Console) turnData(ctx context.Context, conv, id string) (*turnData, err
 		}
 		v = history.TurnView{Conversation: conv, Turn: id, Turns: map[string]contracts.Turn{}, Times: map[string]time.Time{}, Msgs: map[string]*jetstream.RawStreamMsg{}}
 	}
-	d := &turnData{Now: c.cfg.Now(), Trace: v.TraceOf(), From: []string{"retriever", "envelope", "llmcaller", "mapper"}}
+	d := &turnData{Now: c.cfg.Now(), Trace: v.TraceOf(), From: layout.MainNames()}
 	d.Conversation, d.Turn = v.Conversation, v.Turn
 	msgs := map[string]msgInfo{}
 	for s, m := range v.Msgs {
