@@ -1,7 +1,8 @@
 // Package pipeline is the one way an Aptix stage runs on NATS JetStream: a
 // watermill Router over durable pull consumers (subscriber.go, publisher.go),
 // with tracing, bounded retries with growing delays, dead letters, error
-// completions and graceful drain around every stage's handler (stage.go).
+// completions and graceful drain around every stage's handler (stage.go,
+// and chain.go for the steps an event goes through).
 // The four services supply only a Handler; nothing here knows AGN-00x.
 package pipeline
 
