@@ -383,6 +383,9 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, filt
 		if !heavy[w.term] && (w.from == "" || weights.ExpandText) {
 			fields = append(fields, term("content", w.term, f))
 		}
+		if len(fields) == 0 { // a grid setting with no field to look it up in
+			continue
+		}
 		if weights.Nested {
 			// One clause per term: bleve scales a disjunction's sum by the
 			// share of its clauses that matched, so a chunk is rewarded for
