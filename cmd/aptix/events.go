@@ -96,7 +96,12 @@ func listEvents(w io.Writer, conversation string, events []history.Event) error 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tSTAGE\tTURN\tSIZE\tTRACE")
 	for _, e := range events {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Stage, e.Turn, len(e.Data), history.TraceID(e.Header))
+		stage := e.Stage
+		if sk := history.Skipped(e.Header); len(sk) > 0 {
+			// The turn entered here: no event of the skipped stages exists.
+			stage += " (" + strings.Join(sk, ", ") + ": skipped)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Seq, e.Time.UTC().Format("15:04:05.000"), stage, e.Turn, len(e.Data), history.TraceID(e.Header))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
