@@ -68,7 +68,7 @@ func TestSkippedRetrieverShown(t *testing.T) {
 	if err := listEvents(&out, "c-skip", evs); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "retrieved (retriever: skipped)") || strings.Count(out.String(), "(retriever: skipped)") != 1 {
+	if !regexp.MustCompile(`(?m)\sretrieved\s+sk1\s+\d+\s+\S+\s+retriever: skipped$`).MatchString(out.String()) || strings.Count(out.String(), "retriever: skipped") != 1 {
 		t.Errorf("aptix events does not mark the entry event once:\n%s", out.String())
 	}
 
