@@ -174,6 +174,11 @@ func runReplayEvent(ctx context.Context, js jetstream.JetStream, f replayFlags, 
 		return contracts.Turn{}, err
 	}
 	fmt.Fprintf(stderr, "aptix: replay of turn %s from %s: conversation %s, turn %s sent\n", ev.Of, f.from, ev.ConversationId, ev.TurnId)
+	if sk := history.Skipped(ev.OrigHeader); len(sk) > 0 && ev.Stage == contracts.StageRequested {
+		// The original entered past these stages (no work for them); the
+		// replay runs through them, which write what the entry wrote.
+		fmt.Fprintf(stderr, "aptix: turn %s skipped the %s (nothing for it to do); the replay runs it\n", ev.Of, strings.Join(sk, ", "))
+	}
 	t, err := client.Await(ctx, js, ev.ConversationId, ev.TurnId)
 	if err != nil {
 		return t, err

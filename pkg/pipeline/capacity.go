@@ -125,6 +125,19 @@ func (a *admission) wait(ctx context.Context, log *slog.Logger) error {
 	}
 }
 
+// now admits a turn if APTIX is below its mark at this moment, without
+// waiting: the Entrance queues a turn it cannot admit at once, and the queue
+// holds it as it holds every request. A size it cannot read admits nothing
+// (the queue's first stage decides then).
+func (a *admission) now(ctx context.Context) bool {
+	used, err := a.used(ctx)
+	if err != nil || used >= a.below {
+		return false
+	}
+	a.admitted()
+	return true
+}
+
 // admitted counts a turn just let in until the next read of the stream: all
 // its events (as used estimates them). Without it every handler of the
 // process admitted on the same cached size for a whole interval, and a fast

@@ -27,6 +27,9 @@ type liveEvent struct {
 	Turn         string `json:"turn"`
 	Time         string `json:"time"`
 	Size         string `json:"size,omitempty"`
+	// Skipped names the stages a turn entering with this event did not
+	// visit (history.Skipped), so the live page never waits for them.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // sse prepares a Server-Sent Events response: no write deadline (the
@@ -58,7 +61,8 @@ func (c *Console) liveEvents(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		ev := liveEvent{Stage: stage, Conversation: conv, Turn: turn, Size: h.Get(nats.MsgSize), Time: at.UTC().Format(time.RFC3339Nano)}
+		ev := liveEvent{Stage: stage, Conversation: conv, Turn: turn, Size: h.Get(nats.MsgSize), Time: at.UTC().Format(time.RFC3339Nano),
+			Skipped: h.Get(contracts.HeaderSkipped)}
 		select {
 		case events <- ev:
 		default: // a slow page misses events rather than holding the consumer

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -25,7 +24,7 @@ func (s *Server) createBackground(w http.ResponseWriter, r *http.Request, req *r
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
-	err := client.Submit(sctx, s.js, exec)
+	err := s.enter(sctx, exec)
 	cancel()
 	if err != nil {
 		s.withdraw(ctx, meta, true)

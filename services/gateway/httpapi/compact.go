@@ -8,7 +8,6 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/sealbox"
 
-	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -50,7 +49,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 	}
 	g := s.comps.acquire(ctx)
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
-	err := client.Submit(sctx, s.js, exec)
+	err := s.enter(sctx, exec)
 	cancel()
 	if err != nil {
 		s.comps.release(g)

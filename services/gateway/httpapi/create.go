@@ -134,7 +134,7 @@ func (s *Server) submit(ctx context.Context, meta *responses.Meta, exec contract
 	}
 	run.g = s.comps.acquire(ctx) // before the submit: the watch must predate the completion
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
-	err := client.Submit(sctx, s.js, exec)
+	err := s.enter(sctx, exec)
 	cancel()
 	if err != nil {
 		s.comps.release(run.g)

@@ -11,7 +11,7 @@ import (
 
 // ConfigFromEnv fills what every gateway reads from its environment: the
 // bucket replicas (APTIX_STREAM_REPLICAS), APTIX_HTTP_MAX_BODY,
-// APTIX_SYNC_TIMEOUT, APTIX_BACKGROUND_TIMEOUT, the WebSocket limits,
+// APTIX_SYNC_TIMEOUT, the stream limits (layout.StreamConfigFromEnv), APTIX_BACKGROUND_TIMEOUT, the WebSocket limits,
 // the webhooks and APTIX_COMPACTION_KEYS. The gateway binary and aptix up
 // both call it, so the two cannot read different settings (aptix up
 // ignored the body and sync limits while the binary honoured them).
@@ -37,6 +37,9 @@ func ConfigFromEnv(cfg *Config) error {
 		}
 	}
 	var err error
+	if cfg.Stream, err = layout.StreamConfigFromEnv(); err != nil {
+		return err
+	}
 	if cfg.Webhooks, err = WebhookConfigFromEnv(); err != nil {
 		return err
 	}

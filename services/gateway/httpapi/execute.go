@@ -80,7 +80,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	g := s.comps.acquire(ctx)
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
-	err := client.Submit(sctx, s.js, req)
+	err := s.enter(sctx, req)
 	cancel()
 	if err != nil {
 		s.comps.release(g)

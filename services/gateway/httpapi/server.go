@@ -29,6 +29,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline/backpressure"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/store"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
@@ -89,6 +90,10 @@ type Config struct {
 	// background responses queued or running (0: no limit), across replicas.
 	LimitRPM        int
 	LimitBackground int
+	// Stream is the deployment's stream limits (layout.StreamConfigFromEnv):
+	// a turn that enters past the queue (entry.go) is admitted at the mark
+	// the first stage admits at. Zero values take the defaults.
+	Stream layout.StreamConfig
 }
 
 // Server is the gateway's http.Handler.
@@ -114,6 +119,8 @@ type Server struct {
 	usage *store.Usage
 	// console is the web console at /console/ (docs/console.md).
 	console *console.Console
+	// entrance submits turns at their entry point (entry.go).
+	entrance *pipeline.Entrance
 
 	// sockets are the open WebSockets, closed with the server.
 	sockMu  sync.Mutex
@@ -176,6 +183,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
 	}
 	s.hop = pipeline.MarkOf(s.stream.CachedInfo())
+	if s.entrance, err = pipeline.NewEntrance(cfg.NC, cfg.Stream, "gateway"); err != nil {
+		return nil, err
+	}
 	if s.store, err = OpenStore(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}

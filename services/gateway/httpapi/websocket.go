@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
@@ -402,7 +401,7 @@ func (ws *socket) create(gen uint64, data []byte) {
 	defer func() { _ = sub.Unsubscribe() }()
 	g := s.comps.acquire(ctx)
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
-	err = client.Submit(sctx, s.js, p.exec)
+	err = s.enter(sctx, p.exec)
 	cancel()
 	if err != nil {
 		s.comps.release(g)

@@ -128,11 +128,12 @@ func TestGatewayBackground(t *testing.T) {
 }
 
 // TestGatewayBackgroundCancelQueued: a response cancelled while queued (no
-// retriever runs yet) is cancelled at once, and when the stages get to it
-// the model is never called; its status stays cancelled, with cancelled_at
-// and no started_at.
+// envelope runs yet: a transparent turn skips the retriever and waits at
+// aptix.retrieved) is cancelled at once, and when the stages get to it the
+// model is never called; its status stays cancelled, with cancelled_at and
+// no started_at.
 func TestGatewayBackgroundCancelQueued(t *testing.T) {
-	e := newEnv(t, sandbox.Options{}, func(c *Config) { c.Only = []string{"envelope", "llmcaller", "mapper"} })
+	e := newEnv(t, sandbox.Options{}, func(c *Config) { c.Only = []string{"llmcaller", "mapper"} })
 	url, client := e.gateway()
 	ctx := ctxT(t)
 	r, err := client.Responses.New(ctx, bgParams("Never run this"))
@@ -192,7 +193,7 @@ func TestGatewayBackgroundCancelQueued(t *testing.T) {
 	}
 
 	cfg := e.cfg
-	cfg.Only = []string{"retriever"}
+	cfg.Only = []string{"retriever", "envelope"}
 	e.run(e.nc, cfg)
 	// The turn now runs to its end: the LLM caller refuses it.
 	turn := awaitTurn(t, e, r.ID)

@@ -37,6 +37,7 @@ func (e *env) gateway(mutate ...func(*httpapi.Config)) (string, openai.Client) {
 	e.t.Helper()
 	srv, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) {
 		c.MaxBodyBytes, c.SyncTimeout = 64<<10, 15*time.Second
+		c.Stream = e.cfg.Stream // admission past the queue at the stages' mark
 		for _, m := range mutate {
 			m(c)
 		}

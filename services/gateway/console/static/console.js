@@ -51,6 +51,9 @@ function live() {
       td.classList.toggle("here", i === at);
       td.classList.toggle("past", at >= 0 && i < at);
       if (i === at) td.textContent = (ev.time || "").slice(11, 23);
+      // A turn that entered past a stage (no retrieval: it skipped the
+      // retriever and its queue) never shows a time there.
+      if (ev.skipped && i < at && !td.textContent) { td.classList.add("skipped"); td.textContent = "skipped"; }
     });
     if (ev.stage === stages[stages.length - 1]) row.classList.add("done");
   });
