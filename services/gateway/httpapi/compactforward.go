@@ -14,26 +14,6 @@ import (
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
-// compactProfile returns the profile a compaction of req is forwarded to:
-// one whose backend serves /responses/compact, for explicit input only (a
-// previous_response_id names an Aptix response, whose upstream chain the
-// pipeline knows how to replay; the backend alone does not). ok is false
-// when the pipeline makes the summary instead.
-func (s *Server) compactProfile(req *responses.CreateRequest) (p profiles.Profile, model string, ok bool) {
-	if req.PreviousID != "" || len(req.CompactedInput) == 0 || req.Aptix != nil {
-		return p, "", false
-	}
-	backend, model, e := responses.Resolve(s.cfg.Profiles, req.Model)
-	if e != nil {
-		return p, "", false
-	}
-	p, err := s.cfg.Profiles.Get(backend)
-	if err != nil || !p.Capabilities.Compact {
-		return p, "", false
-	}
-	return p, p.Model(model), true
-}
-
 // forwardCompact sends the compaction to the backend's own
 // /responses/compact and relays its answer, status and body as they are
 // (an upstream error keeps its status, as for a turn). The compaction items

@@ -16,6 +16,8 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline/tokens"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/pkg/redact"
+	"github.com/aptix-dev/aptix/services/gateway/application"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/messages"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
@@ -95,48 +97,22 @@ func (s *Server) messagesCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := context.WithoutCancel(r.Context())
-	turnID, respID := newIDs()
-	meta, exec, e := s.prepare(ctx, req, false, turnID, respID)
+	run, e := s.app.Start(ctx, auth.From(ctx), application.Turn{Request: req, Follow: req.Stream,
+		Edit: func(exec *contracts.AgentExecuteRequest) { s.messagesRouting(w, r, mreq, req, anthropic, exec) }})
 	if e != nil {
 		s.failMessages(w, e)
 		return
 	}
-	if exec.OpenAI != nil {
-		exec.OpenAI.AnthropicVersion = r.Header.Get("Anthropic-Version")
-		exec.OpenAI.AnthropicBeta = strings.Join(r.Header.Values("Anthropic-Beta"), ",")
-		// Forwarded as sent unless Aptix's own turn changes what the model
-		// sees (an alias rule's AGN-003 framing, retrieved context): then
-		// the translation goes, thinking blocks still in it.
-		if anthropic && exec.Framing == contracts.FramingNone && exec.RagScope == contracts.RagScopeNone {
-			exec.OpenAI.Messages = mreq.Body
-		} else if anthropic {
-			// The translation carries thinking blocks, not the rest of
-			// what only Messages says: named, as for any backend.
-			for _, k := range mreq.Ignored() {
-				if !strings.HasSuffix(k, "thinking") {
-					req.Ignore(k)
-				}
-			}
-			if v := req.IgnoredValue(); v != "" {
-				w.Header().Set(responses.IgnoredHeader, v)
-			}
-		}
-	}
-	run, e := s.submit(ctx, meta, exec, req.Stream, req.Store)
-	if e != nil {
-		s.failMessages(w, e)
-		return
-	}
-	defer run.close()
-	defer s.cancelOnHangup(r, meta)() // before the handler returns, which ends r's context too
+	defer run.Close()
+	defer s.cancelOnHangup(r, run)() // before the handler returns, which ends r's context too
 	if mreq.Stream {
 		// Only an Anthropic backend answers thinking blocks, which the live
 		// deltas do not carry: hold its stream to keep them first. Any other
 		// streams live whatever the request's thinking.
-		s.serveMessagesEvents(w, r, meta, run, mreq.Thinking && anthropic)
+		s.serveMessagesEvents(w, r, run, mreq.Thinking && anthropic)
 		return
 	}
-	resp, e := s.outcome(ctx, meta, run.g)
+	resp, _, e := s.app.Outcome(ctx, run)
 	if e == nil {
 		e = messages.Failed(resp)
 	}
@@ -147,10 +123,38 @@ func (s *Server) messagesCreate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, messages.FromResponse(resp))
 }
 
+// messagesRouting sets how the turn reaches its backend: an Anthropic
+// backend gets the client's headers, and its body as sent unless Aptix's
+// own turn changes what the model sees (an alias rule's AGN-003 framing,
+// retrieved context): then the translation goes, thinking blocks still in
+// it, and X-Aptix-Ignored-Params names what it does not carry.
+func (s *Server) messagesRouting(w http.ResponseWriter, r *http.Request, mreq *messages.Request, req *responses.CreateRequest, anthropic bool, exec *contracts.AgentExecuteRequest) {
+	if exec.OpenAI == nil {
+		return
+	}
+	exec.OpenAI.AnthropicVersion = r.Header.Get("Anthropic-Version")
+	exec.OpenAI.AnthropicBeta = strings.Join(r.Header.Values("Anthropic-Beta"), ",")
+	if anthropic && exec.Framing == contracts.FramingNone && exec.RagScope == contracts.RagScopeNone {
+		exec.OpenAI.Messages = mreq.Body
+	} else if anthropic {
+		// The translation carries thinking blocks, not the rest of
+		// what only Messages says: named, as for any backend.
+		for _, k := range mreq.Ignored() {
+			if !strings.HasSuffix(k, "thinking") {
+				req.Ignore(k)
+			}
+		}
+		if v := req.IgnoredValue(); v != "" {
+			w.Header().Set(responses.IgnoredHeader, v)
+		}
+	}
+}
+
 // serveMessagesEvents answers a streamed Messages request with Anthropic's
 // events (messages.Streamer), a ping right after message_start and every
 // messagesPing while nothing else is written.
-func (s *Server) serveMessagesEvents(w http.ResponseWriter, r *http.Request, meta *responses.Meta, run *running, hold bool) {
+func (s *Server) serveMessagesEvents(w http.ResponseWriter, r *http.Request, run *application.Run, hold bool) {
+	meta := run.Meta
 	fl := beginSSE(w)
 	var mu sync.Mutex
 	failed := false
@@ -192,7 +196,7 @@ func (s *Server) serveMessagesEvents(w http.ResponseWriter, r *http.Request, met
 			}
 		}
 	}()
-	s.relay(r.Context(), meta, run.deltas, run.g, nil, func(evs []responses.Event) bool {
+	s.app.Relay(r.Context(), run, nil, func(evs []responses.Event) bool {
 		out, _ := ms.Events(evs)
 		return write(out...)
 	})
