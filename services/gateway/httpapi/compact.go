@@ -13,7 +13,7 @@ import (
 // previous_response_id) through the pipeline, as a turn of its own that no
 // chain continues, and returns it as a compaction item the next request
 // sends as input. Explicit input on a backend with the compact capability
-// goes to that backend's own /responses/compact (compactforward.go).
+// goes to that backend's own /responses/compact (application.ForwardCompact).
 func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 	data, e := s.readBody(w, r)
 	if e != nil {
@@ -35,7 +35,12 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := context.WithoutCancel(r.Context())
 	if p, model, ok := s.app.CompactForward(req); ok {
-		s.forwardCompact(ctx, w, p, model, req, opened)
+		f, e := s.app.ForwardCompact(ctx, p, model, req, opened)
+		if e != nil {
+			s.fail(w, e)
+			return
+		}
+		writeForwarded(w, f)
 		return
 	}
 	out, e := s.app.Compact(ctx, auth.From(ctx), req)

@@ -1,12 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,7 +13,6 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/tokens"
 	"github.com/aptix-dev/aptix/pkg/profiles"
-	"github.com/aptix-dev/aptix/pkg/redact"
 	"github.com/aptix-dev/aptix/services/gateway/application"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/messages"
@@ -207,7 +204,7 @@ func (s *Server) serveMessagesEvents(w http.ResponseWriter, r *http.Request, run
 
 // messagesCountTokens is POST /v1/messages/count_tokens: the input tokens
 // of the request as the backend would get it. An Anthropic backend counts
-// it (forwardCountTokens); any other is counted here with the gateway's
+// it (application.ForwardCountTokens); any other is counted here with the gateway's
 // tokenizer (services/gateway/tokens), as POST /v1/responses/input_tokens
 // counts for a backend that serves no count.
 func (s *Server) messagesCountTokens(w http.ResponseWriter, r *http.Request) {
@@ -241,7 +238,12 @@ func (s *Server) messagesCountTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.API == profiles.APIAnthropicMessages {
-		s.forwardCountTokens(r, w, p, p.Model(model), orig)
+		f, e := s.app.ForwardCountTokens(r.Context(), p, p.Model(model), orig, r.Header.Get("Anthropic-Version"), strings.Join(r.Header.Values("Anthropic-Beta"), ","))
+		if e != nil {
+			s.failMessages(w, e)
+			return
+		}
+		writeForwarded(w, f)
 		return
 	}
 	n, err := tokens.Count(tokens.Request{Model: p.Model(model), Instructions: req.Instructions, Tools: req.Tools, Items: req.Input})
@@ -250,56 +252,4 @@ func (s *Server) messagesCountTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": n})
-}
-
-// forwardCountTokens posts the client's count request to an Anthropic
-// backend's /messages/count_tokens as sent but for the model (and
-// max_tokens, which the count does not take), with the profile's key as
-// x-api-key and the client's anthropic-version and anthropic-beta, and
-// relays the answer, status and body as they are (an error body with the
-// credentials redacted).
-func (s *Server) forwardCountTokens(r *http.Request, w http.ResponseWriter, p profiles.Profile, model string, data []byte) {
-	var body map[string]json.RawMessage
-	if json.Unmarshal(data, &body) != nil || body == nil {
-		s.failMessages(w, responses.BadRequest("", responses.CodeInvalidJSON, "The request body must be a JSON object."))
-		return
-	}
-	delete(body, "max_tokens")
-	body["model"], _ = json.Marshal(model)
-	b, _ := json.Marshal(body)
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.SyncTimeout)
-	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(p.BaseURL, "/")+"/messages/count_tokens", bytes.NewReader(b))
-	if err != nil {
-		s.failMessages(w, responses.Internal("count_tokens_request", err.Error()))
-		return
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	if key := p.APIKey(); key != "" {
-		hr.Header.Set("X-Api-Key", key)
-	}
-	hr.Header.Set("Anthropic-Version", cmp.Or(r.Header.Get("Anthropic-Version"), p.Anthropic.Version, profiles.DefaultAnthropicVersion))
-	if beta := strings.Join(r.Header.Values("Anthropic-Beta"), ","); beta != "" {
-		hr.Header.Set("Anthropic-Beta", beta)
-	}
-	for k, v := range p.Headers {
-		hr.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		s.failMessages(w, &responses.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("backend %s: count_tokens: %v", p.Name, err)})
-		return
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		s.failMessages(w, &responses.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("backend %s: count_tokens: %v", p.Name, err)})
-		return
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		out = []byte(redact.New(p.Credentials()...).String(string(out)))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(out)
 }
