@@ -8,12 +8,14 @@
 // It owns the bus side of the gateway: the response bucket, the turn and
 // delta streams, the cancel and usage stores. The front doors (package
 // httpapi for the Responses API over HTTP and WebSocket, Chat
-// Completions, Messages and execute; the console) decode a request,
+// Completions, Messages and execute) decode a request,
 // call an operation here with the authenticated principal and encode
 // what it returns: the operations take a context, the principal and a
 // typed request, and return typed values and *responses.Error, which
 // each door says in its own wire shape. Nothing here reads an HTTP
-// request or writes an HTTP answer (docs/architecture.md#the-gateway).
+// request or writes an HTTP answer; HTTP goes out from here only to
+// deliver webhooks and to forward a request to a backend's own endpoint
+// (docs/architecture.md#the-gateway).
 package application
 
 import (
@@ -204,7 +206,8 @@ func (a *App) Ready(ctx context.Context) *responses.Error {
 }
 
 // LookupResponse resolves a resp_… id for the console (any owner's: the
-// console is for admins).
+// console is for admins). The console reads the stream and the stores
+// itself otherwise: it is the operator's view of the bus.
 func (a *App) LookupResponse(ctx context.Context, id string) (conv, turn string, found bool, err error) {
 	meta, err := a.store.Get(ctx, id)
 	if err != nil || meta == nil {
