@@ -20,6 +20,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/conformance"
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/services/gateway/application"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -423,7 +424,7 @@ func awaitTurn(t *testing.T, e *env, id string) contracts.Turn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	kv, err := e.js.KeyValue(ctx, httpapi.Bucket)
+	kv, err := e.js.KeyValue(ctx, application.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +456,7 @@ func TestGatewayBackgroundTimeout(t *testing.T) {
 		c.HTTPClient = &http.Client{Transport: tr}
 	})
 	rc := newReceiver(t, 0)
-	wc := &httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 100 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true}
+	wc := &application.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 100 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true}
 	_, client := e.gateway(func(c *httpapi.Config) { c.Webhooks, c.BackgroundTimeout = wc, time.Second })
 	ctx := ctxT(t)
 	r, err := client.Responses.New(ctx, bgWithWebhook("Run too long", rc.srv.URL))
@@ -551,7 +552,7 @@ func TestGatewayCancelSyncCreate(t *testing.T) {
 		}
 	}
 	// The waiting create has not answered yet: its id is the only record.
-	kv, err := e.js.KeyValue(ctx, httpapi.Bucket)
+	kv, err := e.js.KeyValue(ctx, application.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}

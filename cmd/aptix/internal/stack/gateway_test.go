@@ -26,6 +26,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/services/gateway/app"
+	"github.com/aptix-dev/aptix/services/gateway/application"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	retrieverstage "github.com/aptix-dev/aptix/services/retriever/stage"
@@ -981,7 +982,7 @@ func TestGatewayConcurrentContinuations(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	_, client := e.gateway()
 	ctx := ctxT(t)
-	kv, err := e.js.KeyValue(ctx, httpapi.Bucket)
+	kv, err := e.js.KeyValue(ctx, application.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
