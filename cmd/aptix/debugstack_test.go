@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/cmd/aptix/internal/stack"
@@ -28,6 +29,7 @@ import (
 // dead-letter tests.
 type debugStack struct {
 	t         *testing.T
+	nc        *nats.Conn
 	js        jetstream.JetStream
 	sb, other *sandbox.Server
 	indexDown atomic.Bool
@@ -46,7 +48,7 @@ func newDebugStackWith(t *testing.T, sbOpts sandbox.Options) *debugStack {
 	_, url := natstest.Start(t)
 	nc, js := natstest.Connect(t, url)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d := &debugStack{t: t, js: js}
+	d := &debugStack{t: t, nc: nc, js: js}
 	sbOpts.Logger = quiet
 	d.sb = sandbox.New(sbOpts)
 	d.other = sandbox.New(sandbox.Options{Logger: quiet, Script: []string{"Answer from the other backend."}})

@@ -29,7 +29,8 @@ func init() {
 		Use:   "events --conversation C [--seq N] [--raw]",
 		Short: "List a conversation's stored events in order, or print one in full",
 		Long: "events reads the APTIX stream: every stage's event of the conversation (and any dead letter\n" +
-			"that came from it), oldest first, with stream sequence, time, stage, turn, size and trace id.\n" +
+			"that came from it), oldest first, with stream sequence, time, stage, turn, size and trace id; a note\n" +
+			"marks the event a turn entered with past stages it skipped (\"retriever: skipped\": no retrieval).\n" +
 			"--seq N prints that event in full (headers and pretty JSON); --raw prints the payload as stored.\n" +
 			"Any stored event can be re-driven by publishing it again under a new turn id.",
 		Example: `  aptix events --conversation demo
@@ -94,9 +95,14 @@ func runEvents(ctx context.Context, conversation string, seq uint64, raw bool, o
 
 func listEvents(w io.Writer, conversation string, events []history.Event) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tSTAGE\tTURN\tSIZE\tTRACE")
+	fmt.Fprintln(tw, "SEQ\tTIME\tSTAGE\tTURN\tSIZE\tTRACE\tNOTE")
 	for _, e := range events {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Stage, e.Turn, len(e.Data), history.TraceID(e.Header))
+		note := ""
+		if sk := history.Skipped(e.Header); len(sk) > 0 {
+			// The turn entered here: no event of the skipped stages exists.
+			note = strings.Join(sk, ", ") + ": skipped"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Seq, e.Time.UTC().Format("15:04:05.000"), e.Stage, e.Turn, len(e.Data), history.TraceID(e.Header), note)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/services/envelope/request"
 )
 
@@ -262,7 +263,7 @@ func execTurnOn(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, f ex
 // would wait in the stream, which deserves a word before the wait starts.
 func warnIfNoStages(nc *nats.Conn, w io.Writer) {
 	var missing []string
-	for _, st := range []string{"retriever", "envelope", "llmcaller", "mapper"} {
+	for _, st := range layout.MainNames() {
 		if _, err := nc.Request("$SRV.PING.aptix-"+st, nil, 500*time.Millisecond); err != nil {
 			missing = append(missing, st)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,6 +16,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 )
 
@@ -28,7 +30,7 @@ type replayFlags struct {
 func init() {
 	var f replayFlags
 	cmd := &cobra.Command{
-		Use:   "replay --conversation C [--turn T] --from retriever|envelope|llmcaller|mapper [flags]",
+		Use:   "replay --conversation C [--turn T] --from " + strings.Join(layout.MainNames(), "|") + " [flags]",
 		Short: "Re-run a stored turn from one stage under a new turn id, and print the new result",
 		Long: "replay reads the event the --from stage consumed for the turn (retriever: the request, as its\n" +
 			"retrieved event recorded it; envelope: the retrieved event; llmcaller: the enveloped event, with\n" +
@@ -75,7 +77,7 @@ func init() {
 	fl := cmd.Flags()
 	fl.StringVar(&f.conversation, "conversation", "", "the original turn's conversation id")
 	fl.StringVar(&f.turn, "turn", "", "the turn to replay (without it, --from requested replays the whole conversation)")
-	fl.StringVar(&f.from, "from", "", "the stage to re-run from: retriever (or requested), envelope, llmcaller, mapper")
+	fl.StringVar(&f.from, "from", "", "the stage to re-run from: "+history.ReplayChoices())
 	fl.StringVar(&f.backend, "backend", "", "backend profile for the replay (not with --from mapper)")
 	fl.StringVar(&f.model, "model", "", "model for the replay (not with --from mapper)")
 	fl.StringVar(&f.into, "into", "", "conversation to replay into (default: the original's for one turn, a new one for a conversation)")
@@ -93,7 +95,7 @@ func (f replayFlags) validate() error {
 	}
 	in, ok := history.ReplayInput[f.from]
 	if !ok {
-		return usagef("--from %q: want retriever (or requested), envelope, llmcaller or mapper", f.from)
+		return usagef("--from %q: want %s", f.from, history.ReplayChoices())
 	}
 	if f.turn == "" && in != contracts.StageRequested {
 		return usagef("--turn is required with --from %s (only --from requested replays a whole conversation)", f.from)
@@ -172,6 +174,11 @@ func runReplayEvent(ctx context.Context, js jetstream.JetStream, f replayFlags, 
 		return contracts.Turn{}, err
 	}
 	fmt.Fprintf(stderr, "aptix: replay of turn %s from %s: conversation %s, turn %s sent\n", ev.Of, f.from, ev.ConversationId, ev.TurnId)
+	if sk := history.Skipped(ev.OrigHeader); len(sk) > 0 && ev.Stage == contracts.StageRequested {
+		// The original entered past these stages (no work for them); the
+		// replay runs through them, which write what the entry wrote.
+		fmt.Fprintf(stderr, "aptix: turn %s skipped the %s (nothing for it to do); the replay runs it\n", ev.Of, strings.Join(sk, ", "))
+	}
 	t, err := client.Await(ctx, js, ev.ConversationId, ev.TurnId)
 	if err != nil {
 		return t, err

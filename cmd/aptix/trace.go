@@ -66,6 +66,10 @@ func printTrace(w io.Writer, v history.TurnView, trace string) error {
 	total := last.Sub(first)
 	fmt.Fprintf(w, "turn %s (conversation %s), trace %s: %s from the first stored event to the last\n\n", v.Turn, v.Conversation, trace, ms(total))
 	fmt.Fprintf(w, "%-10s %-10s %9s %9s\n", "STAGE", "EVENT", "AT", "TOOK")
+	for _, sk := range v.Skipped() {
+		// No event of a skipped stage exists: say so rather than draw one.
+		fmt.Fprintf(w, "%-10s %-10s %9s %9s  skipped: the turn entered at aptix.%s without it (no %s work to do)\n", sk, "-", "-", "-", stages[0], sk)
+	}
 	var prev time.Time
 	for i, s := range stages {
 		at := v.Times[s]
@@ -76,8 +80,10 @@ func printTrace(w io.Writer, v history.TurnView, trace string) error {
 		t := v.Turns[s]
 		switch s {
 		case contracts.StageRetrieved:
-			if t.Retrieval != nil {
+			if t.Retrieval != nil && len(v.Skipped()) == 0 {
 				note = fmt.Sprintf("search %s (queue wait before it: not recorded)", msf(t.Retrieval.TookMs))
+			} else if sk := v.Skipped(); len(sk) > 0 {
+				note = "entry event: " + strings.Join(sk, ", ") + " skipped"
 			}
 		case contracts.StageResponded:
 			if t.LLM != nil {
@@ -95,7 +101,11 @@ func printTrace(w io.Writer, v history.TurnView, trace string) error {
 			tookCell = "-"
 			note = strings.TrimSuffix("first stored event; "+note, "; ")
 		}
-		line := fmt.Sprintf("%-10s %-10s %9s %9s  %s %s", history.Producer[s], s, ms(at.Sub(first)), tookCell, bar(prev.Sub(first), took, total, i == 0), note)
+		var h map[string][]string
+		if m := v.Msgs[s]; m != nil {
+			h = m.Header
+		}
+		line := fmt.Sprintf("%-10s %-10s %9s %9s  %s %s", history.Writer(s, h), s, ms(at.Sub(first)), tookCell, bar(prev.Sub(first), took, total, i == 0), note)
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 		prev = at
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aptix-dev/aptix/services/gateway/httpapi"
+	"github.com/aptix-dev/aptix/services/gateway/application"
 )
 
 // A local receiver for the gateway's webhooks, so trying them needs no nc
@@ -112,7 +112,7 @@ func checkSignature(key []byte, h http.Header, body []byte) string {
 	if sigs == "" {
 		return "MISSING (the gateway has no APTIX_WEBHOOK_SECRET?)"
 	}
-	want := httpapi.Sign(key, h.Get("webhook-id"), h.Get("webhook-timestamp"), body)
+	want := application.Sign(key, h.Get("webhook-id"), h.Get("webhook-timestamp"), body)
 	for s := range strings.FieldsSeq(sigs) {
 		if v, ok := strings.CutPrefix(s, "v1,"); ok && hmac.Equal([]byte(v), []byte(want)) {
 			return "valid"

@@ -135,7 +135,13 @@ const (
 	HeaderDeadDeliveries = "aptix-dead-deliveries"
 	// HeaderClaim names the object (in ClaimBucket) that holds an event too
 	// big for a NATS message; the message's own payload is then a stub.
-	HeaderClaim         = "aptix-claim"
+	HeaderClaim = "aptix-claim"
+	// HeaderSkipped is on a turn's first stored event when it entered the
+	// pipeline past stages it did not need (the topology's entry points,
+	// layout.Entries): the skipped stages' names, comma-separated, e.g.
+	// "retriever" on the retrieved event of a turn with no retrieval. The
+	// event's ce-source says who wrote it; no event of a skipped stage exists.
+	HeaderSkipped       = "aptix-skipped"
 	CESpecVersion       = "1.0"
 	CEContentTypeJSON   = "application/json"
 	CETypePrefix        = "dev.aptix.turn."

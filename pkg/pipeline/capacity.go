@@ -84,14 +84,14 @@ func newAdmission(js jetstream.JetStream, c layout.StreamConfig) *admission {
 }
 
 // eventsLeft is how many more events a turn waiting at a stage adds to
-// APTIX up to and including its completion. A tool round adds two more per
-// round; the half of the work room above the admission mark absorbs those
-// and events larger than the estimate.
-var eventsLeft = map[string]int64{"envelope": 3, "llmcaller": 2, "mapper": 1, "toolrunner": 3}
+// APTIX up to and including its completion (layout.EventsToEnd). A tool
+// round adds two more per round; the half of the work room above the
+// admission mark absorbs those and events larger than the estimate.
+func eventsLeft(stage string) int64 { return int64(layout.EventsToEnd(stage)) }
 
-// eventsPerTurn is what a turn just admitted adds: retrieved, enveloped,
-// responded and completed.
-const eventsPerTurn = 4
+// eventsPerTurn is what a turn just admitted adds: an event per stage of
+// the main line (retrieved, enveloped, responded and completed).
+var eventsPerTurn = int64(len(layout.MainLine()))
 
 // wait returns once APTIX is below its admission mark, ErrAdmitTimeout after
 // AdmitTimeout without room, or ctx's error.
@@ -123,6 +123,19 @@ func (a *admission) wait(ctx context.Context, log *slog.Logger) error {
 		}
 		delay = min(2*delay, time.Second)
 	}
+}
+
+// now admits a turn if APTIX is below its mark at this moment, without
+// waiting: the Entrance queues a turn it cannot admit at once, and the queue
+// holds it as it holds every request. A size it cannot read admits nothing
+// (the queue's first stage decides then).
+func (a *admission) now(ctx context.Context) bool {
+	used, err := a.used(ctx)
+	if err != nil || used >= a.below {
+		return false
+	}
+	a.admitted()
+	return true
 }
 
 // admitted counts a turn just let in until the next read of the stream: all
@@ -161,7 +174,7 @@ func (a *admission) used(ctx context.Context) (int64, error) {
 		}
 		a.est = est
 		for _, stage := range layout.Stages {
-			left := eventsLeft[stage.Name]
+			left := eventsLeft(stage.Name)
 			if contracts.StreamOf(stage.In) != a.stream || left == 0 {
 				continue
 			}

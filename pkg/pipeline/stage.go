@@ -1,14 +1,14 @@
 // Package pipeline is the one way an Aptix stage runs on NATS JetStream: a
 // watermill Router over durable pull consumers (subscriber.go, publisher.go),
 // with tracing, bounded retries with growing delays, dead letters, error
-// completions and graceful drain around every stage's handler (stage.go).
+// completions and graceful drain around every stage's handler (stage.go,
+// and chain.go for the steps an event goes through).
 // The four services supply only a Handler; nothing here knows AGN-00x.
 package pipeline
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -229,197 +229,6 @@ func (r *runner) counts() map[string]int64 {
 		}
 	}
 	return m
-}
-
-// handle runs the stage's handler on one event and decides its fate.
-func (r *runner) handle(msg *message.Message) (err error) {
-	start := time.Now()
-	defer func() {
-		r.stats.busyNanos.Add(int64(time.Since(start)))
-		observeProcess(msg.Context(), r.st.Name, r.st.In, start, errorType(err)) // metrics.go
-	}()
-	subject := msg.Metadata.Get(MetaSubject)
-	delivered, _ := strconv.Atoi(msg.Metadata.Get(MetaDelivered))
-	parent := otel.GetTextMapPropagator().Extract(msg.Context(), propagation.MapCarrier(msg.Metadata))
-	ctx, span := tracing.Tracer().Start(parent, "process aptix."+r.st.In,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithLinks(trace.LinkFromContext(parent)),
-		trace.WithAttributes(tracing.MessagingAttrs("process", subject, msg.UUID)...),
-		trace.WithAttributes(attribute.String("messaging.consumer.group.name", r.sub.Durable), attribute.Int("messaging.nats.delivered", delivered)))
-	defer span.End()
-	ctx = withCarried(ctx, msg.Metadata) // replay and redrive marks (replay.go)
-	ctx = context.WithValue(ctx, deliveredKey{}, delivered)
-
-	payload := msg.Payload
-	if key := msg.Metadata.Get(contracts.HeaderClaim); key != "" {
-		full, err := claim.EventData(ctx, r.js, nats.Header{contracts.HeaderClaim: []string{key}}, payload)
-		if err != nil {
-			r.log.Warn("claimed event unreadable, will retry", "subject", subject, "err", err)
-			if delivered < r.sub.MaxDeliver {
-				return err
-			}
-		} else {
-			payload = full
-		}
-	}
-	turn, err := decode(r.st.In, subject, payload)
-	if err != nil {
-		if derr := r.deadLetter(ctx, msg, delivered, err.Error()); derr != nil {
-			return derr // not recorded: redeliver rather than lose it
-		}
-		if _, conv, turnID, ok := contracts.ParseSubject(subject); ok && contracts.IsToken(conv) && contracts.IsToken(turnID) {
-			t := contracts.Turn{Version: contracts.TurnVersion, ConversationId: conv, TurnId: turnID, Request: contracts.AgentExecuteRequest{ConversationId: conv, TurnId: turnID}}
-			return r.fail(ctx, &t, CodeInvalidEvent, err.Error())
-		}
-		return nil // nothing to answer: the dead letter is the record
-	}
-	span.SetAttributes(attribute.String("aptix.conversation_id", turn.ConversationId), attribute.String("aptix.turn_id", turn.TurnId))
-	log := r.log.With("conversation", turn.ConversationId, "turn", turn.TurnId, "trace_id", span.SpanContext().TraceID().String())
-
-	// A turn id reused with another request is answered turn_id_reused
-	// (reuse.go). A first delivery does not look it up: its retrieved event
-	// is published only if the turn has none yet (expectFirst), and the
-	// rare conflict, or a rejection, looks it up then. A redelivery, which
-	// may find its own earlier event, looks it up first.
-	expectFirst := r.st.In == contracts.StageRequested && delivered == 1
-	reused := func() (bool, error) {
-		prev, err := r.recordedRequest(ctx, turn.ConversationId, turn.TurnId)
-		if err != nil {
-			return false, err // cannot tell yet: retry rather than answer twice
-		}
-		if prev != nil && !turnreuse.SameRequest(*prev, turn.Request) {
-			r.stats.rejected.Add(1)
-			log.Warn("turn id reused with a different request", "code", contracts.CodeTurnIDReused)
-			return true, nil
-		}
-		return false, nil
-	}
-	if r.st.In == contracts.StageRequested && !expectFirst {
-		if again, err := reused(); err != nil || again {
-			return r.reusedOr(ctx, &turn, again, err)
-		}
-	}
-	ctx, emitted := withEmit(ctx, r) // emit.go
-	herr := r.safeHandle(ctx, &turn)
-	if emitted.done {
-		return r.afterEmit(log, &turn, delivered, herr)
-	}
-	var rej *Rejection
-	if expectFirst && herr != nil {
-		// Every way on from here may answer the turn (a rejection, a dead
-		// letter when this is the last delivery): a reused id is answered
-		// turn_id_reused instead.
-		if again, err := reused(); err != nil || again {
-			return r.reusedOr(ctx, &turn, again, err)
-		}
-	}
-	switch {
-	case errors.As(herr, &rej):
-		r.stats.rejected.Add(1)
-		log.Warn("turn rejected", "code", rej.Code, "reason", rej.Message)
-		r.stats.fail(rej.Error())
-		span.SetStatus(codes.Error, rej.Error())
-		return r.fail(ctx, &turn, rej.Code, rej.Message)
-	case herr != nil && delivered >= r.sub.MaxDeliver:
-		reason := fmt.Sprintf("gave up after %d deliveries: %v", delivered, herr)
-		log.Error("turn dead-lettered", "reason", reason)
-		span.SetStatus(codes.Error, reason)
-		if derr := r.deadLetter(ctx, msg, delivered, reason); derr != nil {
-			return derr
-		}
-		return r.fail(ctx, &turn, CodeStageFailed, r.st.Name+" "+reason)
-	case herr != nil:
-		r.stats.retried.Add(1)
-		log.Warn("stage failed, will retry", "err", herr, "delivered", delivered, "retry_in", r.sub.BackoffFor(delivered))
-		span.RecordError(herr)
-		span.SetStatus(codes.Error, herr.Error())
-		return herr
-	}
-	if r.o.BeforePublish != nil {
-		if err := r.o.BeforePublish(&turn); err != nil {
-			return err
-		}
-	}
-	if r.admit != nil {
-		if err := r.admit.wait(ctx, log); err != nil {
-			if !errors.Is(err, ErrAdmitTimeout) {
-				return err
-			}
-			// Answered, not held: the client is told to retry later.
-			r.stats.rejected.Add(1)
-			log.Warn("turn refused: no room in APTIX", "code", CodeAtCapacity, "err", err)
-			r.stats.fail(err.Error())
-			return r.fail(ctx, &turn, CodeAtCapacity, "Aptix is at capacity: "+err.Error()+"; retry later")
-		}
-	}
-	out := r.st.Out
-	if r.st.Route != nil {
-		out = r.st.Route(&turn)
-	}
-	err = r.publish(withExpectFirst(ctx, expectFirst), out, &turn)
-	if expectFirst && errors.Is(err, errNotFirst) {
-		// The turn has a retrieved event already (another request's, or
-		// this one's sent again past the queue's de-duplication window),
-		// or the event is too large to publish before the check.
-		if again, err := reused(); err != nil || again {
-			return r.reusedOr(ctx, &turn, again, err)
-		}
-		err = r.publish(ctx, out, &turn)
-	}
-	if err != nil {
-		span.RecordError(err)
-		if rej := (*Rejection)(nil); errors.As(err, &rej) {
-			// The event cannot be stored (too large): final, not retried.
-			r.stats.rejected.Add(1)
-			log.Warn("turn rejected: its output cannot be stored", "code", rej.Code, "reason", rej.Message)
-			r.stats.fail(rej.Error())
-			return r.fail(ctx, &turn, rej.Code, rej.Message)
-		}
-		if delivered < r.sub.MaxDeliver || backpressure.IsAtCapacity(err) {
-			return err
-		}
-		if expectFirst {
-			if again, err := reused(); err != nil || again {
-				return r.reusedOr(ctx, &turn, again, err)
-			}
-		}
-		// A publish that keeps failing for another reason than a full
-		// stream (the claim store broken, a permission) ends the turn
-		// loudly instead of leaving it undelivered.
-		reason := fmt.Sprintf("publishing aptix.%s failed on all %d deliveries: %v", out, delivered, err)
-		log.Error("turn dead-lettered", "reason", reason)
-		if derr := r.deadLetter(ctx, msg, delivered, reason); derr != nil {
-			return derr
-		}
-		return r.fail(ctx, &turn, CodeStageFailed, r.st.Name+" "+reason)
-	}
-	r.stats.processed.Add(1)
-	return nil
-}
-
-// afterEmit ends the handling of an event whose output the handler
-// already stored (Emit, Emitted): it is never published again. What failed
-// after that (the handler's bookkeeping) is retried while deliveries last,
-// then logged and given up: the turn itself is done.
-func (r *runner) afterEmit(log *slog.Logger, t *contracts.Turn, delivered int, herr error) error {
-	var rej *Rejection
-	switch {
-	case herr == nil:
-	case errors.As(herr, &rej) || delivered >= r.sub.MaxDeliver:
-		log.Error("work after the stored output failed; the turn is done without it", "err", herr, "delivered", delivered)
-		r.stats.fail(herr.Error())
-	default:
-		r.stats.retried.Add(1)
-		log.Warn("work after the stored output failed, will retry", "err", herr, "delivered", delivered)
-		return herr
-	}
-	if r.o.BeforePublish != nil {
-		if err := r.o.BeforePublish(t); err != nil {
-			return err
-		}
-	}
-	r.stats.processed.Add(1)
-	return nil
 }
 
 type deliveredKey struct{}

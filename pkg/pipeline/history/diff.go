@@ -88,8 +88,8 @@ func DiffRows(a, b TurnView) []Row {
 		return "-"
 	})
 	add("timing", "llm call ms", llm(func(l *contracts.LLMResult) string { return fmt.Sprintf("%.1f", l.DurationMs) }))
-	hops := [][2]string{{contracts.StageRetrieved, contracts.StageEnveloped}, {contracts.StageEnveloped, contracts.StageResponded}, {contracts.StageResponded, contracts.StageCompleted}}
-	for _, h := range hops {
+	for i := 1; i < len(Stages); i++ {
+		h := [2]string{Stages[i-1], Stages[i]}
 		add("timing", h[0]+"→"+h[1]+" ms", func(v TurnView) string {
 			t0, ok0 := v.Times[h[0]]
 			t1, ok1 := v.Times[h[1]]

@@ -5,17 +5,40 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
-// ReplayInput maps a stage to re-run from to the stage of the event it consumes.
-var ReplayInput = map[string]string{
-	"requested": contracts.StageRequested, "retriever": contracts.StageRequested,
-	"envelope": contracts.StageRetrieved, "llmcaller": contracts.StageEnveloped, "mapper": contracts.StageResponded,
+// ReplayInput maps a stage to re-run from to the stage of the event it
+// consumes: each stage of the main line (layout.MainLine), and "requested"
+// for the first.
+var ReplayInput = replayInputs()
+
+func replayInputs() map[string]string {
+	m := map[string]string{contracts.StageRequested: contracts.StageRequested}
+	for _, st := range layout.MainLine() {
+		m[st.Name] = st.In
+	}
+	return m
+}
+
+// ReplayChoices names the stages a replay can start from, for help texts
+// and errors: "retriever (or requested), envelope, llmcaller or mapper".
+func ReplayChoices() string {
+	names := layout.MainNames()
+	if len(names) == 0 {
+		return contracts.StageRequested
+	}
+	names[0] += " (or " + contracts.StageRequested + ")"
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // ReplaySpec says which stored event to re-drive and what to change in it.
@@ -45,7 +68,7 @@ func (f ReplaySpec) Validate() error {
 		return inputf("a replay needs the turn's conversation and turn ids: 1-%d characters of [A-Za-z0-9_-]", contracts.MaxIDLen)
 	}
 	if _, ok := ReplayInput[f.From]; !ok {
-		return inputf("from %q: want retriever (or requested), envelope, llmcaller or mapper", f.From)
+		return inputf("from %q: want %s", f.From, ReplayChoices())
 	}
 	for _, id := range []string{f.Into, f.NewTurn} {
 		if id != "" && !contracts.IsToken(id) {

@@ -13,17 +13,48 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // Stages are the stored stages of a turn, in order (the request itself
 // leaves the queue stream once the retriever takes it; the retrieved event
-// records it).
-var Stages = []string{contracts.StageRetrieved, contracts.StageEnveloped, contracts.StageResponded, contracts.StageCompleted}
+// records it): the main line's outputs (layout.EventStages).
+var Stages = layout.EventStages()[1:]
 
-// Producer names the stage that stores each event.
-var Producer = map[string]string{
-	contracts.StageRetrieved: "retriever", contracts.StageEnveloped: "envelope",
-	contracts.StageResponded: "llmcaller", contracts.StageCompleted: "mapper",
+// Producer names the stage that stores each event (layout.ProducerOf).
+var Producer = producers()
+
+func producers() map[string]string {
+	m := map[string]string{}
+	for _, st := range Stages {
+		m[st], _ = layout.ProducerOf(st)
+	}
+	return m
+}
+
+// Skipped names the stages a turn did not visit, from the headers of the
+// event it entered the pipeline with (contracts.HeaderSkipped, written by
+// pipeline.Entrance); nil for an event a stage wrote. No event of a
+// skipped stage exists: history shows it as skipped, never as run.
+func Skipped(h map[string][]string) []string {
+	v := h[contracts.HeaderSkipped]
+	if len(v) == 0 || v[0] == "" {
+		return nil
+	}
+	return strings.Split(v[0], ",")
+}
+
+// Writer names who stored a turn's event of stage: the stage that produces
+// it, or, for the event a turn entered with past skipped stages, the
+// client that wrote it (its ce-source, e.g. "gateway").
+func Writer(stage string, h map[string][]string) string {
+	if Skipped(h) == nil {
+		return Producer[stage]
+	}
+	if src := h[contracts.HeaderCESource]; len(src) > 0 && src[0] != "" {
+		return strings.TrimPrefix(src[0], "aptix/")
+	}
+	return "client"
 }
 
 // TurnView is a turn's stored events by stage; a replay started past the
@@ -112,6 +143,17 @@ func LoadTurn(ctx context.Context, js jetstream.JetStream, conv, turn string) (T
 		return v, fmt.Errorf("no stored events for turn %s of conversation %s: %w", turn, conv, ErrNotStored)
 	}
 	return v, nil
+}
+
+// Skipped names the stages the turn did not visit (see Skipped): read from
+// its stored entry event, nil when that event is a stage's or not stored.
+func (v TurnView) Skipped() []string {
+	for _, s := range Stages {
+		if m := v.Msgs[s]; m != nil {
+			return Skipped(m.Header)
+		}
+	}
+	return nil
 }
 
 // TraceOf is the trace id on the turn's last stored event.

@@ -40,6 +40,15 @@ type StageSpec struct {
 	// stages that wait on models; more would only queue on the bus's acks,
 	// holding memory without adding throughput.
 	Local bool
+	// Skippable says a turn that needs none of the stage's work may enter
+	// the pipeline at Out instead of In: an entry point (Entries) that a
+	// trusted client (the gateway, pipeline.Entrance) publishes to with the
+	// stage's section filled as the stage fills it for such a turn, and the
+	// event marked contracts.HeaderSkipped so history shows the stage as
+	// skipped, not run. Only a stage every turn reaches first may be skipped
+	// (a leading stage); a client on the bus still enters at In, where the
+	// stage validates what it sends.
+	Skippable bool
 }
 
 // Stages is the pipeline's topology, in pipeline order (the toolrunner,
@@ -47,6 +56,9 @@ type StageSpec struct {
 var Stages = []StageSpec{
 	{
 		Name: "retriever", In: contracts.StageRequested, Out: contracts.StageRetrieved, Local: true,
+		// A turn with no retrieval (ragScope none: every transparent HTTP
+		// turn) enters at aptix.retrieved (docs/architecture.md#entry-points).
+		Skippable: true,
 		// The queue's keeper message, and requests moved from a
 		// single-stream deployment's old consumer (migrate.go), which it
 		// acknowledges on APTIX.
@@ -151,6 +163,40 @@ func (s StageSpec) PublishSubjects() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// Entries are the event stages a turn may enter the pipeline at, first the
+// one every client may use (the first stage's In), then, past each leading
+// Skippable stage, its Out.
+func Entries() []string {
+	out := []string{Stages[0].In}
+	for _, s := range Stages {
+		if s.In != out[len(out)-1] || !s.Skippable {
+			break
+		}
+		out = append(out, s.Out)
+	}
+	return out
+}
+
+// SkippedAt names the stages a turn entering at the event stage entry does
+// not visit, in pipeline order: none for the first stage's In, nil (and ok
+// false) for a stage that is no entry point.
+func SkippedAt(entry string) (skipped []string, ok bool) {
+	at := Stages[0].In
+	for _, s := range Stages {
+		if at == entry {
+			return skipped, true
+		}
+		if s.In != at || !s.Skippable {
+			break
+		}
+		skipped, at = append(skipped, s.Name), s.Out
+	}
+	if at == entry {
+		return skipped, true
+	}
+	return nil, false
 }
 
 // Trims says whether the named stage runs the history trimmer.

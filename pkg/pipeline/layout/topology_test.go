@@ -96,6 +96,54 @@ func TestAuthConfMatchesTopology(t *testing.T) {
 	}
 }
 
+// TestAuthConfEntries: the gateway may publish a turn at every entry point
+// the topology declares (a skipped stage's Out included); a bus client
+// (user client) only at the first, where the first stage validates it.
+func TestAuthConfEntries(t *testing.T) {
+	users := authUsers(t)
+	entries := Entries()
+	for _, e := range entries {
+		if !slices.Contains(users["gateway"].publishAllow, contracts.StageFilter(e)) {
+			t.Errorf("auth.conf: the gateway may not publish at the entry point %s", contracts.StageFilter(e))
+		}
+	}
+	for _, e := range entries[1:] {
+		if slices.Contains(users["client"].publishAllow, contracts.StageFilter(e)) {
+			t.Errorf("auth.conf: a bus client may publish at %s, past the stage that validates it", contracts.StageFilter(e))
+		}
+	}
+}
+
+// TestEntries: the retriever is the one stage a turn may skip, so a turn
+// enters at requested (skipping nothing) or retrieved (skipping the
+// retriever); any other stage is no entry point.
+func TestEntries(t *testing.T) {
+	if got, want := Entries(), []string{contracts.StageRequested, contracts.StageRetrieved}; !slices.Equal(got, want) {
+		t.Fatalf("Entries() = %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		entry string
+		want  []string
+		ok    bool
+	}{
+		{contracts.StageRequested, nil, true},
+		{contracts.StageRetrieved, []string{"retriever"}, true},
+		{contracts.StageEnveloped, nil, false},
+		{contracts.StageCompleted, nil, false},
+		{"nonsense", nil, false},
+	} {
+		got, ok := SkippedAt(c.entry)
+		if ok != c.ok || !slices.Equal(got, c.want) {
+			t.Errorf("SkippedAt(%s) = %v, %v; want %v, %v", c.entry, got, ok, c.want, c.ok)
+		}
+	}
+	for _, s := range Stages[1:] {
+		if s.Skippable && !slices.Contains(Entries(), s.Out) {
+			t.Errorf("%s is Skippable but no entry point reaches past it (only a leading stage may be skipped)", s.Name)
+		}
+	}
+}
+
 // mayPurge says whether a user's publish permissions let it purge stream.
 func mayPurge(u natsUser, stream string) bool {
 	subj := "$JS.API.STREAM.PURGE." + stream

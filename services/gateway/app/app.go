@@ -6,9 +6,12 @@
 // profiles, the listen address, where `aptix up` keeps its keys); every
 // other setting comes from the environment (httpapi.ConfigFromEnv for the
 // limits, webhooks and compaction keys; auth.FromEnv for who may call).
-// The front doors the gateway serves (the Responses API over HTTP and
-// WebSocket, Chat Completions, the execute endpoint, the console) are the
-// handler it returns (docs/architecture.md#the-gateway).
+// It builds the gateway application (services/gateway/application: the
+// operations, the stores, the streams, the webhooks and deadlines) and
+// the front doors over it (httpapi: the Responses API over HTTP and
+// WebSocket, Chat Completions, Messages, the execute endpoint, and the
+// console), which is the handler it returns
+// (docs/architecture.md#the-gateway).
 package app
 
 import (
@@ -24,6 +27,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
 	"github.com/aptix-dev/aptix/pkg/sealbox"
+	"github.com/aptix-dev/aptix/services/gateway/application"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 )
@@ -49,9 +53,12 @@ type Options struct {
 	Edit func(*httpapi.Config)
 }
 
-// Gateway is a built gateway.
+// Gateway is a built gateway: the application and its front doors
+// (Server, the http.Handler; its Close closes the application too).
 type Gateway struct {
 	*httpapi.Server
+	// App is the gateway application the doors call.
+	App *application.App
 	// Auth says how callers are authenticated, in words for a banner.
 	Auth string
 }
@@ -69,7 +76,7 @@ func FromEnv(ctx context.Context, o Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	cfg := httpapi.Config{NC: o.NC, Profiles: o.Profiles, Logger: log}
+	cfg := httpapi.Config{Config: application.Config{NC: o.NC, Profiles: o.Profiles, Logger: log}}
 	if err := httpapi.ConfigFromEnv(&cfg); err != nil {
 		return nil, &ConfigError{err}
 	}
@@ -80,7 +87,7 @@ func FromEnv(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	if cfg.CompactionKeys == nil {
 		if o.DataDir == "" {
-			log.Warn("no " + httpapi.EnvCompactionKeys + ": compaction items are sealed with a random key of this process, so no restart or other replica opens them")
+			log.Warn("no " + application.EnvCompactionKeys + ": compaction items are sealed with a random key of this process, so no restart or other replica opens them")
 		} else {
 			list, err := sealbox.LoadOrCreate(filepath.Join(o.DataDir, "compaction.keys"))
 			if err == nil {
@@ -107,9 +114,14 @@ func FromEnv(ctx context.Context, o Options) (*Gateway, error) {
 	if o.Edit != nil {
 		o.Edit(&cfg)
 	}
-	srv, err := httpapi.New(ctx, cfg)
+	a, err := application.New(ctx, cfg.Config)
 	if err != nil {
 		return nil, err
 	}
-	return &Gateway{Server: srv, Auth: setup.Describe()}, nil
+	srv, err := httpapi.New(a, cfg)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	return &Gateway{Server: srv, App: a, Auth: setup.Describe()}, nil
 }

@@ -12,11 +12,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // live is the page; its script follows /console/live/events.
 func (c *Console) live(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, "live", "Live", map[string]any{"Stages": contracts.Stages})
+	c.render(w, r, "live", "Live", map[string]any{"Stages": layout.EventStages()})
 }
 
 // liveEvent is one event a stage stored, as the live page receives it.
@@ -26,6 +27,9 @@ type liveEvent struct {
 	Turn         string `json:"turn"`
 	Time         string `json:"time"`
 	Size         string `json:"size,omitempty"`
+	// Skipped names the stages a turn entering with this event did not
+	// visit (history.Skipped), so the live page never waits for them.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // sse prepares a Server-Sent Events response: no write deadline (the
@@ -57,7 +61,8 @@ func (c *Console) liveEvents(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		ev := liveEvent{Stage: stage, Conversation: conv, Turn: turn, Size: h.Get(nats.MsgSize), Time: at.UTC().Format(time.RFC3339Nano)}
+		ev := liveEvent{Stage: stage, Conversation: conv, Turn: turn, Size: h.Get(nats.MsgSize), Time: at.UTC().Format(time.RFC3339Nano),
+			Skipped: h.Get(contracts.HeaderSkipped)}
 		select {
 		case events <- ev:
 		default: // a slow page misses events rather than holding the consumer

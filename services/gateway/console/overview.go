@@ -284,10 +284,11 @@ func (c *Console) readWindow(ctx context.Context, now time.Time) (window, error)
 		}
 		w.span = max(w.span, time.Second)
 	}
-	hop := map[string][2]string{
-		"envelope":  {contracts.StageRetrieved, contracts.StageEnveloped},
-		"llmcaller": {contracts.StageEnveloped, contracts.StageResponded},
-		"mapper":    {contracts.StageResponded, contracts.StageCompleted},
+	// Each main-line stage after the first: its input's stored time → its
+	// output's (the first's input, the request, is not kept in APTIX).
+	hop := map[string][2]string{}
+	for _, st := range layout.MainLine()[1:] {
+		hop[st.Name] = [2]string{st.In, st.Out}
 	}
 	for _, ts := range times {
 		for name, h := range hop {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/profiles/pricelist"
 )
 
@@ -27,12 +29,15 @@ import (
 type step struct {
 	Stage, Producer string
 	Present         bool
-	At              time.Time
-	Offset, Took    time.Duration
-	Size            int
-	Trace           string
-	Seq             uint64
-	X, W            float64 // the bar, as fractions of the turn's span
+	// Skipped is a stage the turn did not visit (it entered past it,
+	// history.Skipped): a row of its own, with no event.
+	Skipped      bool
+	At           time.Time
+	Offset, Took time.Duration
+	Size         int
+	Trace        string
+	Seq          uint64
+	X, W         float64 // the bar, as fractions of the turn's span
 }
 
 // turnSummary is a turn as the conversation page lists it.
@@ -76,7 +81,13 @@ func waterfall(times map[string]time.Time, msgs map[string]msgInfo) ([]step, tim
 	for _, s := range history.Stages {
 		st := step{Stage: s, Producer: history.Producer[s]}
 		at, ok := times[s]
+		if ok && len(steps) == 0 {
+			for _, sk := range msgs[s].skipped {
+				steps = append(steps, step{Stage: s, Producer: sk, Skipped: true})
+			}
+		}
 		if ok {
+			st.Producer = cmp.Or(msgs[s].writer, st.Producer)
 			st.Present, st.At, st.Offset = true, at, at.Sub(first)
 			if !prev.IsZero() {
 				st.Took = at.Sub(prev)
@@ -101,13 +112,23 @@ type msgInfo struct {
 	seq   uint64
 	size  int
 	trace string
+	// skipped are the stages a turn entering with this event did not
+	// visit; writer who stored it (history.Writer).
+	skipped []string
+	writer  string
+}
+
+// headerInfo is what a stored event's headers tell the waterfall.
+func headerInfo(seq uint64, size int, stage string, h map[string][]string) msgInfo {
+	return msgInfo{seq: seq, size: size, trace: history.TraceID(h), skipped: history.Skipped(h), writer: history.Writer(stage, h)}
 }
 
 func rawInfo(m *jetstream.RawStreamMsg) msgInfo {
 	if m == nil {
 		return msgInfo{}
 	}
-	return msgInfo{seq: m.Sequence, size: len(m.Data), trace: history.TraceID(m.Header)}
+	stage, _, _, _ := contracts.ParseSubject(m.Subject)
+	return headerInfo(m.Sequence, len(m.Data), stage, m.Header)
 }
 
 // summarize fills a turn summary from its most advanced stored event.
@@ -209,7 +230,7 @@ func (c *Console) conversationData(ctx context.Context, id string) (*conversatio
 			ta.first = min(ta.first, md.Sequence.Stream)
 			size, _ := strconv.Atoi(m.Headers().Get(nats.MsgSize))
 			ta.times[stage] = md.Timestamp
-			ta.msgs[stage] = msgInfo{seq: md.Sequence.Stream, size: size, trace: history.TraceID(m.Headers())}
+			ta.msgs[stage] = headerInfo(md.Sequence.Stream, size, stage, m.Headers())
 			if v := m.Headers().Get(contracts.HeaderReplayOf); v != "" {
 				ta.replay = v
 			}
@@ -392,7 +413,7 @@ func (c *Console) turnData(ctx context.Context, conv, id string) (*turnData, err
 		}
 		v = history.TurnView{Conversation: conv, Turn: id, Turns: map[string]contracts.Turn{}, Times: map[string]time.Time{}, Msgs: map[string]*jetstream.RawStreamMsg{}}
 	}
-	d := &turnData{Now: c.cfg.Now(), Trace: v.TraceOf(), From: []string{"retriever", "envelope", "llmcaller", "mapper"}}
+	d := &turnData{Now: c.cfg.Now(), Trace: v.TraceOf(), From: layout.MainNames()}
 	d.Conversation, d.Turn = v.Conversation, v.Turn
 	msgs := map[string]msgInfo{}
 	for s, m := range v.Msgs {

@@ -1,22 +1,14 @@
 package httpapi
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
-	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/messages"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
@@ -84,14 +76,6 @@ func (s *Server) tooMany(w http.ResponseWriter, wait time.Duration, msg string) 
 		Code: ptr("rate_limit_exceeded"), Message: msg}).Body())
 }
 
-// principal is the caller of a request the middleware let through.
-func principal(ctx context.Context) string { return auth.From(ctx).ID }
-
-// owns reports whether the caller may see meta: only the principal that
-// created a response reads, cancels, deletes, resumes or continues it;
-// for anyone else it does not exist (404, never 403).
-func owns(ctx context.Context, meta *responses.Meta) bool { return meta.Owner == principal(ctx) }
-
 // rateLimits is the per-principal request rate (APTIX_LIMIT_RPM): a token
 // bucket per principal, in this process. Each replica counts its own
 // requests, so behind a balancer over n replicas a principal gets up to n×
@@ -137,103 +121,4 @@ func (rl *rateLimits) allow(p string, now time.Time) time.Duration {
 		return d
 	}
 	return 0
-}
-
-// The background limit (APTIX_LIMIT_BACKGROUND) is shared by every replica:
-// KV aptix_responses key bg.<sha256(principal)> lists the principal's
-// background responses that may still run. A create prunes the list (one
-// status read per entry, at most the limit), refuses when it is still full,
-// and adds its id with a compare-and-set on the key's revision.
-
-type inflight struct {
-	IDs []string `json:"ids"`
-}
-
-func bgKey(p string) string {
-	h := sha256.Sum256([]byte(p))
-	return "bg." + hex.EncodeToString(h[:16])
-}
-
-// admitBackground reserves a background slot for id, or reports false when
-// the principal has APTIX_LIMIT_BACKGROUND responses queued or running.
-func (s *Server) admitBackground(ctx context.Context, p, id string) (bool, error) {
-	if s.cfg.LimitBackground <= 0 {
-		return true, nil
-	}
-	key := bgKey(p)
-	for attempt := 0; attempt < 5; attempt++ {
-		var cur inflight
-		var rev uint64
-		e, err := s.store.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return false, err
-		default:
-			rev = e.Revision()
-			_ = json.Unmarshal(e.Value(), &cur)
-		}
-		live := cur.IDs[:0:0]
-		for _, rid := range cur.IDs {
-			meta, err := s.store.Get(ctx, rid)
-			if err != nil {
-				return false, err
-			}
-			if meta == nil {
-				continue // deleted (cancelled first)
-			}
-			st, err := s.state(ctx, meta)
-			if err != nil {
-				return false, err
-			}
-			if !responses.Terminal(responses.Current(*meta, st).Status) {
-				live = append(live, rid)
-			}
-		}
-		if len(live) >= s.cfg.LimitBackground {
-			return false, nil
-		}
-		b, _ := json.Marshal(inflight{IDs: append(live, id)})
-		if rev == 0 {
-			_, err = s.store.kv.Create(ctx, key, b)
-		} else {
-			_, err = s.store.kv.Update(ctx, key, b, rev)
-		}
-		if err == nil {
-			return true, nil
-		}
-		var apiErr *jetstream.APIError
-		if !errors.Is(err, jetstream.ErrKeyExists) && !(errors.As(err, &apiErr) &&
-			(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)) {
-			return false, err
-		}
-		// Another create of this principal won the race: read again.
-	}
-	return false, errors.New("background slots: too much contention")
-}
-
-// scopeLen is the length of the prefix scopeConversation adds.
-const scopeLen = 14
-
-// scopeConversation maps a conversation id a client names (the
-// conversation parameter, /v1/aptix/execute's conversationId) into the
-// caller's own namespace: "u<12 hex of sha256(principal)>-<id>". Two
-// principals naming "support" get two conversations, so one can never
-// continue, or learn of, the other's; an id already in the caller's
-// namespace (as the execute endpoint answers it) is kept. Without
-// authentication (principal "") ids are used as given. ok is false when
-// the scoped id would be longer than an id may be.
-func scopeConversation(p, conv string) (string, bool) {
-	if p == "" {
-		return conv, true
-	}
-	h := sha256.Sum256([]byte(p))
-	prefix := "u" + hex.EncodeToString(h[:])[:12] + "-"
-	if strings.HasPrefix(conv, prefix) {
-		return conv, true
-	}
-	if len(prefix)+len(conv) > contracts.MaxIDLen {
-		return "", false
-	}
-	return prefix + conv, true
 }

@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
-
-	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
 // HeaderBackend names the backend profile that served a turn's model
@@ -14,31 +11,9 @@ import (
 // the completed turn's AgentExecuteResponse.backend says it for both.
 const HeaderBackend = "X-Aptix-Backend"
 
-type backendHeaderKey struct{}
-
-// withBackendHeader makes outcome name the serving backend in w's
-// headers, which a whole answer then sends: outcome reads the completed
-// turn, its callers write the answer.
-func withBackendHeader(ctx context.Context, w http.ResponseWriter) context.Context {
-	return context.WithValue(ctx, backendHeaderKey{}, w)
-}
-
-// noteBackend sets HeaderBackend from the completed turn t on the writer
-// ctx carries, if any.
-func noteBackend(ctx context.Context, t *contracts.Turn) {
-	w, _ := ctx.Value(backendHeaderKey{}).(http.ResponseWriter)
-	if w == nil {
-		return
-	}
-	setBackend(w, t)
-}
-
-func setBackend(w http.ResponseWriter, t *contracts.Turn) {
-	switch {
-	case t == nil:
-	case t.Response != nil && t.Response.Backend != "":
-		w.Header().Set(HeaderBackend, t.Response.Backend)
-	case t.LLM != nil && t.LLM.Backend != "":
-		w.Header().Set(HeaderBackend, t.LLM.Backend)
+// setBackend names the serving backend in w's headers ("": unknown).
+func setBackend(w http.ResponseWriter, backend string) {
+	if backend != "" {
+		w.Header().Set(HeaderBackend, backend)
 	}
 }

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/application"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/chat"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
@@ -37,27 +40,24 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	forward := s.chatRouting(w, creq, req)
 	ctx := context.WithoutCancel(r.Context())
-	turnID, respID := newIDs()
-	meta, exec, e := s.prepare(ctx, req, false, turnID, respID)
+	run, e := s.app.Start(ctx, auth.From(ctx), application.Turn{Request: req, Follow: req.Stream,
+		Edit: func(exec *contracts.AgentExecuteRequest) {
+			if forward && exec.OpenAI != nil {
+				exec.OpenAI.Chat = creq.Body
+			}
+		}})
 	if e != nil {
 		s.fail(w, e)
 		return
 	}
-	if forward && exec.OpenAI != nil {
-		exec.OpenAI.Chat = creq.Body
-	}
-	run, e := s.submit(ctx, meta, exec, req.Stream, req.Store)
-	if e != nil {
-		s.fail(w, e)
-		return
-	}
-	defer run.close()
-	defer s.cancelOnHangup(r, meta)() // before the handler returns, which ends r's context too
+	defer run.Close()
+	defer s.cancelOnHangup(r, run)() // before the handler returns, which ends r's context too
 	if creq.Stream {
-		s.serveChatEvents(w, r, meta, run, creq.IncludeUsage)
+		s.serveChatEvents(w, r, run, creq.IncludeUsage)
 		return
 	}
-	resp, e := s.outcome(withBackendHeader(ctx, w), meta, run.g)
+	resp, backend, e := s.app.Outcome(ctx, run)
+	setBackend(w, backend)
 	if e == nil {
 		e = chat.Failed(resp)
 	}
@@ -100,7 +100,8 @@ func (s *Server) chatRouting(w http.ResponseWriter, creq *chat.Request, req *res
 // events: the response's Responses events (relay) said as chunks, then
 // data: [DONE]. A client that goes away stops the writing; the turn is
 // cancelled by the caller.
-func (s *Server) serveChatEvents(w http.ResponseWriter, r *http.Request, meta *responses.Meta, run *running, includeUsage bool) {
+func (s *Server) serveChatEvents(w http.ResponseWriter, r *http.Request, run *application.Run, includeUsage bool) {
+	meta := run.Meta
 	fl := beginSSE(w)
 	cs := chat.NewStreamer(meta.ID, meta.Model, meta.CreatedAt, includeUsage)
 	write := func(v any) bool {
@@ -113,7 +114,7 @@ func (s *Server) serveChatEvents(w http.ResponseWriter, r *http.Request, meta *r
 	if !write(cs.Start()) {
 		return
 	}
-	final, _ := s.relay(r.Context(), meta, run.deltas, run.g, nil, func(evs []responses.Event) bool {
+	final, _ := s.app.Relay(r.Context(), run, nil, func(evs []responses.Event) bool {
 		out, _ := cs.Events(evs)
 		for _, c := range out {
 			if !write(c) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/application"
 	"github.com/aptix-dev/aptix/services/gateway/chat"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
@@ -19,7 +20,7 @@ func TestChatRouting(t *testing.T) {
 		Capabilities: profiles.Capabilities{ToolMode: profiles.ToolModeNative}})
 	set.Put(profiles.Profile{Name: "emu", API: profiles.APIChatCompletions, BaseURL: "http://emu/v1", DefaultModel: "emu-1",
 		Capabilities: profiles.Capabilities{ToolMode: profiles.ToolModePrompt}})
-	s := &Server{cfg: Config{Profiles: set}}
+	s := &Server{cfg: Config{Config: application.Config{Profiles: set}}}
 	cases := []struct {
 		model     string
 		forward   bool

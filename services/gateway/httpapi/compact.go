@@ -2,13 +2,9 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"os"
 
-	"github.com/aptix-dev/aptix/pkg/sealbox"
-
-	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -17,7 +13,7 @@ import (
 // previous_response_id) through the pipeline, as a turn of its own that no
 // chain continues, and returns it as a compaction item the next request
 // sends as input. Explicit input on a backend with the compact capability
-// goes to that backend's own /responses/compact (compactforward.go).
+// goes to that backend's own /responses/compact (application.ForwardCompact).
 func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 	data, e := s.readBody(w, r)
 	if e != nil {
@@ -32,60 +28,25 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 	// An earlier Aptix compaction in the input is opened here too, for a
 	// backend's compaction endpoint, which cannot read it; the echo of the
 	// input keeps it sealed.
-	opened, e := responses.OpenCompactions(req.CompactedInput, s.cfg.CompactionKeys, principal(r.Context()))
+	opened, e := s.app.OpenCompactions(auth.From(r.Context()), req.CompactedInput)
 	if e != nil {
 		s.fail(w, e)
 		return
 	}
 	ctx := context.WithoutCancel(r.Context())
-	if p, model, ok := s.compactProfile(req); ok {
-		s.forwardCompact(ctx, w, p, model, req, opened)
+	if p, model, ok := s.app.CompactForward(req); ok {
+		f, e := s.app.ForwardCompact(ctx, p, model, req, opened)
+		if e != nil {
+			s.fail(w, e)
+			return
+		}
+		writeForwarded(w, f)
 		return
 	}
-	turnID, respID := newIDs()
-	meta, exec, e := s.prepare(ctx, req, true, turnID, respID)
+	out, e := s.app.Compact(ctx, auth.From(ctx), req)
 	if e != nil {
 		s.fail(w, e)
 		return
 	}
-	g := s.comps.acquire(ctx)
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
-	err := client.Submit(sctx, s.js, exec)
-	cancel()
-	if err != nil {
-		s.comps.release(g)
-		s.fail(w, s.submitError(err))
-		return
-	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
-	defer cancel()
-	t, err := s.comps.wait(wctx, g, meta.ConversationID, meta.TurnID)
-	if err != nil {
-		s.fail(w, &responses.Error{Status: http.StatusGatewayTimeout, Type: responses.TypeServer, Code: ptr("timeout"),
-			Message: fmt.Sprintf("the compaction did not complete within %s", s.cfg.SyncTimeout)})
-		return
-	}
-	if fe := responses.Failure(&t); fe != nil {
-		s.fail(w, fe)
-		return
-	}
-	now := s.cfg.Now().Unix()
-	writeJSON(w, http.StatusOK, responses.Compaction(meta.ID, now, req.CompactedInput, responses.FromTurn(*meta, &t, now), s.cfg.CompactionKeys, principal(ctx)))
-}
-
-// EnvCompactionKeys names the compaction keys: comma-separated base64
-// 32-byte keys, the first sealing new items, every one opening old ones.
-const EnvCompactionKeys = "APTIX_COMPACTION_KEYS"
-
-// CompactionKeysFromEnv reads EnvCompactionKeys; nil when it is unset.
-func CompactionKeysFromEnv() (*sealbox.Keyring, error) {
-	v := os.Getenv(EnvCompactionKeys)
-	if v == "" {
-		return nil, nil
-	}
-	k, err := sealbox.Parse(v)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvCompactionKeys, err)
-	}
-	return k, nil
+	writeJSON(w, http.StatusOK, out)
 }

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/aptix-dev/aptix/services/gateway/application"
 )
 
 // TestConversationIDsNeverReachTheBus: a conversation or item id that
@@ -13,7 +15,7 @@ import (
 // gateway with no store and no NATS connection at all: nothing is looked
 // up, so such an id never reaches a key or a subject.
 func TestConversationIDsNeverReachTheBus(t *testing.T) {
-	s := &Server{cfg: Config{RetryAfter: 1, MaxBodyBytes: 1 << 20}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &Server{cfg: Config{RetryAfter: 1, Config: application.Config{MaxBodyBytes: 1 << 20}}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	s.routes()
 	long := "conv_" + strings.Repeat("a", 5000)
 	cases := []struct {

@@ -1,50 +1,16 @@
 package httpapi
 
-import (
-	"fmt"
-	"os"
-	"strconv"
-	"time"
-
-	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
-)
+import "github.com/aptix-dev/aptix/services/gateway/application"
 
 // ConfigFromEnv fills what every gateway reads from its environment: the
-// bucket replicas (APTIX_STREAM_REPLICAS), APTIX_HTTP_MAX_BODY,
-// APTIX_SYNC_TIMEOUT, APTIX_BACKGROUND_TIMEOUT, the WebSocket limits,
-// the webhooks and APTIX_COMPACTION_KEYS. The gateway binary and aptix up
-// both call it, so the two cannot read different settings (aptix up
-// ignored the body and sync limits while the binary honoured them).
+// application's settings (application.ConfigFromEnv: replicas, body and
+// sync limits, background timeout, webhooks, compaction keys) and the
+// HTTP door's (WebSocketConfigFromEnv). The gateway binary and aptix up
+// both call it (through app.FromEnv), so the two cannot read different
+// settings.
 func ConfigFromEnv(cfg *Config) error {
-	cfg.Replicas, _ = strconv.Atoi(os.Getenv(layout.EnvReplicas))
-	if v := os.Getenv("APTIX_HTTP_MAX_BODY"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return fmt.Errorf("APTIX_HTTP_MAX_BODY %q: %w", v, err)
-		}
-		cfg.MaxBodyBytes = n
-	}
-	for _, d := range []struct {
-		key string
-		dst *time.Duration
-	}{{"APTIX_SYNC_TIMEOUT", &cfg.SyncTimeout}, {"APTIX_BACKGROUND_TIMEOUT", &cfg.BackgroundTimeout}} {
-		if v := os.Getenv(d.key); v != "" {
-			n, err := time.ParseDuration(v)
-			if err != nil {
-				return fmt.Errorf("%s %q: %w", d.key, v, err)
-			}
-			*d.dst = n
-		}
-	}
-	var err error
-	if cfg.Webhooks, err = WebhookConfigFromEnv(); err != nil {
+	if err := application.ConfigFromEnv(&cfg.Config); err != nil {
 		return err
 	}
-	if err := WebSocketConfigFromEnv(cfg); err != nil {
-		return err
-	}
-	if cfg.CompactionKeys, err = CompactionKeysFromEnv(); err != nil {
-		return err
-	}
-	return nil
+	return WebSocketConfigFromEnv(cfg)
 }

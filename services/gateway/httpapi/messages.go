@@ -1,12 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,7 +13,8 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/tokens"
 	"github.com/aptix-dev/aptix/pkg/profiles"
-	"github.com/aptix-dev/aptix/pkg/redact"
+	"github.com/aptix-dev/aptix/services/gateway/application"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/messages"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
@@ -95,48 +94,22 @@ func (s *Server) messagesCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := context.WithoutCancel(r.Context())
-	turnID, respID := newIDs()
-	meta, exec, e := s.prepare(ctx, req, false, turnID, respID)
+	run, e := s.app.Start(ctx, auth.From(ctx), application.Turn{Request: req, Follow: req.Stream,
+		Edit: func(exec *contracts.AgentExecuteRequest) { s.messagesRouting(w, r, mreq, req, anthropic, exec) }})
 	if e != nil {
 		s.failMessages(w, e)
 		return
 	}
-	if exec.OpenAI != nil {
-		exec.OpenAI.AnthropicVersion = r.Header.Get("Anthropic-Version")
-		exec.OpenAI.AnthropicBeta = strings.Join(r.Header.Values("Anthropic-Beta"), ",")
-		// Forwarded as sent unless Aptix's own turn changes what the model
-		// sees (an alias rule's AGN-003 framing, retrieved context): then
-		// the translation goes, thinking blocks still in it.
-		if anthropic && exec.Framing == contracts.FramingNone && exec.RagScope == contracts.RagScopeNone {
-			exec.OpenAI.Messages = mreq.Body
-		} else if anthropic {
-			// The translation carries thinking blocks, not the rest of
-			// what only Messages says: named, as for any backend.
-			for _, k := range mreq.Ignored() {
-				if !strings.HasSuffix(k, "thinking") {
-					req.Ignore(k)
-				}
-			}
-			if v := req.IgnoredValue(); v != "" {
-				w.Header().Set(responses.IgnoredHeader, v)
-			}
-		}
-	}
-	run, e := s.submit(ctx, meta, exec, req.Stream, req.Store)
-	if e != nil {
-		s.failMessages(w, e)
-		return
-	}
-	defer run.close()
-	defer s.cancelOnHangup(r, meta)() // before the handler returns, which ends r's context too
+	defer run.Close()
+	defer s.cancelOnHangup(r, run)() // before the handler returns, which ends r's context too
 	if mreq.Stream {
 		// Only an Anthropic backend answers thinking blocks, which the live
 		// deltas do not carry: hold its stream to keep them first. Any other
 		// streams live whatever the request's thinking.
-		s.serveMessagesEvents(w, r, meta, run, mreq.Thinking && anthropic)
+		s.serveMessagesEvents(w, r, run, mreq.Thinking && anthropic)
 		return
 	}
-	resp, e := s.outcome(ctx, meta, run.g)
+	resp, _, e := s.app.Outcome(ctx, run)
 	if e == nil {
 		e = messages.Failed(resp)
 	}
@@ -147,10 +120,38 @@ func (s *Server) messagesCreate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, messages.FromResponse(resp))
 }
 
+// messagesRouting sets how the turn reaches its backend: an Anthropic
+// backend gets the client's headers, and its body as sent unless Aptix's
+// own turn changes what the model sees (an alias rule's AGN-003 framing,
+// retrieved context): then the translation goes, thinking blocks still in
+// it, and X-Aptix-Ignored-Params names what it does not carry.
+func (s *Server) messagesRouting(w http.ResponseWriter, r *http.Request, mreq *messages.Request, req *responses.CreateRequest, anthropic bool, exec *contracts.AgentExecuteRequest) {
+	if exec.OpenAI == nil {
+		return
+	}
+	exec.OpenAI.AnthropicVersion = r.Header.Get("Anthropic-Version")
+	exec.OpenAI.AnthropicBeta = strings.Join(r.Header.Values("Anthropic-Beta"), ",")
+	if anthropic && exec.Framing == contracts.FramingNone && exec.RagScope == contracts.RagScopeNone {
+		exec.OpenAI.Messages = mreq.Body
+	} else if anthropic {
+		// The translation carries thinking blocks, not the rest of
+		// what only Messages says: named, as for any backend.
+		for _, k := range mreq.Ignored() {
+			if !strings.HasSuffix(k, "thinking") {
+				req.Ignore(k)
+			}
+		}
+		if v := req.IgnoredValue(); v != "" {
+			w.Header().Set(responses.IgnoredHeader, v)
+		}
+	}
+}
+
 // serveMessagesEvents answers a streamed Messages request with Anthropic's
 // events (messages.Streamer), a ping right after message_start and every
 // messagesPing while nothing else is written.
-func (s *Server) serveMessagesEvents(w http.ResponseWriter, r *http.Request, meta *responses.Meta, run *running, hold bool) {
+func (s *Server) serveMessagesEvents(w http.ResponseWriter, r *http.Request, run *application.Run, hold bool) {
+	meta := run.Meta
 	fl := beginSSE(w)
 	var mu sync.Mutex
 	failed := false
@@ -192,7 +193,7 @@ func (s *Server) serveMessagesEvents(w http.ResponseWriter, r *http.Request, met
 			}
 		}
 	}()
-	s.relay(r.Context(), meta, run.deltas, run.g, nil, func(evs []responses.Event) bool {
+	s.app.Relay(r.Context(), run, nil, func(evs []responses.Event) bool {
 		out, _ := ms.Events(evs)
 		return write(out...)
 	})
@@ -203,7 +204,7 @@ func (s *Server) serveMessagesEvents(w http.ResponseWriter, r *http.Request, met
 
 // messagesCountTokens is POST /v1/messages/count_tokens: the input tokens
 // of the request as the backend would get it. An Anthropic backend counts
-// it (forwardCountTokens); any other is counted here with the gateway's
+// it (application.ForwardCountTokens); any other is counted here with the gateway's
 // tokenizer (services/gateway/tokens), as POST /v1/responses/input_tokens
 // counts for a backend that serves no count.
 func (s *Server) messagesCountTokens(w http.ResponseWriter, r *http.Request) {
@@ -237,7 +238,12 @@ func (s *Server) messagesCountTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.API == profiles.APIAnthropicMessages {
-		s.forwardCountTokens(r, w, p, p.Model(model), orig)
+		f, e := s.app.ForwardCountTokens(r.Context(), p, p.Model(model), orig, r.Header.Get("Anthropic-Version"), strings.Join(r.Header.Values("Anthropic-Beta"), ","))
+		if e != nil {
+			s.failMessages(w, e)
+			return
+		}
+		writeForwarded(w, f)
 		return
 	}
 	n, err := tokens.Count(tokens.Request{Model: p.Model(model), Instructions: req.Instructions, Tools: req.Tools, Items: req.Input})
@@ -246,56 +252,4 @@ func (s *Server) messagesCountTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": n})
-}
-
-// forwardCountTokens posts the client's count request to an Anthropic
-// backend's /messages/count_tokens as sent but for the model (and
-// max_tokens, which the count does not take), with the profile's key as
-// x-api-key and the client's anthropic-version and anthropic-beta, and
-// relays the answer, status and body as they are (an error body with the
-// credentials redacted).
-func (s *Server) forwardCountTokens(r *http.Request, w http.ResponseWriter, p profiles.Profile, model string, data []byte) {
-	var body map[string]json.RawMessage
-	if json.Unmarshal(data, &body) != nil || body == nil {
-		s.failMessages(w, responses.BadRequest("", responses.CodeInvalidJSON, "The request body must be a JSON object."))
-		return
-	}
-	delete(body, "max_tokens")
-	body["model"], _ = json.Marshal(model)
-	b, _ := json.Marshal(body)
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.SyncTimeout)
-	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(p.BaseURL, "/")+"/messages/count_tokens", bytes.NewReader(b))
-	if err != nil {
-		s.failMessages(w, responses.Internal("count_tokens_request", err.Error()))
-		return
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	if key := p.APIKey(); key != "" {
-		hr.Header.Set("X-Api-Key", key)
-	}
-	hr.Header.Set("Anthropic-Version", cmp.Or(r.Header.Get("Anthropic-Version"), p.Anthropic.Version, profiles.DefaultAnthropicVersion))
-	if beta := strings.Join(r.Header.Values("Anthropic-Beta"), ","); beta != "" {
-		hr.Header.Set("Anthropic-Beta", beta)
-	}
-	for k, v := range p.Headers {
-		hr.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		s.failMessages(w, &responses.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("backend %s: count_tokens: %v", p.Name, err)})
-		return
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		s.failMessages(w, &responses.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("backend %s: count_tokens: %v", p.Name, err)})
-		return
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		out = []byte(redact.New(p.Credentials()...).String(string(out)))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(out)
 }

@@ -12,10 +12,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/nats-io/nats.go"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
-	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/services/gateway/application"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
@@ -62,7 +61,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(s.cfg.MaxBodyBytes)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	ws := &socket{s: s, c: c, ctx: ctx, cancel: cancel,
-		cred: r.Clone(context.WithoutCancel(r.Context())), owner: principal(r.Context())}
+		cred: r.Clone(context.WithoutCancel(r.Context())), owner: auth.From(r.Context()).ID}
 	defer ws.close(websocket.StatusNormalClosure, "")
 	if !s.track(ws) {
 		ws.close(websocket.StatusServiceRestart, "gateway restarting")
@@ -114,7 +113,7 @@ type socket struct {
 	ended   sync.Once
 
 	mu   sync.Mutex
-	last *prior // the socket's previous response (connection-local cache)
+	last *application.Prior // the socket's previous response (connection-local cache)
 	// warm is the socket's last generate:false response, which the next
 	// response.create may continue (responses.ContinueWarmup).
 	warm *responses.Warmup
@@ -312,10 +311,10 @@ func (ws *socket) sendError(e *responses.Error) {
 }
 
 // cached is the socket's previous response when it is id.
-func (ws *socket) cached(id string) *prior {
+func (ws *socket) cached(id string) *application.Prior {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if id == "" || ws.last == nil || ws.last.meta.ID != id {
+	if id == "" || ws.last == nil || ws.last.ID() != id {
 		return nil
 	}
 	return ws.last
@@ -325,12 +324,12 @@ func (ws *socket) cached(id string) *prior {
 func (ws *socket) evict(id string) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if id != "" && ws.last != nil && ws.last.meta.ID == id {
+	if id != "" && ws.last != nil && ws.last.ID() == id {
 		ws.last = nil
 	}
 }
 
-func (ws *socket) remember(p *prior) {
+func (ws *socket) remember(p *application.Prior) {
 	ws.mu.Lock()
 	ws.last = p
 	ws.mu.Unlock()
@@ -377,7 +376,7 @@ func (ws *socket) create(gen uint64, data []byte) {
 	}
 	known := ws.cached(req.PreviousID)
 	if known != nil {
-		if e := responses.CheckCallOutputs(req.Input, known.callIDs); e != nil {
+		if e := responses.CheckCallOutputs(req.Input, known.CallIDs()); e != nil {
 			fail(e)
 			return
 		}
@@ -385,46 +384,23 @@ func (ws *socket) create(gen uint64, data []byte) {
 	// The turn runs on a context detached from the socket: a socket that
 	// goes away does not cancel it.
 	ctx := context.WithoutCancel(ws.ctx)
-	turnID, respID := newIDs()
-	p, e := s.prepareFrom(ctx, req, false, known, turnID, respID)
+	run, e := s.app.Start(ctx, auth.From(ctx), application.Turn{Request: req, Follow: true, Prior: known})
 	if e != nil {
 		fail(e)
 		return
 	}
-	meta := p.meta
-	deltas := make(chan *nats.Msg, 4096)
-	sub, err := s.cfg.NC.ChanSubscribe(contracts.DeltaSubject(meta.ConversationID, meta.TurnID), deltas)
-	if err != nil {
-		s.withdraw(ctx, meta, req.Store)
-		fail(s.submitError(err))
-		return
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	g := s.comps.acquire(ctx)
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.SubmitTimeout)
-	err = client.Submit(sctx, s.js, p.exec)
-	cancel()
-	if err != nil {
-		s.comps.release(g)
-		s.withdraw(ctx, meta, req.Store)
-		fail(s.submitError(err))
-		return
-	}
+	defer run.Close()
 	// The cache is updated before the terminal frame goes out, so the
-	// client's next response.create finds it.
+	// client's next response.create finds it; the conversation object (if
+	// any) is settled before it too, so that create sees this one's output.
 	onFinal := func(final *responses.Response, t *contracts.Turn) {
 		if t != nil && responses.Failure(t) == nil && (final.Status == responses.StatusCompleted || final.Status == responses.StatusIncomplete) {
-			ws.remember(&prior{meta: meta, continueFrom: continuation(meta, t), headRev: p.headRev, callIDs: responses.CallIDs(final.Output)})
+			ws.remember(run.Prior(t, responses.CallIDs(final.Output)))
 		} else {
 			ws.evict(req.PreviousID)
 		}
 	}
-	s.relay(ws.ctx, meta, deltas, g, func(final *responses.Response, t *contracts.Turn) {
-		// Settled before the terminal frame, so the client's next
-		// response.create in the conversation sees this one's output.
-		s.settleAfter(ctx, meta)
-		onFinal(final, t)
-	}, func(evs []responses.Event) bool {
+	s.app.Relay(ws.ctx, run, onFinal, func(evs []responses.Event) bool {
 		if n := len(evs); n > 0 && responses.Terminal(strings.TrimPrefix(evs[n-1].Type, "response.")) {
 			return ws.end(gen, evs)
 		}
@@ -441,7 +417,7 @@ func (ws *socket) warmup(gen uint64, req *responses.CreateRequest) {
 	_, model, e := responses.Resolve(s.cfg.Profiles, req.Model)
 	if e == nil && req.PreviousID != "" && ws.cached(req.PreviousID) == nil {
 		// A warm-up continuing a response must name one the turn can continue.
-		if m, err := s.store.Get(ws.ctx, req.PreviousID); err != nil || m == nil || m.Owner != ws.owner {
+		if _, re := s.app.Record(ws.ctx, auth.From(ws.ctx), req.PreviousID); re != nil {
 			e = responses.PreviousNotFound(req.PreviousID)
 		}
 	}
@@ -453,7 +429,7 @@ func (ws *socket) warmup(gen uint64, req *responses.CreateRequest) {
 		ws.end(gen, []responses.Event{responses.ErrorEvent(e)})
 		return
 	}
-	_, meta.ID = newIDs()
+	meta.ID = application.NewResponseID()
 	meta.CreatedAt, meta.Owner = s.cfg.Now().Unix(), ws.owner
 	if meta.Model == "" {
 		meta.Model = model

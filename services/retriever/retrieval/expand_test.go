@@ -136,3 +136,51 @@ func TestSoleWorkspace(t *testing.T) {
 		t.Errorf("two workspaces, soleWorkspace = %q", sole)
 	}
 }
+
+// TestAbbreviationsAreNamesNotText: a learned abbreviation is looked up in
+// the names, doc comments and paths it was learned from, not in the text of
+// every chunk that uses a variable so named (cfg, buf and str are written in
+// the bodies of thousands of functions that are not about configuration,
+// buffers or strings), and the chunk's matches say what was looked up.
+func TestAbbreviationsAreNamesNotText(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	write(t, root, "conf/load.go", "package conf\n\n// loadCfg reads the file.\nfunc loadCfg() {}\n\n// saveCfg writes the configuration.\nfunc saveCfg() {}\n\n// mergeCfg merges two configurations.\nfunc mergeCfg() {}\n\n// checkCfg checks a configuration.\nfunc checkCfg() {}\n")
+	write(t, root, "run/run.go", "package run\n\n// Start starts the engine.\nfunc Start() {\n\tcfg := 1\n\t_ = cfg\n}\n")
+	e.index(root, "ws", "app")
+	ix := e.open()
+	hits := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "reads the configuration"})
+	if slices.ContainsFunc(hits, func(c contracts.RagChunk) bool { return c.Path == "run/run.go" }) {
+		t.Errorf("a body that only uses a variable named cfg was found: %v", paths(hits))
+	}
+	for _, h := range hits {
+		for _, m := range h.Matches {
+			if m.Field == "content" && len(m.Expanded) > 0 {
+				t.Errorf("%s: content matches list expansions %v, which are not looked up there", h.Path, m.Expanded)
+			}
+		}
+	}
+}
+
+// TestPathFactor: tests, tool sources and packages no user can import
+// (internal/, vendor/) rank below library code unless the question asks
+// for them.
+func TestPathFactor(t *testing.T) {
+	lib := pathFactor("crypto/sha256/sha256.go", false, false)
+	for _, p := range []string{
+		"crypto/internal/fips140/sha256/sha256.go", "internal/bytealg/index.go", "vendor/golang.org/x/net/http2/frame.go",
+		"crypto/sha256/sha256_test.go", "cmd/go/main.go",
+	} {
+		if f := pathFactor(p, false, false); f >= lib {
+			t.Errorf("pathFactor(%s) = %v, not below library code's %v", p, f, lib)
+		}
+	}
+	for _, p := range []string{"internal.go", "net/http/internal.go", "pkg/internals/x.go"} {
+		if f := pathFactor(p, false, false); f != lib {
+			t.Errorf("pathFactor(%s) = %v: not an internal package", p, f)
+		}
+	}
+	if a, b := pathFactor("cmd/internal/obj/link.go", false, true), pathFactor("cmd/internal/obj/link.go", false, false); a <= b {
+		t.Errorf("a question about tools lifts the tool factor: %v, %v", a, b)
+	}
+}

@@ -11,6 +11,8 @@ type Weights = struct {
 	Heavy             float64
 	PerFile           int
 	Package           float64
+	Internal          float64
+	ExpandText        bool
 }
 
 // Expansions returns the abbreviations a query's terms are expanded with,
@@ -30,3 +32,6 @@ func SetWeights(w Weights) Weights {
 	weights = w
 	return old
 }
+
+// ResetCaches drops what is cached per term, as an index batch does.
+func (ix *Index) ResetCaches() { ix.abbrevs.reset() }

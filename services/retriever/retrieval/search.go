@@ -51,7 +51,9 @@ var weights = struct {
 	Heavy             float64 // share of chunks above which a kept term skips the text field, see dropCommon
 	PerFile           int     // chunks of one file before others, see spread; 0 for no limit
 	Package           float64 // boost of chunks of the packages whose doc matches best, see packages; 0 turns it off
-}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.15, PerFile: 1, Package: 0.5}
+	Internal          float64 // score factor of internal and vendored packages, see pathFactor
+	ExpandText        bool    // look learned abbreviations up in the text too, not only in symbol, doc and path
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.01, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -134,7 +136,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 	}
 	res.Chunks = budget(spread(merge(rank(hits)), weights.PerFile), ix.o.K, ix.o.MaxChars)
 	for i := range res.Chunks {
-		res.Chunks[i].Matches = explain(res.Chunks[i], symbols[res.Chunks[i].Id], terms, exps)
+		res.Chunks[i].Matches = explain(res.Chunks[i], symbols[res.Chunks[i].Id], terms, heavy, exps)
 	}
 	res.TookMs = float64(time.Since(start).Microseconds()) / 1000
 	return res, nil
@@ -188,23 +190,46 @@ var toolWords = map[string]bool{"cmd": true, "tool": true, "compil": true, "link
 // examples (by go-enry's conventions, and anything under testdata/) repeat
 // the words of the code they exercise; the sources of commands and tools
 // (a cmd/ directory: the compiler and go command in the standard library)
-// reimplement much of the library in their own words. A developer asking
-// how something works wants the library first, so both rank lower unless
-// the question speaks of tests, examples or tools.
+// reimplement much of the library in their own words; an internal or
+// vendored package (a directory named internal or vendor on the path) is
+// one no user of the code can import, often a second implementation of a
+// public one (crypto/internal/fips140 under crypto). A developer asking how
+// something works wants the library first, so all three rank lower; tests
+// and tools not when the question speaks of them.
 func pathFactor(p string, wantTests, wantTools bool) float64 {
 	f := 1.0
-	if !wantTests && (enry.IsTest(p) || strings.Contains("/"+p, "/testdata/")) {
+	if !wantTests && isTest(p) {
 		f *= weights.Test
 	}
 	if !wantTools && (strings.HasPrefix(p, "cmd/") || strings.Contains(p, "/cmd/")) {
 		f *= weights.Tool
 	}
+	if d := "/" + path.Dir(p) + "/"; strings.Contains(d, "/internal/") || strings.Contains(d, "/vendor/") {
+		f *= weights.Internal
+	}
 	return f
 }
 
+// isTest reports whether p is a test or example (go-enry's rules, and
+// anything under testdata/). go-enry matches a list of regular expressions,
+// a noticeable share of a search's time over its candidates, so the answer
+// is kept per path (bounded by the files indexed).
+func isTest(p string) bool {
+	if v, ok := testPaths.Load(p); ok {
+		return v.(bool)
+	}
+	t := enry.IsTest(p) || strings.Contains("/"+p, "/testdata/")
+	testPaths.Store(p, t)
+	return t
+}
+
+var testPaths sync.Map // path → isTest
+
 // explain says which of the query's terms each field of a returned chunk
-// holds. It analyzes only the K chunks returned, so it costs little.
-func explain(c contracts.RagChunk, symbol string, terms []string, exps []expansion) []contracts.RagMatch {
+// holds, as the query looked them up (heavy terms and, unless
+// weights.ExpandText, expansions are not looked up in the text). It
+// analyzes only the K chunks returned, so it costs little.
+func explain(c contracts.RagChunk, symbol string, terms []string, heavy map[string]bool, exps []expansion) []contracts.RagMatch {
 	want := make(map[string]bool, len(terms)+len(exps))
 	for _, t := range terms {
 		want[t] = true
@@ -222,6 +247,9 @@ func explain(c contracts.RagChunk, symbol string, terms []string, exps []expansi
 		}
 		var found, added []string
 		for _, t := range queryTerms(f.text, math.MaxInt) { // distinct terms
+			if f.name == "content" && (heavy[t] || expanded[t] && !weights.ExpandText) {
+				continue
+			}
 			if want[t] {
 				found = append(found, t)
 				if expanded[t] {
@@ -343,9 +371,20 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, filt
 		if w.from != "" {
 			f = weights.Expand // an abbreviation counts for less than the word typed
 		}
-		fields := []query.Query{term("symbol", w.term, f*weights.Symbol), term("doc", w.term, f*weights.Doc), term("path", w.term, f*weights.Path)}
-		if !heavy[w.term] {
+		var fields []query.Query
+		for _, fw := range []struct {
+			name string
+			w    float64
+		}{{"symbol", weights.Symbol}, {"doc", weights.Doc}, {"path", weights.Path}} {
+			if fw.w > 0 {
+				fields = append(fields, term(fw.name, w.term, f*fw.w))
+			}
+		}
+		if !heavy[w.term] && (w.from == "" || weights.ExpandText) {
 			fields = append(fields, term("content", w.term, f))
+		}
+		if len(fields) == 0 { // a grid setting with no field to look it up in
+			continue
 		}
 		if weights.Nested {
 			// One clause per term: bleve scales a disjunction's sum by the

@@ -6,6 +6,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // stageBusy reads each stage's handled events and total handling time from
@@ -14,7 +16,7 @@ import (
 // bus between stages).
 func stageBusy(nc *nats.Conn) map[string][2]float64 {
 	out := map[string][2]float64{}
-	for _, name := range []string{"retriever", "envelope", "llmcaller", "mapper"} {
+	for _, name := range layout.MainNames() {
 		m, err := nc.Request("$SRV.STATS.aptix-"+name, nil, 2*time.Second)
 		if err != nil {
 			continue

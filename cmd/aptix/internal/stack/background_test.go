@@ -20,6 +20,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/conformance"
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
+	"github.com/aptix-dev/aptix/services/gateway/application"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -128,11 +129,12 @@ func TestGatewayBackground(t *testing.T) {
 }
 
 // TestGatewayBackgroundCancelQueued: a response cancelled while queued (no
-// retriever runs yet) is cancelled at once, and when the stages get to it
-// the model is never called; its status stays cancelled, with cancelled_at
-// and no started_at.
+// envelope runs yet: a transparent turn skips the retriever and waits at
+// aptix.retrieved) is cancelled at once, and when the stages get to it the
+// model is never called; its status stays cancelled, with cancelled_at and
+// no started_at.
 func TestGatewayBackgroundCancelQueued(t *testing.T) {
-	e := newEnv(t, sandbox.Options{}, func(c *Config) { c.Only = []string{"envelope", "llmcaller", "mapper"} })
+	e := newEnv(t, sandbox.Options{}, func(c *Config) { c.Only = []string{"llmcaller", "mapper"} })
 	url, client := e.gateway()
 	ctx := ctxT(t)
 	r, err := client.Responses.New(ctx, bgParams("Never run this"))
@@ -192,7 +194,7 @@ func TestGatewayBackgroundCancelQueued(t *testing.T) {
 	}
 
 	cfg := e.cfg
-	cfg.Only = []string{"retriever"}
+	cfg.Only = []string{"retriever", "envelope"}
 	e.run(e.nc, cfg)
 	// The turn now runs to its end: the LLM caller refuses it.
 	turn := awaitTurn(t, e, r.ID)
@@ -422,7 +424,7 @@ func awaitTurn(t *testing.T, e *env, id string) contracts.Turn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	kv, err := e.js.KeyValue(ctx, httpapi.Bucket)
+	kv, err := e.js.KeyValue(ctx, application.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +456,7 @@ func TestGatewayBackgroundTimeout(t *testing.T) {
 		c.HTTPClient = &http.Client{Transport: tr}
 	})
 	rc := newReceiver(t, 0)
-	wc := &httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 100 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true}
+	wc := &application.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 100 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true}
 	_, client := e.gateway(func(c *httpapi.Config) { c.Webhooks, c.BackgroundTimeout = wc, time.Second })
 	ctx := ctxT(t)
 	r, err := client.Responses.New(ctx, bgWithWebhook("Run too long", rc.srv.URL))
@@ -550,7 +552,7 @@ func TestGatewayCancelSyncCreate(t *testing.T) {
 		}
 	}
 	// The waiting create has not answered yet: its id is the only record.
-	kv, err := e.js.KeyValue(ctx, httpapi.Bucket)
+	kv, err := e.js.KeyValue(ctx, application.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
 	"github.com/aptix-dev/aptix/services/gateway/app"
+	"github.com/aptix-dev/aptix/services/gateway/application"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 	retrieverstage "github.com/aptix-dev/aptix/services/retriever/stage"
@@ -37,6 +38,7 @@ func (e *env) gateway(mutate ...func(*httpapi.Config)) (string, openai.Client) {
 	e.t.Helper()
 	srv, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) {
 		c.MaxBodyBytes, c.SyncTimeout = 64<<10, 15*time.Second
+		c.Stream = e.cfg.Stream // admission past the queue at the stages' mark
 		for _, m := range mutate {
 			m(c)
 		}
@@ -980,7 +982,7 @@ func TestGatewayConcurrentContinuations(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	_, client := e.gateway()
 	ctx := ctxT(t)
-	kv, err := e.js.KeyValue(ctx, httpapi.Bucket)
+	kv, err := e.js.KeyValue(ctx, application.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/client"
 	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
+	"github.com/aptix-dev/aptix/services/gateway/application"
 	"github.com/aptix-dev/aptix/services/gateway/auth"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
@@ -235,7 +236,7 @@ func TestTurnIDScopedPerPrincipal(t *testing.T) {
 func TestWebhookOnlyForItsOwnTurn(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	rc := newReceiver(t, 0)
-	wc := &httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 100 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true}
+	wc := &application.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 100 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true}
 	url, client := e.gateway(func(c *httpapi.Config) { c.Webhooks = wc })
 	ctx := ctxT(t)
 	r, err := client.Responses.New(ctx, bgWithWebhook("Alice's report", rc.srv.URL+"/hook"))

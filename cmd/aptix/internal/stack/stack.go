@@ -155,9 +155,10 @@ type runningStage struct {
 	done     chan struct{} // closed when its pipeline.Run returned
 }
 
-// stopOrder groups the stages in the order they stop: the LLM caller and
-// the toolrunner feed each other, so they stop together.
-var stopOrder = [][]string{{"retriever"}, {"envelope"}, {"llmcaller", "toolrunner"}, {"mapper"}}
+// stopOrder groups the stages in the order they stop, upstream first
+// (layout.StopOrder): the LLM caller and the toolrunner feed each other, so
+// they stop together.
+var stopOrder = layout.StopOrder()
 
 // drainInOrder stops the stages upstream first, so a turn in flight when
 // the process is asked to stop still completes: the retriever stops taking

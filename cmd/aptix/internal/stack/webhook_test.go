@@ -24,6 +24,7 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+	"github.com/aptix-dev/aptix/services/gateway/application"
 	"github.com/aptix-dev/aptix/services/gateway/httpapi"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
@@ -102,8 +103,8 @@ func verifyStandardWebhook(t *testing.T, d delivery) {
 	}
 }
 
-func webhookGateway(e *env, mutate ...func(*httpapi.WebhookConfig)) openai.Client {
-	wc := &httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 100 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true}
+func webhookGateway(e *env, mutate ...func(*application.WebhookConfig)) openai.Client {
+	wc := &application.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 100 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true}
 	for _, m := range mutate {
 		m(wc)
 	}
@@ -198,7 +199,7 @@ func TestGatewayWebhookRetried(t *testing.T) {
 func TestGatewayWebhookRefusedPrivate(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	rc := newReceiver(t, 0)
-	client := webhookGateway(e, func(c *httpapi.WebhookConfig) { c.AllowPrivate = false })
+	client := webhookGateway(e, func(c *application.WebhookConfig) { c.AllowPrivate = false })
 	ctx := ctxT(t)
 	r, err := client.Responses.New(ctx, bgWithWebhook("Tell a private address", rc.srv.URL))
 	if err != nil {
@@ -238,7 +239,7 @@ func TestGatewayWebhookRefusedPrivate(t *testing.T) {
 func TestGatewayWebhookSurvivesRestart(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	rc := newReceiver(t, 1)
-	cfg := httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 1500 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}
+	cfg := application.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 1500 * time.Millisecond, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}
 	first, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) { c.Webhooks = &cfg })
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +273,7 @@ func TestGatewayWebhookRetryAfterGracefulStop(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	rc := newReceiver(t, 1)
 	const retry = time.Second
-	cfg := httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: retry, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}
+	cfg := application.WebhookConfig{Secret: testWebhookSecret, RetryDelay: retry, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}
 	nc, _ := natstest.Connect(t, e.url)
 	first, err := buildGateway(nc, e.cfg.Profiles, func(c *httpapi.Config) { c.Webhooks = &cfg })
 	if err != nil {
@@ -323,7 +324,7 @@ func TestGatewayWebhookSlowReceiverBlocksNoOne(t *testing.T) {
 	t.Cleanup(slow.Close)
 	t.Cleanup(func() { close(release) })
 	healthy := newReceiver(t, 0)
-	client := webhookGateway(e, func(c *httpapi.WebhookConfig) { c.MaxAttempts, c.PerDestination = 3, 2 })
+	client := webhookGateway(e, func(c *application.WebhookConfig) { c.MaxAttempts, c.PerDestination = 3, 2 })
 	ctx := ctxT(t)
 	for i := range 20 {
 		if _, err := client.Responses.New(ctx, bgWithWebhook(fmt.Sprintf("slow receiver %d", i), slow.URL+"/hook")); err != nil {
@@ -364,7 +365,7 @@ func TestGatewayWebhookPendingOutlivesTrim(t *testing.T) {
 		c.Stream = layout.StreamConfig{HistoryMaxBytes: 1 << 10, CompletionGrace: time.Second, TrimEvery: 200 * time.Millisecond}
 	})
 	rc := newReceiver(t, 1)
-	cfg := httpapi.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 5 * time.Second, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}
+	cfg := application.WebhookConfig{Secret: testWebhookSecret, RetryDelay: 5 * time.Second, Timeout: 2 * time.Second, AllowPrivate: true, MaxAttempts: 5}
 	first, err := buildGateway(e.nc, e.cfg.Profiles, func(c *httpapi.Config) { c.Webhooks = &cfg })
 	if err != nil {
 		t.Fatal(err)

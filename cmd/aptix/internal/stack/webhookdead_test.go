@@ -9,7 +9,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/history"
-	"github.com/aptix-dev/aptix/services/gateway/httpapi"
+	"github.com/aptix-dev/aptix/services/gateway/application"
 	"github.com/aptix-dev/aptix/services/llmcaller/sandbox"
 )
 
@@ -22,7 +22,7 @@ import (
 func TestWebhookDeadLetterListedCountedRetried(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
 	rc := newReceiver(t, 1000)
-	client := webhookGateway(e, func(c *httpapi.WebhookConfig) { c.MaxAttempts = 2 })
+	client := webhookGateway(e, func(c *application.WebhookConfig) { c.MaxAttempts = 2 })
 	ctx := ctxT(t)
 	r, err := client.Responses.New(ctx, bgWithWebhook("Tell a receiver that is down", rc.srv.URL))
 	if err != nil {

@@ -14,9 +14,11 @@ document.addEventListener("DOMContentLoaded", () => {
 });
 
 function live() {
-  const stages = ["requested", "retrieved", "enveloped", "responded", "completed"];
   const tbody = document.querySelector("#live tbody");
   const tmpl = document.getElementById("live-row");
+  // The event stages in order, as the server put them in the row template
+  // (layout.EventStages): the page and the script cannot disagree.
+  const stages = Array.from(tmpl.content.querySelectorAll("td.cell"), (td) => td.dataset.stage);
   const status = document.getElementById("live-status");
   const rows = new Map();
   const es = new EventSource("/console/live/events");
@@ -49,8 +51,11 @@ function live() {
       td.classList.toggle("here", i === at);
       td.classList.toggle("past", at >= 0 && i < at);
       if (i === at) td.textContent = (ev.time || "").slice(11, 23);
+      // A turn that entered past a stage (no retrieval: it skipped the
+      // retriever and its queue) never shows a time there.
+      if (ev.skipped && i < at && !td.textContent) { td.classList.add("skipped"); td.textContent = "skipped"; }
     });
-    if (ev.stage === "completed") row.classList.add("done");
+    if (ev.stage === stages[stages.length - 1]) row.classList.add("done");
   });
 }
 

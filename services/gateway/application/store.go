@@ -1,4 +1,4 @@
-package httpapi
+package application
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func respKey(id string) string   { return "resp." + id }
 func headKey(conv string) string { return "head." + conv }
 
 // checkToken refuses a key built from an id that is not a subject token:
-// the handlers check ids first (responses.CheckID), this is the backstop
+// the operations check ids first (responses.CheckID), this is the backstop
 // that keeps an overlong one off the connection, whose server would close
 // it (docs/security.md).
 func checkToken(what, id string) error {

@@ -1,4 +1,4 @@
-package httpapi
+package application
 
 import (
 	"context"
@@ -36,21 +36,21 @@ type deadline struct {
 }
 
 // startDeadlines creates the stream and the consumer and starts it.
-func (s *Server) startDeadlines(ctx context.Context) (jetstream.ConsumeContext, error) {
-	if _, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+func (a *App) startDeadlines(ctx context.Context) (jetstream.ConsumeContext, error) {
+	if _, err := a.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: DeadlineStream, Description: "Aptix gateway: background responses' time limits",
 		Subjects: []string{deadlinePrefix + ".>"}, Storage: jetstream.FileStorage,
-		Retention: jetstream.WorkQueuePolicy, Replicas: max(s.cfg.Replicas, 1),
+		Retention: jetstream.WorkQueuePolicy, Replicas: max(a.cfg.Replicas, 1),
 	}); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", DeadlineStream, err)
 	}
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, DeadlineStream, jetstream.ConsumerConfig{
+	cons, err := a.js.CreateOrUpdateConsumer(ctx, DeadlineStream, jetstream.ConsumerConfig{
 		Durable: DeadlineConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxDeliver: -1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("deadline consumer: %w", err)
 	}
-	cc, err := cons.Consume(s.onDeadline)
+	cc, err := cons.Consume(a.onDeadline)
 	if err != nil {
 		return nil, fmt.Errorf("deadline consumer: %w", err)
 	}
@@ -58,21 +58,21 @@ func (s *Server) startDeadlines(ctx context.Context) (jetstream.ConsumeContext, 
 }
 
 // armDeadline records meta's time limit.
-func (s *Server) armDeadline(ctx context.Context, meta *responses.Meta) error {
-	b, err := json.Marshal(deadline{ResponseID: meta.ID, At: s.cfg.Now().Add(s.cfg.BackgroundTimeout)})
+func (a *App) armDeadline(ctx context.Context, meta *responses.Meta) error {
+	b, err := json.Marshal(deadline{ResponseID: meta.ID, At: a.cfg.Now().Add(a.cfg.BackgroundTimeout)})
 	if err != nil {
 		return fmt.Errorf("encode deadline: %w", err)
 	}
 	subject := deadlinePrefix + "." + meta.ConversationID + "." + meta.TurnID
 	h := nats.Header{}
 	h.Set(contracts.HeaderMsgID, contracts.TurnKey(meta.ConversationID, meta.TurnID)+".deadline")
-	if _, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: b, Header: h}); err != nil {
+	if _, err := a.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: b, Header: h}); err != nil {
 		return fmt.Errorf("publish %s: %w", subject, err)
 	}
 	return nil
 }
 
-func (s *Server) onDeadline(m jetstream.Msg) {
+func (a *App) onDeadline(m jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var d deadline
@@ -80,7 +80,7 @@ func (s *Server) onDeadline(m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	meta, err := s.store.Get(ctx, d.ResponseID)
+	meta, err := a.store.Get(ctx, d.ResponseID)
 	if err != nil {
 		_ = m.NakWithDelay(time.Second)
 		return
@@ -89,7 +89,7 @@ func (s *Server) onDeadline(m jetstream.Msg) {
 		_ = m.Ack()
 		return
 	}
-	r, err := s.current(ctx, meta)
+	r, err := a.current(ctx, meta)
 	if err != nil {
 		_ = m.NakWithDelay(time.Second)
 		return
@@ -98,14 +98,14 @@ func (s *Server) onDeadline(m jetstream.Msg) {
 		_ = m.Ack()
 		return
 	}
-	if wait := d.At.Sub(s.cfg.Now()); wait > 0 {
+	if wait := d.At.Sub(a.cfg.Now()); wait > 0 {
 		_ = m.NakWithDelay(wait)
 		return
 	}
-	if _, err := s.cancels.CancelFor(ctx, meta.ConversationID, meta.TurnID, responses.CodeTimeout); err != nil {
+	if _, err := a.cancels.CancelFor(ctx, meta.ConversationID, meta.TurnID, responses.CodeTimeout); err != nil {
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
-	s.log.Info("background response timed out", "response", meta.ID, "limit", s.cfg.BackgroundTimeout)
+	a.log.Info("background response timed out", "response", meta.ID, "limit", a.cfg.BackgroundTimeout)
 	_ = m.Ack()
 }

@@ -1,4 +1,4 @@
-package httpapi
+package application
 
 import (
 	"context"

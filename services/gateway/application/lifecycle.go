@@ -1,11 +1,10 @@
-package httpapi
+package application
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,13 +17,13 @@ import (
 // state gathers what the bus says about meta's turn (responses.State): its
 // latest stage event, when the LLM caller got it, and the cancel record.
 // One KV get and at most two direct gets beyond the latest event.
-func (s *Server) state(ctx context.Context, meta *responses.Meta) (responses.State, error) {
+func (a *App) state(ctx context.Context, meta *responses.Meta) (responses.State, error) {
 	var st responses.State
-	cancelAt, reason, cancelled, err := s.cancels.Reason(ctx, meta.ConversationID, meta.TurnID)
+	cancelAt, reason, cancelled, err := a.cancels.Reason(ctx, meta.ConversationID, meta.TurnID)
 	if err != nil {
 		return st, err
 	}
-	stage, t, at, err := s.turnAt(ctx, meta.ConversationID, meta.TurnID)
+	stage, t, at, err := a.turnAt(ctx, meta.ConversationID, meta.TurnID)
 	if err != nil {
 		return st, err
 	}
@@ -37,7 +36,7 @@ func (s *Server) state(ctx context.Context, meta *responses.Meta) (responses.Sta
 		st.CancelWins = stage != contracts.StageCompleted || cancelAt.Before(at)
 	}
 	if stage == contracts.StageEnveloped || stage == contracts.StageResponded || stage == contracts.StageCompleted {
-		m, err := s.stream.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageEnveloped, meta.ConversationID, meta.TurnID))
+		m, err := a.stream.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageEnveloped, meta.ConversationID, meta.TurnID))
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 		case err != nil:
@@ -52,14 +51,14 @@ func (s *Server) state(ctx context.Context, meta *responses.Meta) (responses.Sta
 }
 
 // current is meta's response object as of now.
-func (s *Server) current(ctx context.Context, meta *responses.Meta) (responses.Response, error) {
-	st, err := s.state(ctx, meta)
+func (a *App) current(ctx context.Context, meta *responses.Meta) (responses.Response, error) {
+	st, err := a.state(ctx, meta)
 	if err != nil {
 		return responses.Response{}, err
 	}
 	r := responses.Current(*meta, st)
 	if r.Metadata["webhook_url"] != "" && responses.Terminal(r.Status) {
-		r.Webhook = s.webhookStatus(ctx, meta.ID)
+		r.Webhook = a.webhookStatus(ctx, meta.ID)
 	}
 	return r, nil
 }
@@ -68,13 +67,13 @@ func (s *Server) current(ctx context.Context, meta *responses.Meta) (responses.R
 // completion in hand stands in for the stored one when that is no longer
 // readable (trimmed from history), so a webhook never reports a terminal
 // response as queued.
-func (s *Server) completedResponse(ctx context.Context, meta *responses.Meta, m jetstream.Msg) (responses.Response, error) {
-	st, err := s.state(ctx, meta)
+func (a *App) completedResponse(ctx context.Context, meta *responses.Meta, m jetstream.Msg) (responses.Response, error) {
+	st, err := a.state(ctx, meta)
 	if err != nil {
 		return responses.Response{}, err
 	}
 	if st.Stage != contracts.StageCompleted || st.Turn == nil {
-		data, err := claim.EventData(ctx, s.js, m.Headers(), m.Data())
+		data, err := claim.EventData(ctx, a.js, m.Headers(), m.Data())
 		if err != nil {
 			return responses.Response{}, fmt.Errorf("read completion of %s: %w", meta.TurnID, err)
 		}
@@ -93,40 +92,21 @@ func (s *Server) completedResponse(ctx context.Context, meta *responses.Meta, m 
 	}
 	r := responses.Current(*meta, st)
 	if r.Metadata["webhook_url"] != "" && responses.Terminal(r.Status) {
-		r.Webhook = s.webhookStatus(ctx, meta.ID)
+		r.Webhook = a.webhookStatus(ctx, meta.ID)
 	}
 	return r, nil
-}
-
-// cancel is POST /v1/responses/{id}/cancel: a queued response is cancelled
-// and never reaches the model; an in-progress one has its model call
-// aborted (the LLM caller watches the cancel records); a terminal one is
-// returned unchanged. The cancel is a KV record, so every replica, the LLM
-// caller and a redelivery all see it, and a completion that comes later
-// never overwrites it.
-func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
-	meta, ok := s.record(w, r)
-	if !ok {
-		return
-	}
-	resp, err := s.cancelMeta(r.Context(), meta)
-	if err != nil {
-		s.fail(w, s.submitError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, resp)
 }
 
 // cancelMeta cancels meta's turn unless it is terminal, and returns the
 // response as it then stands (derived again: a completion stored before
 // the cancel record wins over it, and the answer says so).
-func (s *Server) cancelMeta(ctx context.Context, meta *responses.Meta) (responses.Response, error) {
-	resp, err := s.current(ctx, meta)
+func (a *App) cancelMeta(ctx context.Context, meta *responses.Meta) (responses.Response, error) {
+	resp, err := a.current(ctx, meta)
 	if err != nil || responses.Terminal(resp.Status) {
 		return resp, err
 	}
-	if _, err := s.cancels.Cancel(ctx, meta.ConversationID, meta.TurnID); err != nil {
+	if _, err := a.cancels.Cancel(ctx, meta.ConversationID, meta.TurnID); err != nil {
 		return resp, err
 	}
-	return s.current(ctx, meta)
+	return a.current(ctx, meta)
 }

@@ -1,4 +1,4 @@
-package httpapi
+package application
 
 import (
 	"bytes"
@@ -146,7 +146,7 @@ var webhookDead = contracts.DeadSubject(history.DeadWebhook)
 // only if this replica goes away. Delivery was serial: one receiver that
 // hung kept every other tenant's webhooks waiting behind it.
 type webhooks struct {
-	s      *Server
+	a      *App
 	cfg    WebhookConfig
 	key    []byte
 	client *http.Client
@@ -178,9 +178,9 @@ type delivery struct {
 
 // startWebhooks creates (or binds to) the durable consumer on completed
 // events and starts consuming.
-func (s *Server) startWebhooks(ctx context.Context, cfg WebhookConfig) (*webhooks, error) {
+func (a *App) startWebhooks(ctx context.Context, cfg WebhookConfig) (*webhooks, error) {
 	cfg.defaults()
-	wh := &webhooks{s: s, cfg: cfg, client: ssrfSafeClient(cfg.AllowPrivate), dests: map[string]*destination{}, held: map[jetstream.Msg]struct{}{}}
+	wh := &webhooks{a: a, cfg: cfg, client: ssrfSafeClient(cfg.AllowPrivate), dests: map[string]*destination{}, held: map[jetstream.Msg]struct{}{}}
 	wh.ctx, wh.cancel = context.WithCancel(context.Background())
 	if cfg.Secret != "" {
 		var err error
@@ -188,9 +188,9 @@ func (s *Server) startWebhooks(ctx context.Context, cfg WebhookConfig) (*webhook
 			return nil, err
 		}
 	} else {
-		s.log.Warn("webhooks are sent unsigned: set APTIX_WEBHOOK_SECRET=whsec_<base64>")
+		a.log.Warn("webhooks are sent unsigned: set APTIX_WEBHOOK_SECRET=whsec_<base64>")
 	}
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, contracts.StreamName, jetstream.ConsumerConfig{
+	cons, err := a.js.CreateOrUpdateConsumer(ctx, contracts.StreamName, jetstream.ConsumerConfig{
 		Durable: WebhookConsumer, Description: "Aptix gateway: webhooks of terminal responses",
 		FilterSubject: contracts.StageFilter(contracts.StageCompleted),
 		DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
@@ -255,8 +255,8 @@ func (wh *webhooks) stop() {
 	}
 	wh.mu.Unlock()
 	wh.wg.Wait()
-	if err := wh.s.js.Conn().FlushTimeout(webhookStopWait); err != nil {
-		wh.s.log.Warn("webhooks handed back may not have reached the server; they are redelivered after the ack wait", "err", err)
+	if err := wh.a.js.Conn().FlushTimeout(webhookStopWait); err != nil {
+		wh.a.log.Warn("webhooks handed back may not have reached the server; they are redelivered after the ack wait", "err", err)
 	}
 }
 
@@ -309,7 +309,7 @@ func (wh *webhooks) handle(m jetstream.Msg) {
 		_ = m.Ack()
 		return
 	}
-	meta, err := wh.s.store.Get(ctx, id)
+	meta, err := wh.a.store.Get(ctx, id)
 	if err != nil {
 		_ = m.NakWithDelay(wh.cfg.RetryDelay)
 		return
@@ -321,7 +321,7 @@ func (wh *webhooks) handle(m jetstream.Msg) {
 		_ = m.Ack()
 		return
 	}
-	resp, err := wh.s.completedResponse(ctx, meta, m)
+	resp, err := wh.a.completedResponse(ctx, meta, m)
 	if err != nil {
 		_ = m.NakWithDelay(wh.cfg.RetryDelay)
 		return
@@ -426,7 +426,7 @@ func (wh *webhooks) deliver(d delivery) {
 			wh.deadLetter(ctx, d.m, d.id, d.event, attempt, err)
 			return
 		}
-		wh.s.log.Info("webhook attempt failed, retrying", "response", d.id, "attempt", attempt, "err", err)
+		wh.a.log.Info("webhook attempt failed, retrying", "response", d.id, "attempt", attempt, "err", err)
 		next := time.Now().Add(wh.cfg.RetryDelay)
 		wh.record(ctx, d.id, responses.WebhookStatus{Status: "retrying", Event: d.event, Attempts: attempt, Error: err.Error()})
 		select {
@@ -486,7 +486,7 @@ func (wh *webhooks) send(ctx context.Context, url, event string, r responses.Res
 	// The id names the event, not the attempt: a receiver de-duplicates
 	// on it when a retry follows an answer that did not reach Aptix.
 	msgID := "msg_" + r.ID + "_" + r.Status
-	ts := strconv.FormatInt(wh.s.cfg.Now().Unix(), 10)
+	ts := strconv.FormatInt(wh.a.cfg.Now().Unix(), 10)
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", wh.cfg.UserAgent)
@@ -522,7 +522,7 @@ func Sign(key []byte, id, timestamp string, body []byte) string {
 // aptix.dead.webhook with the reason, the response's webhook status says
 // failed, and the completion is terminated (never redelivered).
 func (wh *webhooks) deadLetter(ctx context.Context, m jetstream.Msg, id, event string, attempts int, cause error) {
-	wh.s.log.Warn("webhook dead-lettered", "response", id, "event", event, "attempts", attempts, "err", cause)
+	wh.a.log.Warn("webhook dead-lettered", "response", id, "event", event, "attempts", attempts, "err", cause)
 	// Recorded first: whoever sees the dead letter finds the status.
 	wh.record(ctx, id, responses.WebhookStatus{Status: "failed", Event: event, Attempts: attempts, Error: cause.Error()})
 	// Filed as a stage files its dead letters (the completion's own
@@ -540,16 +540,16 @@ func (wh *webhooks) deadLetter(ctx context.Context, m jetstream.Msg, id, event s
 	h.Set(contracts.HeaderDeadSubject, m.Subject())
 	h.Set(contracts.HeaderDeadDeliveries, strconv.Itoa(attempts))
 	h.Set("aptix-response-id", id)
-	if _, err := wh.s.js.PublishMsg(ctx, &nats.Msg{Subject: webhookDead, Data: m.Data(), Header: h}); err != nil {
-		wh.s.log.Warn("webhook dead letter not stored", "response", id, "err", err)
+	if _, err := wh.a.js.PublishMsg(ctx, &nats.Msg{Subject: webhookDead, Data: m.Data(), Header: h}); err != nil {
+		wh.a.log.Warn("webhook dead letter not stored", "response", id, "err", err)
 	}
 	_ = m.Term()
 }
 
 func (wh *webhooks) record(ctx context.Context, id string, st responses.WebhookStatus) {
 	b, _ := json.Marshal(st)
-	if _, err := wh.s.store.kv.Put(ctx, webhookKeyOf(id), b); err != nil {
-		wh.s.log.Warn("webhook status not recorded", "response", id, "err", err)
+	if _, err := wh.a.store.kv.Put(ctx, webhookKeyOf(id), b); err != nil {
+		wh.a.log.Warn("webhook status not recorded", "response", id, "err", err)
 	}
 }
 
@@ -557,8 +557,8 @@ func (wh *webhooks) record(ctx context.Context, id string, st responses.WebhookS
 func webhookKeyOf(id string) string { return "webhook." + id }
 
 // webhookStatus is the recorded delivery of id's webhook (nil: none yet).
-func (s *Server) webhookStatus(ctx context.Context, id string) *responses.WebhookStatus {
-	e, err := s.store.kv.Get(ctx, webhookKeyOf(id))
+func (a *App) webhookStatus(ctx context.Context, id string) *responses.WebhookStatus {
+	e, err := a.store.kv.Get(ctx, webhookKeyOf(id))
 	if err != nil {
 		return nil
 	}

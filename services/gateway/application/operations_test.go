@@ -1,0 +1,163 @@
+package application
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
+	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+	"github.com/aptix-dev/aptix/pkg/profiles"
+	"github.com/aptix-dev/aptix/services/gateway/auth"
+	"github.com/aptix-dev/aptix/services/gateway/responses"
+)
+
+// testApp is an application on an embedded NATS with the pipeline's
+// streams and no stage running: a turn it submits stays queued until the
+// test completes it (complete).
+func testApp(t *testing.T) *App {
+	t.Helper()
+	nc, js := natstest.JetStream(t)
+	ctx := context.Background()
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(ctx, Config{NC: nc, Profiles: profiles.Builtin(), SyncTimeout: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+// complete publishes the completed event of meta's turn, as the mapper
+// would: the model answered text, continuing upstream response upID.
+func complete(t *testing.T, a *App, meta *responses.Meta, text, upID string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"id": upID, "status": "completed", "output": []any{map[string]any{"type": "message", "role": "assistant",
+		"content": []any{map[string]any{"type": "output_text", "text": text}}}}, "usage": map[string]int{"input_tokens": 3, "output_tokens": 2}})
+	done := contracts.Turn{ConversationId: meta.ConversationID, TurnId: meta.TurnID,
+		LLM:      &contracts.LLMResult{Backend: "sandbox", Model: "sandbox-1", Status: 200, Body: string(body)},
+		Response: &contracts.AgentExecuteResponse{ConversationId: meta.ConversationID, TurnId: meta.TurnID, Backend: "sandbox", ResponseContinuationId: upID}}
+	b, err := json.Marshal(done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.js.Publish(context.Background(), contracts.Subject(contracts.StageCompleted, meta.ConversationID, meta.TurnID), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func create(t *testing.T, body string) *responses.CreateRequest {
+	t.Helper()
+	req, e := responses.Parse([]byte(body))
+	if e != nil {
+		t.Fatal(e)
+	}
+	return req
+}
+
+// TestOperationsWithoutHTTP: the application's operations are plain calls
+// with the caller's principal, no HTTP in between: a create is recorded
+// and queued, another principal's get, cancel and delete find nothing
+// (404), the owner's cancel stops it (a cancelled response, as get then
+// shows it), and a delete removes it.
+func TestOperationsWithoutHTTP(t *testing.T) {
+	a := testApp(t)
+	ctx := context.Background()
+	alice, bob := auth.Principal{ID: "alice"}, auth.Principal{ID: "bob"}
+
+	run, e := a.Start(ctx, alice, Turn{Request: create(t, `{"model":"sandbox-1","input":"hello"}`)})
+	if e != nil {
+		t.Fatal(e)
+	}
+	run.Close()
+	id := run.Meta.ID
+	if run.Meta.Owner != "alice" || run.Meta.ConversationID != firstConversation(run.Meta.TurnID) {
+		t.Fatalf("record: %+v", run.Meta)
+	}
+	got, e := a.Get(ctx, alice, id)
+	if e != nil || got.ID != id || got.Status != responses.StatusQueued {
+		t.Fatalf("get: %+v %v", got, e)
+	}
+	for _, op := range []func() *responses.Error{
+		func() *responses.Error { _, e := a.Get(ctx, bob, id); return e },
+		func() *responses.Error { _, e := a.Cancel(ctx, bob, id); return e },
+		func() *responses.Error { _, e := a.Delete(ctx, bob, id); return e },
+		func() *responses.Error { _, e := a.Get(ctx, alice, "resp_a.b"); return e },
+	} {
+		if e := op(); e == nil || e.Status != 404 {
+			t.Fatalf("another principal's response, or no such id: %v, want 404", e)
+		}
+	}
+	cancelled, e := a.Cancel(ctx, alice, id)
+	if e != nil || cancelled.Status != responses.StatusCancelled {
+		t.Fatalf("cancel: %+v %v", cancelled, e)
+	}
+	if got, e = a.Get(ctx, alice, id); e != nil || got.Status != responses.StatusCancelled {
+		t.Fatalf("get after cancel: %+v %v", got, e)
+	}
+	if d, e := a.Delete(ctx, alice, id); e != nil || !d.Deleted || d.ID != id {
+		t.Fatalf("delete: %+v %v", d, e)
+	}
+	if _, e := a.Get(ctx, alice, id); e == nil || e.Status != 404 {
+		t.Fatalf("get after delete: %v, want 404", e)
+	}
+}
+
+// TestContinuationMovesHead: the create/continue operation moves
+// conversation heads. A followed turn's outcome is its completed
+// response and the backend that served it; the first continuation of a
+// conversation's first response continues that conversation, a second
+// continuation of the same response branches into a new one (its
+// conversation went on), and a continuation of a response still running
+// is refused.
+func TestContinuationMovesHead(t *testing.T) {
+	a := testApp(t)
+	ctx := context.Background()
+	alice := auth.Principal{ID: "alice"}
+
+	first, e := a.Start(ctx, alice, Turn{Request: create(t, `{"model":"sandbox-1","input":"one"}`)})
+	if e != nil {
+		t.Fatal(e)
+	}
+	defer first.Close()
+	complete(t, a, first.Meta, "first answer", "up_1")
+	resp, backend, e := a.Outcome(ctx, first)
+	if e != nil || resp.Status != responses.StatusCompleted || backend != "sandbox" || resp.OutputText() != "first answer" {
+		t.Fatalf("outcome: %+v backend %q %v", resp, backend, e)
+	}
+
+	cont := `{"model":"sandbox-1","input":"two","previous_response_id":"` + first.Meta.ID + `"}`
+	second, e := a.Start(ctx, alice, Turn{Request: create(t, cont)})
+	if e != nil {
+		t.Fatal(e)
+	}
+	second.Close()
+	if second.Meta.ConversationID != first.Meta.ConversationID || second.Meta.ContinuedFrom != "up_1" {
+		t.Fatalf("continuation runs in %s from %q, want %s from up_1", second.Meta.ConversationID, second.Meta.ContinuedFrom, first.Meta.ConversationID)
+	}
+	branch, e := a.Start(ctx, alice, Turn{Request: create(t, cont)})
+	if e != nil {
+		t.Fatal(e)
+	}
+	branch.Close()
+	if branch.Meta.ConversationID == first.Meta.ConversationID || branch.Meta.ContinuedFrom != "up_1" {
+		t.Fatalf("a second continuation of the same response runs in %s from %q: want a branch from up_1", branch.Meta.ConversationID, branch.Meta.ContinuedFrom)
+	}
+	_, e = a.Start(ctx, alice, Turn{Request: create(t, `{"model":"sandbox-1","input":"three","previous_response_id":"`+second.Meta.ID+`"}`)})
+	// A transparent turn enters at aptix.retrieved (the retriever skipped),
+	// so it is in the turn stream at once: in progress, not yet answered.
+	if e == nil || e.Status != 409 || e.Code == nil || *e.Code != responses.CodePreviousInProgress {
+		t.Fatalf("continuing a response still in progress: %v, want 409 %s", e, responses.CodePreviousInProgress)
+	}
+	_, e = a.Start(ctx, auth.Principal{ID: "bob"}, Turn{Request: create(t, cont)})
+	if e == nil || e.Status != 400 {
+		t.Fatalf("continuing another principal's response: %v, want 400 (not found)", e)
+	}
+}
