@@ -39,7 +39,7 @@ func BenchmarkHandleTurn(b *testing.B) {
 			return nil
 		}}, SubscriberConfig{})
 	turn := contracts.NewTurn(contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t1", Instruction: "write a decision record about the cache"})
-	turn.Retrieval = &contracts.Retrieval{Chunks: []contracts.RagChunk{{Id: "k1", Path: "docs/cache.md", StartLine: 1, EndLine: 3, Content: "caches keep what was read"}}}
+	turn.Retrieval = &contracts.Retrieval{Chunks: []contracts.RagChunk{{Id: "k1", Path: "internal/cache/cache.go", StartLine: 1, EndLine: 3, Content: "caches keep what was read"}}}
 	payload, err := turncodec.Marshal(&turn)
 	if err != nil {
 		b.Fatal(err)
