@@ -411,8 +411,10 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Heavy = 0.15 },
-		func(w *retrieval.Weights) { w.Heavy = 0.03 },
+		func(w *retrieval.Weights) { w.Heavy = 0.03; w.Group = true },
+		func(w *retrieval.Weights) { w.Heavy = 0.03; w.Group = true; w.Related = 0.3; w.RelatedLift = 30 },
+		func(w *retrieval.Weights) { w.Heavy = 0.03; w.Group = true; w.Feedback = 0.2 },
+		func(w *retrieval.Weights) { w.Heavy = 0.03; w.Group = true; w.Feedback = 0.4 },
 	}
 	if os.Getenv("APTIX_BENCH_GRID") == "before" { // this page's weights against the ones before, for the notes
 		vary = vary[:1]
@@ -441,6 +443,10 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))
+				if os.Getenv("APTIX_BENCH_VERBOSE") != "" && pass == 0 && w.Related > 0 {
+					rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) })
+					fmt.Fprintf(os.Stderr, "  %s %-70q rank %2d  %v\n", setNames[q.set][:5], q.q, rank+1, ix.Expansions(q.q))
+				}
 				for i := range splits {
 					if i != q.set && (i != len(setNames) || q.set == fresh) {
 						continue

@@ -53,7 +53,11 @@ var weights = struct {
 	Package           float64 // boost of chunks of the packages whose doc matches best, see packages; 0 turns it off
 	Internal          float64 // score factor of internal and vendored packages, see pathFactor
 	ExpandText        bool    // look learned abbreviations up in the text too, not only in symbol, doc and path
-}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.01, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false}
+	Related           float64 // weight of a word related by co-occurrence (related.go); 0 turns them off
+	RelatedLift       float64 // how much likelier a related word must be beside the question's word than anywhere, see related
+	Group             bool    // an expansion joins its word's clause, see buildQuery
+	Feedback          float64 // weight of the words of the first search's best chunks (feedback.go); 0: no second search
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.01, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: false, Feedback: 0}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -98,6 +102,13 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 			return res, err
 		}
 	}
+	if weights.Related > 0 {
+		rel, err := ix.relatedTerms(terms, exps)
+		if err != nil {
+			return res, err
+		}
+		exps = append(exps, rel...)
+	}
 	mode := queryTerms(req.Mode, 4)
 	sole, err := ix.soleWorkspace()
 	if err != nil {
@@ -108,8 +119,9 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 	if !ok {
 		return res, nil
 	}
+	var dirs []string
 	if weights.Package > 0 && scope != contracts.RagScopeActiveFiles {
-		dirs, err := ix.packages(ctx, req, scope, workspace, filterWS, words)
+		dirs, err = ix.packages(ctx, req, scope, workspace, filterWS, words)
 		if err != nil {
 			return res, fmt.Errorf("search %s: %w", workspace, err)
 		}
@@ -120,6 +132,20 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 	out, err := ix.idx.SearchInContext(ctx, sr)
 	if err != nil {
 		return res, fmt.Errorf("search %s: %w", workspace, err)
+	}
+	if weights.Feedback > 0 && len(out.Hits) > 0 {
+		fb, err := ix.feedbackTerms(ctx, out.Hits, terms, exps)
+		if err != nil {
+			return res, err
+		}
+		if len(fb) > 0 {
+			exps = append(exps, fb...)
+			q, _, _ = buildQuery(req, scope, workspace, filterWS, terms, heavy, exps, mode, dirs)
+			sr.Query = q
+			if out, err = ix.idx.SearchInContext(ctx, sr); err != nil {
+				return res, fmt.Errorf("search %s: %w", workspace, err)
+			}
+		}
 	}
 	wantTests := slices.ContainsFunc(terms, func(t string) bool { return t == "test" || t == "exampl" })
 	wantTools := slices.ContainsFunc(terms, func(t string) bool { return toolWords[t] })
@@ -366,10 +392,11 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, filt
 	for _, t := range terms {
 		all = append(all, expansion{term: t})
 	}
+	clauses := map[string]*query.DisjunctionQuery{} // the clause of each term typed, see weights.Group
 	for _, w := range append(all, exps...) {
 		f := 1.0
 		if w.from != "" {
-			f = weights.Expand // an abbreviation counts for less than the word typed
+			f = cmp.Or(w.weight, weights.Expand) // an expansion counts for less than the word typed
 		}
 		var fields []query.Query
 		for _, fw := range []struct {
@@ -390,8 +417,18 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, filt
 			// One clause per term: bleve scales a disjunction's sum by the
 			// share of its clauses that matched, so a chunk is rewarded for
 			// matching more of the question's words rather than one word in
-			// more of its fields.
-			ws.AddQuery(bleve.NewDisjunctionQuery(fields...))
+			// more of its fields. With weights.Group an expansion joins the
+			// clause of the word it stands for: another way to match that
+			// word, not one more word the chunk is scored as missing.
+			if c := clauses[w.from]; w.from != "" && weights.Group && c != nil {
+				c.AddQuery(fields...)
+				continue
+			}
+			c := bleve.NewDisjunctionQuery(fields...)
+			if w.from == "" {
+				clauses[w.term] = c
+			}
+			ws.AddQuery(c)
 		} else {
 			ws.AddQuery(fields...)
 		}
