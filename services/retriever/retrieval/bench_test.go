@@ -411,13 +411,15 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Heavy = 0.03; w.Group = true },
-		func(w *retrieval.Weights) { w.Heavy = 0.03; w.Group = true; w.Related = 0.3; w.RelatedLift = 30 },
-		func(w *retrieval.Weights) { w.Heavy = 0.03; w.Group = true; w.Feedback = 0.2 },
-		func(w *retrieval.Weights) { w.Heavy = 0.03; w.Group = true; w.Feedback = 0.4 },
+		func(w *retrieval.Weights) { w.Heavy = 0.01; w.Group = false }, // the weights before (main's)
+		func(w *retrieval.Weights) { w.Group = false },
+		func(w *retrieval.Weights) { w.Heavy = 0.01 },
+		func(w *retrieval.Weights) { w.Heavy = 0.15 },
+		func(w *retrieval.Weights) { w.Related = 0.3 },
+		func(w *retrieval.Weights) { w.Related = 0.3; w.RelatedLift = 30 },
 	}
 	if os.Getenv("APTIX_BENCH_GRID") == "before" { // this page's weights against the ones before, for the notes
-		vary = vary[:1]
+		vary = vary[:2]
 	}
 	withFresh := os.Getenv("APTIX_BENCH_FRESH") != ""
 	for _, v := range vary {

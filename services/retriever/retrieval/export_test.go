@@ -16,7 +16,6 @@ type Weights = struct {
 	Related           float64
 	RelatedLift       float64
 	Group             bool
-	Feedback          float64
 }
 
 // Expansions returns the abbreviations a query's terms are expanded with,

@@ -56,8 +56,7 @@ var weights = struct {
 	Related           float64 // weight of a word related by co-occurrence (related.go); 0 turns them off
 	RelatedLift       float64 // how much likelier a related word must be beside the question's word than anywhere, see related
 	Group             bool    // an expansion joins its word's clause, see buildQuery
-	Feedback          float64 // weight of the words of the first search's best chunks (feedback.go); 0: no second search
-}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.01, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: false, Feedback: 0}
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -132,20 +131,6 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 	out, err := ix.idx.SearchInContext(ctx, sr)
 	if err != nil {
 		return res, fmt.Errorf("search %s: %w", workspace, err)
-	}
-	if weights.Feedback > 0 && len(out.Hits) > 0 {
-		fb, err := ix.feedbackTerms(ctx, out.Hits, terms, exps)
-		if err != nil {
-			return res, err
-		}
-		if len(fb) > 0 {
-			exps = append(exps, fb...)
-			q, _, _ = buildQuery(req, scope, workspace, filterWS, terms, heavy, exps, mode, dirs)
-			sr.Query = q
-			if out, err = ix.idx.SearchInContext(ctx, sr); err != nil {
-				return res, fmt.Errorf("search %s: %w", workspace, err)
-			}
-		}
 	}
 	wantTests := slices.ContainsFunc(terms, func(t string) bool { return t == "test" || t == "exampl" })
 	wantTools := slices.ContainsFunc(terms, func(t string) bool { return toolWords[t] })
