@@ -85,7 +85,8 @@ func benchCmd() *cobra.Command {
 		Long: "bench runs --rounds rounds. Each starts `BIN sandbox` and `BIN up` (its defaults, APTIX_* and\n" +
 			"OPENAI_* removed from its environment, a fresh data dir, free ports, the sandbox as its model),\n" +
 			"then at each concurrency runs the sandbox directly, then each gateway (with --vs, OTHER_BIN's up\n" +
-			"beside BIN's: direct, A, B), and stops them. Server CPU is the up process's utime+stime from\n" +
+			"beside BIN's: direct, A, B), then each gateway's 20-round tool loops over WebSocket mode and\n" +
+			"HTTP+SSE (--tool-loops), and stops them. Server CPU is the up process's utime+stime from\n" +
 			"/proc/<pid>/stat over the timed requests, divided by them. Prints medians with the rounds' range,\n" +
 			"B over A per round, the goals met or missed, and writes the samples and summary as JSON.",
 		Args: cobra.NoArgs,
@@ -121,6 +122,9 @@ func benchCmd() *cobra.Command {
 			if err := loadgen.Table(cmd.OutOrStdout(), rep); err != nil {
 				return err
 			}
+			if out == "" {
+				return nil
+			}
 			return writeJSON(cmd, out, rep)
 		},
 	}
@@ -133,6 +137,7 @@ func benchCmd() *cobra.Command {
 	f.IntVar(&nN, "requests", 4000, "timed requests per run at every other concurrency")
 	f.IntVar(&o.Warmup, "warmup", 200, "requests before each run, not timed")
 	f.BoolVar(&o.Stream, "stream", false, "stream each response (SSE), timed to response.completed")
+	f.IntVar(&o.ToolLoops, "tool-loops", 10, "20-round tool loops per gateway and round over WebSocket mode and over HTTP+SSE, interleaved (0: none)")
 	f.StringArrayVar(&o.Env, "env", nil, "KEY=VALUE added to each up's environment, e.g. APTIX_SYNC=always (repeatable)")
 	f.StringVar(&out, "out", "", "write the samples and summary as JSON to this file")
 	f.BoolVar(&keep, "keep", false, "keep the data dirs and the servers' logs")

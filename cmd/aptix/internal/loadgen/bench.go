@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/aptix-dev/aptix/cmd/aptix/internal/bench"
 )
 
 // BenchOptions is a run of the gateway from outside: `aptix sandbox` and
@@ -23,6 +26,10 @@ type BenchOptions struct {
 	Model, Input string
 	// Env is added to each up's environment (KEY=VALUE), e.g. APTIX_SYNC=always.
 	Env []string
+	// ToolLoops, when not 0, is how many 20-round client-side tool loops
+	// each gateway runs per round over WebSocket mode and over HTTP+SSE
+	// (interleaved, concurrency 1), after the closed-loop runs.
+	ToolLoops int
 	// Dir holds the rounds' data dirs and server logs.
 	Dir      string
 	Progress func(format string, args ...any)
@@ -36,6 +43,21 @@ type Sample struct {
 	Result
 }
 
+// LoopSample is one gateway's tool loops in one round: the median seconds
+// per loop of each transport.
+type LoopSample struct {
+	Round       int     `json:"round"`
+	Side        string  `json:"side"`
+	Rounds      int     `json:"rounds"`
+	Loops       int     `json:"loops"`
+	WSSeconds   float64 `json:"wsSeconds"`
+	HTTPSeconds float64 `json:"httpSeconds"`
+}
+
+// toolRounds is the rounds of a tool loop: its goal is stated per
+// 20-round loop.
+const toolRounds = 20
+
 // Report is a whole run: every sample and the summary read from them.
 type Report struct {
 	Date          string            `json:"date"`
@@ -48,6 +70,7 @@ type Report struct {
 	Warmup        int               `json:"warmup"`
 	Stream        bool              `json:"stream"`
 	Samples       []Sample          `json:"samples"`
+	ToolLoops     []LoopSample      `json:"toolLoops,omitempty"`
 	Summary       Summary           `json:"summary"`
 }
 
@@ -56,7 +79,8 @@ func sides(bins []string) []string { return []string{"A", "B", "C", "D"}[:len(bi
 
 // Bench runs o.Rounds rounds; each starts a fresh sandbox and a fresh up
 // per binary (new data dirs), then for each concurrency measures the
-// sandbox directly and each gateway in turn (direct, A, B), and stops them.
+// sandbox directly and each gateway in turn (direct, A, B), then times
+// each gateway's tool loops (o.ToolLoops), and stops them.
 func Bench(ctx context.Context, o BenchOptions) (*Report, error) {
 	if len(o.Bins) == 0 || len(o.Bins) > 4 {
 		return nil, fmt.Errorf("bench: 1 to 4 binaries, not %d", len(o.Bins))
@@ -72,25 +96,26 @@ func Bench(ctx context.Context, o BenchOptions) (*Report, error) {
 		rep.Bins[labels[i]] = b
 	}
 	for round := 1; round <= o.Rounds; round++ {
-		samples, err := benchRound(ctx, o, round, labels, progress)
+		samples, loops, err := benchRound(ctx, o, round, labels, progress)
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", round, err)
 		}
 		rep.Samples = append(rep.Samples, samples...)
+		rep.ToolLoops = append(rep.ToolLoops, loops...)
 	}
 	rep.LoadAvgEnd = loadAvg()
-	rep.Summary = Summarize(rep.Samples, labels)
+	rep.Summary = Summarize(rep.Samples, rep.ToolLoops, labels)
 	return rep, nil
 }
 
-func benchRound(ctx context.Context, o BenchOptions, round int, labels []string, progress func(string, ...any)) (_ []Sample, err error) {
+func benchRound(ctx context.Context, o BenchOptions, round int, labels []string, progress func(string, ...any)) (_ []Sample, _ []LoopSample, err error) {
 	dir := filepath.Join(o.Dir, fmt.Sprintf("round%d", round))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sb, err := startSandbox(ctx, o.Bins[0], dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		if e := sb.stop(10 * time.Second); e != nil && err == nil {
@@ -101,11 +126,11 @@ func benchRound(ctx context.Context, o BenchOptions, round int, labels []string,
 	for i, bin := range o.Bins {
 		d := filepath.Join(dir, labels[i])
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		up, err := startUp(ctx, bin, d, sb.base, o.Env)
 		if err != nil {
-			return nil, fmt.Errorf("gateway %s: %w", labels[i], err)
+			return nil, nil, fmt.Errorf("gateway %s: %w", labels[i], err)
 		}
 		ups[i] = up
 		defer func() {
@@ -134,14 +159,26 @@ func benchRound(ctx context.Context, o BenchOptions, round int, labels []string,
 				err = res.Err()
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%s at concurrency %d: %w", r.side, c, err)
+				return nil, nil, fmt.Errorf("%s at concurrency %d: %w", r.side, c, err)
 			}
 			progress("round %d, %s at %d: p50 %.3f ms, p99 %.3f ms, %.0f req/s, server CPU %.3f ms/req (load %s)",
 				round, r.side, c, res.P50, res.P99, res.PerSecond, res.ServerCPUMs, la)
 			out = append(out, Sample{Round: round, Side: r.side, LoadAvg: la, Result: res})
 		}
 	}
-	return out, nil
+	var loops []LoopSample
+	for i, up := range ups {
+		if o.ToolLoops == 0 {
+			break
+		}
+		ws, ht, err := bench.LoopTimes(ctx, strings.TrimSuffix(up.base, "/v1"), toolRounds, o.ToolLoops)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gateway %s: %w", labels[i], err)
+		}
+		progress("round %d, %s tool loop: WebSocket %.3f s, HTTP+SSE %.3f s per %d-round loop", round, labels[i], ws.Median, ht.Median, toolRounds)
+		loops = append(loops, LoopSample{Round: round, Side: labels[i], Rounds: toolRounds, Loops: o.ToolLoops, WSSeconds: ws.Median, HTTPSeconds: ht.Median})
+	}
+	return out, loops, nil
 }
 
 func with(o Options, base string, server, sandbox int) Options {

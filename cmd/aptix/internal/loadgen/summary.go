@@ -96,11 +96,12 @@ const (
 	addedP50   = "added p50 ms (− direct)"
 	addedP99   = "added p99 ms (− direct)"
 	rateDirect = "requests/s ÷ direct"
+	loopRatio  = "tool loop WebSocket ÷ HTTP"
 )
 
 // Summarize reads samples (every side, concurrency and round) into rows
 // and judges the goals for each gateway label.
-func Summarize(samples []Sample, labels []string) Summary {
+func Summarize(samples []Sample, loops []LoopSample, labels []string) Summary {
 	find := func(round int, side string, c int) (Result, bool) {
 		for _, s := range samples {
 			if s.Round == round && s.Side == side && s.Concurrency == c {
@@ -172,12 +173,24 @@ func Summarize(samples []Sample, labels []string) Summary {
 		}
 	}
 	for _, side := range labels {
+		var ws, ht, ratio []float64
+		for _, l := range loops {
+			if l.Side == side && l.HTTPSeconds > 0 {
+				ws, ht, ratio = append(ws, l.WSSeconds), append(ht, l.HTTPSeconds), append(ratio, l.WSSeconds/l.HTTPSeconds)
+			}
+		}
+		add(1, side, "tool loop s, WebSocket", spread(ws))
+		add(1, side, "tool loop s, HTTP+SSE", spread(ht))
+		add(1, side, loopRatio, spread(ratio))
+	}
+	for _, side := range labels {
 		for _, g := range []Goal{
 			{Name: "added p50 at concurrency 1 ≤ 1.0 ms", Limit: 1.0, AtMost: true, Value: byName[fmt.Sprint(1, side, addedP50)]},
 			{Name: "added p99 at concurrency 1 ≤ 3 ms", Limit: 3, AtMost: true, Value: byName[fmt.Sprint(1, side, addedP99)]},
 			{Name: "server CPU per request at 64 ≤ 0.5 ms (moonshot 0.25)", Limit: 0.5, Moonshot: 0.25, AtMost: true,
 				Value: byName[fmt.Sprint(64, side, "server CPU ms/request")]},
 			{Name: "throughput at 64 ≥ 0.35 of the direct call's", Limit: 0.35, Value: byName[fmt.Sprint(64, side, rateDirect)]},
+			{Name: "WebSocket tool loop ≤ 0.75× HTTP's time per 20-round loop at 1", Limit: 0.75, AtMost: true, Value: byName[fmt.Sprint(1, side, loopRatio)]},
 		} {
 			if g.Value.N == 0 {
 				continue // that concurrency was not run

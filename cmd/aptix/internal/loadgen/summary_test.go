@@ -21,7 +21,9 @@ func TestSummarizeJudgesGoalsOnTheRoundsMedian(t *testing.T) {
 			Sample{Round: r, Side: "B", Result: Result{Concurrency: 64, P50: 50, P99: 80, PerSecond: 1200, ServerCPUMs: 0.24}},
 		)
 	}
-	sum := Summarize(samples, []string{"A", "B"})
+	loops := []LoopSample{{Round: 1, Side: "A", WSSeconds: 0.7, HTTPSeconds: 1}, {Round: 2, Side: "A", WSSeconds: 0.8, HTTPSeconds: 1},
+		{Round: 3, Side: "A", WSSeconds: 0.9, HTTPSeconds: 1}, {Round: 1, Side: "B", WSSeconds: 0.5, HTTPSeconds: 1}}
+	sum := Summarize(samples, loops, []string{"A", "B"})
 	row := func(c int, side, metric string) Spread {
 		for _, r := range sum.Rows {
 			if r.Concurrency == c && r.Side == side && r.Metric == metric {
@@ -51,8 +53,8 @@ func TestSummarizeJudgesGoalsOnTheRoundsMedian(t *testing.T) {
 		met[g.Side+" "+strings.Join(strings.Fields(g.Name)[:2], " ")] = g.Met
 	}
 	want := map[string]bool{
-		"A added p50": true, "A added p99": false, "A server CPU": false, "A throughput at": true,
-		"B added p50": false, "B added p99": true, "B server CPU": true, "B throughput at": true,
+		"A added p50": true, "A added p99": false, "A server CPU": false, "A throughput at": true, "A WebSocket tool": false,
+		"B added p50": false, "B added p99": true, "B server CPU": true, "B throughput at": true, "B WebSocket tool": true,
 	}
 	for k, v := range want {
 		if got, ok := met[k]; !ok || got != v {
