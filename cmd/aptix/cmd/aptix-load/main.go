@@ -85,7 +85,7 @@ func benchCmd() *cobra.Command {
 		Long: "bench runs --rounds rounds. Each starts `BIN sandbox` and `BIN up` (its defaults, APTIX_* and\n" +
 			"OPENAI_* removed from its environment, a fresh data dir, free ports, the sandbox as its model),\n" +
 			"then at each concurrency runs the sandbox directly, then each gateway (with --vs, OTHER_BIN's up\n" +
-			"beside BIN's: direct, A, B), then each gateway's 20-round tool loops over WebSocket mode and\n" +
+			"beside BIN's: direct, A, B in odd rounds, direct, B, A in even ones), then each gateway's 20-round tool loops over WebSocket mode and\n" +
 			"HTTP+SSE (--tool-loops), and stops them. Server CPU is the up process's utime+stime from\n" +
 			"/proc/<pid>/stat over the timed requests, divided by them. Prints medians with the rounds' range,\n" +
 			"B over A per round, the goals met or missed, and writes the samples and summary as JSON.",

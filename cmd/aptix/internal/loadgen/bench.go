@@ -79,7 +79,8 @@ func sides(bins []string) []string { return []string{"A", "B", "C", "D"}[:len(bi
 
 // Bench runs o.Rounds rounds; each starts a fresh sandbox and a fresh up
 // per binary (new data dirs), then for each concurrency measures the
-// sandbox directly and each gateway in turn (direct, A, B), then times
+// sandbox directly and each gateway in turn (direct, A, B; direct, B, A in
+// even rounds), then times
 // each gateway's tool loops (o.ToolLoops), and stops them.
 func Bench(ctx context.Context, o BenchOptions) (*Report, error) {
 	if len(o.Bins) == 0 || len(o.Bins) > 4 {
@@ -146,11 +147,11 @@ func benchRound(ctx context.Context, o BenchOptions, round int, labels []string,
 			side string
 			opt  Options
 		}{{"direct", with(base, sb.base, sb.pid(), 0)}}
-		for i, up := range ups {
+		for _, i := range gatewayOrder(len(ups), round) {
 			runs = append(runs, struct {
 				side string
 				opt  Options
-			}{labels[i], with(base, up.base, up.pid(), sb.pid())})
+			}{labels[i], with(base, ups[i].base, ups[i].pid(), sb.pid())})
 		}
 		for _, r := range runs {
 			la := loadAvg()
@@ -167,7 +168,8 @@ func benchRound(ctx context.Context, o BenchOptions, round int, labels []string,
 		}
 	}
 	var loops []LoopSample
-	for i, up := range ups {
+	for _, i := range gatewayOrder(len(ups), round) {
+		up := ups[i]
 		if o.ToolLoops == 0 {
 			break
 		}
@@ -179,6 +181,21 @@ func benchRound(ctx context.Context, o BenchOptions, round int, labels []string,
 		loops = append(loops, LoopSample{Round: round, Side: labels[i], Rounds: toolRounds, Loops: o.ToolLoops, WSSeconds: ws.Median, HTTPSeconds: ht.Median})
 	}
 	return out, loops, nil
+}
+
+// gatewayOrder is the order the gateways run in a round: A, B in odd
+// rounds, B, A in even ones, so neither always runs second (an A/A run of
+// one build measured the second gateway at 0.81 of the first's rate at 64
+// with a fixed order).
+func gatewayOrder(n, round int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+		if round%2 == 0 {
+			order[i] = n - 1 - i
+		}
+	}
+	return order
 }
 
 func with(o Options, base string, server, sandbox int) Options {

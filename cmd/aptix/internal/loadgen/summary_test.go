@@ -69,3 +69,15 @@ func TestSummarizeJudgesGoalsOnTheRoundsMedian(t *testing.T) {
 		t.Errorf("table lacks A's added p50 spread or B's moonshot:\n%s", out)
 	}
 }
+
+func TestGatewayOrderAlternates(t *testing.T) {
+	if got := gatewayOrder(2, 1); got[0] != 0 || got[1] != 1 {
+		t.Errorf("round 1: %v, want A, B", got)
+	}
+	if got := gatewayOrder(2, 2); got[0] != 1 || got[1] != 0 {
+		t.Errorf("round 2: %v, want B, A", got)
+	}
+	if got := gatewayOrder(1, 2); len(got) != 1 || got[0] != 0 {
+		t.Errorf("one gateway: %v", got)
+	}
+}
