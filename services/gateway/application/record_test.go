@@ -187,3 +187,41 @@ func TestRecordNamesItsResponse(t *testing.T) {
 		t.Fatalf("a request with no record gave %+v", got)
 	}
 }
+
+// TestCompletionRecord: the webhook consumer reads a response's record
+// from the completion it holds when the response's id names its
+// conversation (nothing written), from the bucket otherwise; a turn of a
+// conversation its id does not name, with no record written, has none.
+func TestCompletionRecord(t *testing.T) {
+	a := testApp(t)
+	ctx := context.Background()
+	alice := auth.Principal{ID: "alice"}
+	first := completed(t, a, alice, `{"model":"sandbox-1","input":"one","metadata":{"webhook_url":"http://127.0.0.1:1/hook"}}`)
+	second := completed(t, a, alice, `{"model":"sandbox-1","input":"two","previous_response_id":"`+first.ID+`"}`)
+	completion := func(m *responses.Meta) jetstream.Msg {
+		t.Helper()
+		c, err := a.js.OrderedConsumer(ctx, contracts.StreamName, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{contracts.Subject(contracts.StageCompleted, m.ConversationID, m.TurnID)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	got, err := a.completionRecord(ctx, first.ID, first.ConversationID, first.TurnID, completion(first))
+	if err != nil || got == nil || got.Owner != "alice" || responses.Pending(*got, "").Metadata["webhook_url"] == "" {
+		t.Fatalf("the first response's record from its completion: %+v %v", got, err)
+	}
+	if got, err := a.completionRecord(ctx, second.ID, second.ConversationID, second.TurnID, completion(second)); err != nil || got == nil || got.ID != second.ID {
+		t.Fatalf("the continuation's written record: %+v %v", got, err)
+	}
+	if err := a.store.kv.Purge(ctx, respKey(second.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.completionRecord(ctx, second.ID, second.ConversationID, second.TurnID, completion(second)); err != nil || got != nil {
+		t.Fatalf("a continuation with no record written: %+v %v, want none", got, err)
+	}
+}
