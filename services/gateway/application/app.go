@@ -89,6 +89,13 @@ type App struct {
 	store  *Store
 	comps  *completions
 	stream jetstream.Stream
+	// queue is the admission queue, where a turn's request waits for the
+	// retriever (record.go reads a queued turn's record there); nil when
+	// it did not exist at start.
+	queue jetstream.Stream
+	// putHook, when set, writes response records in place of the store
+	// (tests that make the write fail or wait).
+	putHook func(context.Context, responses.Meta) error
 	// deltas is the stream of stored deltas (resume.go).
 	deltas jetstream.Stream
 	// cancels holds the turn cancellations (store.CancelBucket).
@@ -152,6 +159,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
 	}
 	a.hop = pipeline.MarkOf(a.stream.CachedInfo())
+	if q, err := js.Stream(ctx, contracts.QueueStreamName); err == nil {
+		a.queue = q
+	}
 	if a.entrance, err = pipeline.NewEntrance(cfg.NC, cfg.Stream, "gateway"); err != nil {
 		return nil, err
 	}
@@ -219,7 +229,7 @@ func (a *App) Ready(ctx context.Context) *responses.Error {
 // console is for admins). The console reads the stream and the stores
 // itself otherwise: it is the operator's view of the bus.
 func (a *App) LookupResponse(ctx context.Context, id string) (conv, turn string, found bool, err error) {
-	meta, err := a.store.Get(ctx, id)
+	meta, err := a.lookup(ctx, id)
 	if err != nil || meta == nil {
 		return "", "", false, err
 	}
