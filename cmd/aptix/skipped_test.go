@@ -21,7 +21,7 @@ import (
 // retriever` of it says so and runs it through the retriever.
 func TestSkippedRetrieverShown(t *testing.T) {
 	d := newDebugStack(t)
-	e, err := pipeline.NewEntrance(d.nc, layout.StreamConfig{}, "gateway")
+	e, err := pipeline.NewEntrance(d.nc, layout.StreamConfig{}, "gateway", pipeline.Skipping{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func TestGatewayTurnSkipsTheRetriever(t *testing.T) {
 // request past the stage that validates it).
 func TestSkippedTurnInvalidRequest(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
-	en, err := pipeline.NewEntrance(e.nc, e.cfg.Stream, "gateway")
+	en, err := pipeline.NewEntrance(e.nc, e.cfg.Stream, "gateway", pipeline.Skipping{})
 	if err != nil {
 		t.Fatal(err)
 	}
