@@ -130,6 +130,8 @@ func needs(stage string, req contracts.AgentExecuteRequest, s Skipping) bool {
 //   - names a conversation context, tools or a tool choice (tool parsing,
 //     emulation, the server-side tool loop and its route to the toolrunner);
 //   - has budgets and no output limit (the envelope sets the profile's);
+//   - sends a conversation object's whole history (WholeHistory: a turn of
+//     a named conversation, which the envelope continues);
 //   - has no input items (the envelope answers invalid_request) or may hold
 //     an mcp_approval_response, which only the envelope takes out: the
 //     words, or the \u escape of a letter they could hide behind;
