@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0
+	github.com/aptix-dev/aptix/pkg/profiles v0.0.0 // indirect
 	github.com/blevesearch/bleve/v2 v2.6.3
 	github.com/go-enry/go-enry/v2 v2.9.6
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -112,3 +113,5 @@ require (
 replace github.com/aptix-dev/aptix/pkg/contracts => ../../pkg/contracts
 
 replace github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
+
+replace github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles

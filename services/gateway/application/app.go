@@ -80,6 +80,12 @@ type Config struct {
 	// a turn that enters past the queue (entry.go) is admitted at the mark
 	// the first stage admits at. Zero values take the defaults.
 	Stream layout.StreamConfig
+	// MCPDefaultAll is the envelope's APTIX_MCP_DEFAULT_ALL
+	// (ConfigFromEnv reads it as the envelope does): set, every turn
+	// visits the envelope, which offers a turn with no tools every MCP
+	// server; unset, a transparent turn that needs nothing of it skips it
+	// (entry.go).
+	MCPDefaultAll bool
 }
 
 // App is the gateway application on one NATS connection.
@@ -162,7 +168,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if q, err := js.Stream(ctx, contracts.QueueStreamName); err == nil {
 		a.queue = q
 	}
-	if a.entrance, err = pipeline.NewEntrance(cfg.NC, cfg.Stream, "gateway"); err != nil {
+	if a.entrance, err = pipeline.NewEntrance(cfg.NC, cfg.Stream, "gateway",
+		pipeline.Skipping{Profiles: cfg.Profiles, MCPDefaultAll: cfg.MCPDefaultAll}); err != nil {
 		return nil, err
 	}
 	if a.store, err = OpenStore(ctx, js, cfg.Replicas); err != nil {

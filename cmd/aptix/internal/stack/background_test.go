@@ -132,15 +132,19 @@ func TestGatewayBackground(t *testing.T) {
 }
 
 // TestGatewayBackgroundCancelQueued: a response cancelled while queued (no
-// envelope runs yet: a transparent turn skips the retriever and waits at
-// aptix.retrieved) is cancelled at once, and when the stages get to it the
-// model is never called; its status stays cancelled, with cancelled_at and
-// no started_at.
+// envelope runs yet: a transparent turn with a tool skips the retriever and
+// waits at aptix.retrieved for the envelope) is cancelled at once, and when
+// the stages get to it the model is never called; its status stays
+// cancelled, with cancelled_at and no started_at.
 func TestGatewayBackgroundCancelQueued(t *testing.T) {
 	e := newEnv(t, sandbox.Options{}, func(c *Config) { c.Only = []string{"llmcaller", "mapper"} })
 	url, client := e.gateway()
 	ctx := ctxT(t)
-	r, err := client.Responses.New(ctx, bgParams("Never run this"))
+	// A turn with no tool would skip the envelope too, straight to the
+	// LLM caller (docs/architecture.md#entry-points).
+	withTool := bgParams("Never run this")
+	withTool.Tools = []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "lookup", Parameters: map[string]any{"type": "object"}}}}
+	r, err := client.Responses.New(ctx, withTool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +158,7 @@ func TestGatewayBackgroundCancelQueued(t *testing.T) {
 	// A background stream of a queued response ends when it is cancelled,
 	// though no stage has it yet: response.queued, then response.cancelled.
 	res, err := http.Post(url+"/v1/responses", "application/json",
-		strings.NewReader(`{"model":"sandbox-1","input":"Stream, then be cancelled","background":true,"stream":true}`))
+		strings.NewReader(`{"model":"sandbox-1","input":"Stream, then be cancelled","background":true,"stream":true,"tools":[{"type":"function","name":"lookup","parameters":{"type":"object"}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
