@@ -124,7 +124,7 @@ func TestOperationsWithoutHTTP(t *testing.T) {
 	if e != nil || got.ID != id || got.Status != responses.StatusInProgress {
 		t.Fatalf("get: %+v %v", got, e)
 	}
-	if got, e := other.Get(ctx, alice, id); e != nil || got.ID != id || got.Status != responses.StatusQueued || got.Model != run.Meta.Model {
+	if got, e := other.Get(ctx, alice, id); e != nil || got.ID != id || got.Status != responses.StatusInProgress || got.Model != run.Meta.Model {
 		t.Fatalf("get on another replica: %+v %v", got, e)
 	}
 	for _, op := range []func() *responses.Error{

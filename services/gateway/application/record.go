@@ -16,6 +16,7 @@ import (
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/services/gateway/responses"
 )
 
@@ -121,28 +122,31 @@ func (a *App) derive(ctx context.Context, id, conv, turn string) (*responses.Met
 	return carried(req, id, conv, turn), nil
 }
 
-// request is the request of turn (conv, turn) as its events carry it: the
-// retrieved event (the turn's entry into the history, stored by the
-// gateway or by the retriever), or the request still in the admission
-// queue, or, when neither is there, the latest event (the retriever took
-// the request meanwhile, storing retrieved before it let the request go;
-// or the entry is past retention while later events remain). Nil when the
-// turn has no event.
+// request is the request of turn (conv, turn) as its events carry it: its
+// entry into the history (the first event past the queue, stored by the
+// gateway at the entry point the turn took, layout.Entries, or by the
+// retriever), or the request still in the admission queue, or, when
+// neither is there, the latest event (the retriever took the request
+// meanwhile, storing retrieved before it let the request go; or the entry
+// is past retention while later events remain). Nil when the turn has no
+// event.
 func (a *App) request(ctx context.Context, conv, turn string) (*contracts.AgentExecuteRequest, error) {
-	m, err := a.stream.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageRetrieved, conv, turn))
-	switch {
-	case err == nil:
-		data, err := claim.EventData(ctx, a.js, m.Header, m.Data)
-		if err != nil {
-			return nil, err
+	for _, st := range layout.Entries()[1:] {
+		m, err := a.stream.GetLastMsgForSubject(ctx, contracts.Subject(st, conv, turn))
+		switch {
+		case err == nil:
+			data, err := claim.EventData(ctx, a.js, m.Header, m.Data)
+			if err != nil {
+				return nil, err
+			}
+			var t contracts.Turn
+			if err := jsonv2.Unmarshal(data, &t, jsonCodec); err != nil {
+				return nil, fmt.Errorf("decode %s event of %s: %w", st, turn, err)
+			}
+			return &t.Request, nil
+		case !errors.Is(err, jetstream.ErrMsgNotFound):
+			return nil, fmt.Errorf("read %s event of %s: %w", st, turn, err)
 		}
-		var t contracts.Turn
-		if err := jsonv2.Unmarshal(data, &t, jsonCodec); err != nil {
-			return nil, fmt.Errorf("decode retrieved event of %s: %w", turn, err)
-		}
-		return &t.Request, nil
-	case !errors.Is(err, jetstream.ErrMsgNotFound):
-		return nil, fmt.Errorf("read retrieved event of %s: %w", turn, err)
 	}
 	if a.queue != nil {
 		m, err := a.queue.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageRequested, conv, turn))
