@@ -1,0 +1,356 @@
+// Package termindex is the retriever's in-memory scoring index: per-field
+// postings with term frequencies and field lengths, kept in step with the
+// chunk store one file at a time, and a query evaluator that scores exactly
+// as the bleve query the retriever builds would (BM25 per field, nested
+// disjunctions scaled by the share of their clauses that matched, a
+// should-clause bonus, bleve's query norm), in a few tight loops over
+// arrays instead of bleve's searcher tree. bleve scores every chunk that
+// holds any looked-up term through iterators, heaps and pooled matches;
+// here the same postings are walked term at a time into score
+// accumulators, which is an order of magnitude less work a search.
+//
+// The index holds what scoring needs and no text: the stored fields stay in
+// the replica's bleve index.
+package termindex
+
+import (
+	"math"
+	"slices"
+	"sync"
+)
+
+// Text fields, scored with BM25.
+const (
+	Symbol = iota
+	Doc
+	Path
+	Content
+	NumText
+)
+
+// TextFieldNames are the text fields' names, in field order.
+var TextFieldNames = [NumText]string{"symbol", "doc", "path", "content"}
+
+// Keyword fields: one value each (Tags: several), matched whole.
+const (
+	Workspace = iota
+	Repo
+	Lang
+	File
+	Dir
+	Kind
+	Tags
+	NumKeyword
+)
+
+// KeywordFieldNames are the keyword fields' names, in field order.
+var KeywordFieldNames = [NumKeyword]string{"workspace", "repo", "lang", "file", "dir", "kind", "tags"}
+
+// BM25 parameters, bleve's (search.BM25_k1, search.BM25_b).
+const (
+	K1 = 1.2
+	B  = 0.75
+)
+
+// Chunk is one document as the index takes it: the analysed terms of each
+// text field (every token, repeats included: the field's length is their
+// number) and the keyword values.
+type Chunk struct {
+	ID      string
+	Text    [NumText][]string
+	Keyword [NumKeyword][]string
+	// Meta is the caller's, returned with a hit (path, lines, language...).
+	Meta any
+}
+
+type posting struct {
+	doc uint32
+	tf  uint32
+}
+
+type textField struct {
+	ids    map[string]uint32 // term → term number
+	terms  []string          // term number → term
+	post   [][]posting       // term number → postings, doc order (dead docs included until compaction)
+	df     []uint32          // live documents holding the term
+	vocab  int               // terms with df > 0
+	sumLen float64           // the live chunks' lengths, for MeanLength
+}
+
+func (f *textField) termID(t string) uint32 {
+	if id, ok := f.ids[t]; ok {
+		return id
+	}
+	id := uint32(len(f.terms))
+	f.ids[t] = id
+	f.terms = append(f.terms, t)
+	f.post = append(f.post, nil)
+	f.df = append(f.df, 0)
+	return id
+}
+
+type doc struct {
+	id    string
+	live  bool
+	lens  [NumText]float64  // field length as bleve recovers it from its float32 norm
+	terms [NumText][]uint32 // distinct terms, for deletion
+	kw    [NumKeyword][]string
+	meta  any
+}
+
+// Index is safe for concurrent use: searches share a read lock, updates
+// take the write lock.
+type Index struct {
+	mu    sync.RWMutex
+	text  [NumText]textField
+	kw    [NumKeyword]map[string]int // value → live documents
+	docs  []doc
+	byID  map[string]uint32
+	files map[string]fileEntry
+	live  int
+	dead  int // dead entries still in the postings
+	pool  sync.Pool
+}
+
+type fileEntry struct {
+	hash string
+	docs []string
+}
+
+// New returns an empty index.
+func New() *Index {
+	ix := &Index{byID: map[string]uint32{}, files: map[string]fileEntry{}}
+	for i := range ix.text {
+		ix.text[i].ids = map[string]uint32{}
+	}
+	for i := range ix.kw {
+		ix.kw[i] = map[string]int{}
+	}
+	return ix
+}
+
+// FileHash is the hash the file key was last replaced with, and whether
+// the index holds the file at all.
+func (ix *Index) FileHash(key string) (string, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	e, ok := ix.files[key]
+	return e.hash, ok
+}
+
+// Update is a batch of file replacements and deletions, applied at once.
+type Update struct {
+	files []fileUpdate
+}
+
+type fileUpdate struct {
+	key, hash string
+	del       bool
+	chunks    []Chunk
+}
+
+// Replace sets a file's chunks (its earlier ones are removed).
+func (u *Update) Replace(key, hash string, chunks []Chunk) {
+	u.files = append(u.files, fileUpdate{key: key, hash: hash, chunks: chunks})
+}
+
+// Delete removes a file's chunks.
+func (u *Update) Delete(key string) { u.files = append(u.files, fileUpdate{key: key, del: true}) }
+
+// Len is the number of file operations in u.
+func (u *Update) Len() int { return len(u.files) }
+
+// Apply applies u in order: a file's chunks are replaced as a whole, so a
+// search sees a file before or after an update, never half of it.
+func (ix *Index) Apply(u *Update) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, f := range u.files {
+		if old, ok := ix.files[f.key]; ok {
+			for _, id := range old.docs {
+				ix.remove(id)
+			}
+			delete(ix.files, f.key)
+		}
+		if f.del {
+			continue
+		}
+		ids := make([]string, 0, len(f.chunks))
+		for i := range f.chunks {
+			ix.add(&f.chunks[i])
+			ids = append(ids, f.chunks[i].ID)
+		}
+		ix.files[f.key] = fileEntry{hash: f.hash, docs: ids}
+	}
+	if ix.dead > 1024 && ix.dead > ix.live/4 {
+		ix.compact()
+	}
+}
+
+// fieldLength is the length bleve's BM25 sees: zap stores the norm
+// 1/sqrt(length) as a float32 and the scorer computes 1/norm².
+func fieldLength(n int) float64 {
+	if n == 0 {
+		return math.Inf(1) // no posting ever reads it
+	}
+	norm := float64(float32(1 / math.Sqrt(float64(n))))
+	return 1 / (norm * norm)
+}
+
+func (ix *Index) add(c *Chunk) {
+	if _, ok := ix.byID[c.ID]; ok {
+		ix.remove(c.ID) // the same chunk in two files' entries: the last one wins, as in bleve
+	}
+	d := uint32(len(ix.docs))
+	nd := doc{id: c.ID, live: true, kw: c.Keyword, meta: c.Meta}
+	counts := map[string]uint32{}
+	for f := range NumText {
+		clear(counts)
+		for _, t := range c.Text[f] {
+			counts[t]++
+		}
+		tf := &ix.text[f]
+		nd.lens[f] = fieldLength(len(c.Text[f]))
+		if len(c.Text[f]) > 0 {
+			tf.sumLen += nd.lens[f]
+		}
+		ids := make([]uint32, 0, len(counts))
+		for t, n := range counts {
+			id := tf.termID(t)
+			tf.post[id] = append(tf.post[id], posting{doc: d, tf: n})
+			if tf.df[id] == 0 {
+				tf.vocab++
+			}
+			tf.df[id]++
+			ids = append(ids, id)
+		}
+		nd.terms[f] = ids
+	}
+	for f := range NumKeyword {
+		for _, v := range c.Keyword[f] {
+			ix.kw[f][v]++
+		}
+	}
+	ix.docs = append(ix.docs, nd)
+	ix.byID[c.ID] = d
+	ix.live++
+}
+
+func (ix *Index) remove(id string) {
+	d, ok := ix.byID[id]
+	if !ok {
+		return
+	}
+	delete(ix.byID, id)
+	nd := &ix.docs[d]
+	nd.live = false
+	for f := range NumText {
+		tf := &ix.text[f]
+		if !math.IsInf(nd.lens[f], 1) {
+			tf.sumLen -= nd.lens[f]
+		}
+		for _, t := range nd.terms[f] {
+			tf.df[t]--
+			if tf.df[t] == 0 {
+				tf.vocab--
+			}
+		}
+		nd.terms[f] = nil
+	}
+	for f := range NumKeyword {
+		for _, v := range nd.kw[f] {
+			if ix.kw[f][v]--; ix.kw[f][v] <= 0 {
+				delete(ix.kw[f], v)
+			}
+		}
+	}
+	nd.meta = nil
+	ix.live--
+	ix.dead++
+}
+
+// compact drops dead documents' postings (their numbers are not reused).
+func (ix *Index) compact() {
+	for f := range NumText {
+		tf := &ix.text[f]
+		for t, ps := range tf.post {
+			tf.post[t] = slices.DeleteFunc(ps, func(p posting) bool { return !ix.docs[p.doc].live })
+		}
+	}
+	ix.dead = 0
+}
+
+// Len is the number of live chunks.
+func (ix *Index) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.live
+}
+
+// DocFreq is the number of chunks whose field holds term.
+func (ix *Index) DocFreq(field int, term string) int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.docFreq(field, term)
+}
+
+func (ix *Index) docFreq(field int, term string) int {
+	tf := &ix.text[field]
+	if id, ok := tf.ids[term]; ok {
+		return int(tf.df[id])
+	}
+	return 0
+}
+
+// KeywordValues returns a keyword field's values with their chunk counts.
+func (ix *Index) KeywordValues(field int) map[string]int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := make(map[string]int, len(ix.kw[field]))
+	for v, n := range ix.kw[field] {
+		out[v] = n
+	}
+	return out
+}
+
+// Terms calls fn with each term of a text field held by a live chunk and
+// its document frequency, in no order.
+func (ix *Index) Terms(field int, fn func(term string, df int)) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	tf := &ix.text[field]
+	for id, t := range tf.terms {
+		if tf.df[id] > 0 {
+			fn(t, int(tf.df[id]))
+		}
+	}
+}
+
+// CoOccur counts the chunks whose field holds both a and b.
+func (ix *Index) CoOccur(field int, a, b string) int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	tf := &ix.text[field]
+	ia, ok1 := tf.ids[a]
+	ib, ok2 := tf.ids[b]
+	if !ok1 || !ok2 {
+		return 0
+	}
+	pa, pb := tf.post[ia], tf.post[ib]
+	n := 0
+	for i, j := 0, 0; i < len(pa) && j < len(pb); {
+		switch {
+		case pa[i].doc < pb[j].doc:
+			i++
+		case pa[i].doc > pb[j].doc:
+			j++
+		default:
+			if ix.docs[pa[i].doc].live {
+				n++
+			}
+			i++
+			j++
+		}
+	}
+	return n
+}
