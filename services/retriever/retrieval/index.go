@@ -392,7 +392,7 @@ func (ix *Index) closing() bool {
 type batch struct {
 	ix      *Index
 	b       *bleve.Batch
-	mem     termindex.Update
+	memOps  []memOp // for the scoring index, analysed in commit
 	memDocs int
 	memSeen map[string]bool // files replaced or deleted in mem by this batch
 	pending map[string][]string
@@ -431,7 +431,7 @@ func (b *batch) add(e jetstream.KeyValueEntry) {
 		b.pending[key] = nil
 		b.b.DeleteInternal(idsKey(key))
 		b.b.DeleteInternal(hashKey(key))
-		b.mem.Delete(key)
+		b.memOps = append(b.memOps, memOp{key: key})
 		b.memSeen[key] = true
 		return
 	}
@@ -471,6 +471,12 @@ func (b *batch) add(e jetstream.KeyValueEntry) {
 	b.b.SetInternal(hashKey(key), []byte(rec.Hash))
 }
 
+// memOp is a file to replace (rec) or delete in the scoring index.
+type memOp struct {
+	key string
+	rec *FileRecord
+}
+
 // addMem replaces the file's chunks in the scoring index, unless it holds
 // them already (same hash, not changed earlier in this batch).
 func (b *batch) addMem(key string, rec *FileRecord) {
@@ -478,6 +484,27 @@ func (b *batch) addMem(key string, rec *FileRecord) {
 		return
 	}
 	b.memSeen[key] = true
+	b.memOps = append(b.memOps, memOp{key: key, rec: rec})
+	b.memDocs += len(rec.Chunks)
+}
+
+// memUpdate analyses the batch's files for the scoring index. Terms are
+// interned across the batch: a corpus repeats its words, and one string
+// per distinct term is much less garbage than one per token.
+func (b *batch) memUpdate() *termindex.Update {
+	var u termindex.Update
+	intern := map[string]string{}
+	for _, op := range b.memOps {
+		if op.rec == nil {
+			u.Delete(op.key)
+			continue
+		}
+		u.Replace(op.key, op.rec.Hash, memChunks(op.rec, intern))
+	}
+	return &u
+}
+
+func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 	dir := path.Dir(rec.Path)
 	lang := strings.ToLower(rec.Language)
 	chunks := make([]termindex.Chunk, 0, len(rec.Chunks))
@@ -486,7 +513,7 @@ func (b *batch) addMem(key string, rec *FileRecord) {
 		sym := symbolWords(c.Symbol)
 		tc := termindex.Chunk{ID: c.Id, Meta: &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine}}
 		for f, text := range [termindex.NumText]string{sym, comment, rec.Path, c.Content} {
-			tc.Text[f] = analyzed(text)
+			tc.Text[f] = analyzed(text, intern)
 		}
 		tc.Keyword[termindex.Workspace] = []string{rec.Workspace}
 		tc.Keyword[termindex.Repo] = []string{rec.Repo}
@@ -499,8 +526,7 @@ func (b *batch) addMem(key string, rec *FileRecord) {
 		tc.Keyword[termindex.Tags] = rec.Tags
 		chunks = append(chunks, tc)
 	}
-	b.mem.Replace(key, rec.Hash, chunks)
-	b.memDocs += len(chunks)
+	return chunks
 }
 
 // memMeta is what a scoring-index hit carries: the stored fields a search
@@ -511,24 +537,35 @@ type memMeta struct {
 }
 
 // analyzed is text's token stream as the index analyses it: every term,
-// repeats included.
-func analyzed(text string) []string {
+// repeats included, each distinct term one string of intern.
+func analyzed(text string, intern map[string]string) []string {
 	if text == "" {
 		return nil
 	}
 	ts := analyzer().Analyze([]byte(text))
 	out := make([]string, len(ts))
 	for i, t := range ts {
-		out[i] = string(t.Term)
+		s, ok := intern[string(t.Term)]
+		if !ok {
+			s = string(t.Term)
+			intern[s] = s
+		}
+		out[i] = s
 	}
 	return out
 }
 
+// commit applies the batch to bleve and, once bleve has it, to the scoring
+// index (so a hit of the scoring index is in bleve's stored fields). The
+// scoring index's analysis runs while bleve indexes.
 func (b *batch) commit() error {
-	if err := b.ix.idx.Batch(b.b); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- b.ix.idx.Batch(b.b) }()
+	u := b.memUpdate()
+	if err := <-done; err != nil {
 		return fmt.Errorf("apply index batch: %w", err)
 	}
-	b.ix.mem.Apply(&b.mem)
+	b.ix.mem.Apply(u)
 	b.ix.abbrevs.reset() // the symbol vocabulary may have changed
 	if b.maxRev > b.ix.applied.Load() {
 		b.ix.applied.Store(b.maxRev)

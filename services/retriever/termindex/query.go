@@ -1,7 +1,6 @@
 package termindex
 
 import (
-	"container/heap"
 	"math"
 	"slices"
 )
@@ -118,7 +117,7 @@ func (ix *Index) keywordAvgLen(field int) float64 {
 	if ix.live == 0 {
 		return 1
 	}
-	return math.Ceil(float64(len(ix.kw[field])) / float64(ix.live))
+	return math.Ceil(float64(ix.kw[field].vocab) / float64(ix.live))
 }
 
 // Search runs q (after first, when given) and returns the best k chunks,
@@ -161,7 +160,7 @@ func (ix *Index) Search(q Query, first *FirstPass, k int) []Hit {
 	for _, c := range q.Should {
 		var ks []kwScore
 		for _, kt := range c {
-			i := idf(n, ix.kw[kt.Field][kt.Value])
+			i := idf(n, ix.kw[kt.Field].count(kt.Value))
 			sumSq += (kt.Boost * i) * (kt.Boost * i)
 			avgdl := ix.keywordAvgLen(kt.Field)
 			if q.AvgLength != nil {
@@ -170,7 +169,7 @@ func (ix *Index) Search(q Query, first *FirstPass, k int) []Hit {
 				}
 			}
 			// A keyword field holds one token: tf 1, length 1.
-			ks = append(ks, kwScore{field: kt.Field, value: kt.Value, score: kt.Boost * i * i * K1 / (1 + K1*(1-B+B/avgdl))})
+			ks = append(ks, kwScore{field: kt.Field, value: ix.kw[kt.Field].id(kt.Value), score: kt.Boost * i * i * K1 / (1 + K1*(1-B+B/avgdl))})
 		}
 		bonus = append(bonus, shouldScore{terms: ks})
 	}
@@ -180,7 +179,7 @@ func (ix *Index) Search(q Query, first *FirstPass, k int) []Hit {
 
 type kwScore struct {
 	field int
-	value string
+	value uint32
 	score float64 // without the query norm
 }
 
@@ -246,9 +245,26 @@ var sqrtCache = func() []float64 {
 	return c
 }()
 
-func (d *doc) holds(f Filter) bool {
-	for _, v := range d.kw[f.Field] {
-		if slices.Contains(f.Values, v) {
+// filter is a Filter with its values' numbers.
+type filter struct {
+	field  int
+	values []uint32
+}
+
+func (ix *Index) filters(fs []Filter) []filter {
+	out := make([]filter, len(fs))
+	for i, f := range fs {
+		out[i].field = f.Field
+		for _, v := range f.Values {
+			out[i].values = append(out[i].values, ix.kw[f.Field].id(v))
+		}
+	}
+	return out
+}
+
+func (d *doc) holds(f filter) bool {
+	for _, v := range d.keywords(f.field) {
+		if slices.Contains(f.values, v) {
 			return true
 		}
 	}
@@ -257,8 +273,12 @@ func (d *doc) holds(f Filter) bool {
 
 // top returns the best k touched chunks that pass filters, each scored
 // (clauses + should bonus) × qn.
-func (ix *Index) top(s *scratch, filters []Filter, k int, bonus []shouldScore, qn float64) []Hit {
-	h := &hitHeap{}
+func (ix *Index) top(s *scratch, fs []Filter, k int, bonus []shouldScore, qn float64) []Hit {
+	if k <= 0 {
+		return nil
+	}
+	filters := ix.filters(fs)
+	h := make(hitHeap, 0, k)
 	ns := float64(len(bonus))
 next:
 	for _, dn := range s.touched {
@@ -276,7 +296,7 @@ next:
 				var bs float64
 				m := 0
 				for _, kt := range b.terms {
-					if slices.Contains(d.kw[kt.field], kt.value) {
+					if slices.Contains(d.keywords(kt.field), kt.value) {
 						bs += kt.score
 						m++
 					}
@@ -289,16 +309,22 @@ next:
 			sc += sum * float64(matched) / ns
 		}
 		sc *= qn
-		if h.Len() < k {
-			heap.Push(h, scored{dn, sc})
-		} else if k > 0 && better(scored{dn, sc}, (*h)[0]) {
-			(*h)[0] = scored{dn, sc}
-			heap.Fix(h, 0)
+		if len(h) < k {
+			h = append(h, scored{dn, sc})
+			h.up(len(h) - 1)
+		} else if better(scored{dn, sc}, h[0]) {
+			h[0] = scored{dn, sc}
+			h.down(0)
 		}
 	}
-	out := make([]Hit, h.Len())
-	for i := len(out) - 1; i >= 0; i-- {
-		x := heap.Pop(h).(scored)
+	slices.SortFunc(h, func(a, b scored) int {
+		if better(a, b) {
+			return -1
+		}
+		return 1
+	})
+	out := make([]Hit, len(h))
+	for i, x := range h {
 		d := &ix.docs[x.doc]
 		out[i] = Hit{ID: d.id, Score: x.score, Meta: d.meta}
 	}
@@ -321,13 +347,30 @@ func better(a, b scored) bool {
 // hitHeap is a min-heap: the worst kept hit on top.
 type hitHeap []scored
 
-func (h hitHeap) Len() int           { return len(h) }
-func (h hitHeap) Less(i, j int) bool { return better(h[j], h[i]) }
-func (h hitHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *hitHeap) Push(x any)        { *h = append(*h, x.(scored)) }
-func (h *hitHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+func (h hitHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !better(h[p], h[i]) {
+			return
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func (h hitHeap) down(i int) {
+	for {
+		w := i
+		if l := 2*i + 1; l < len(h) && better(h[w], h[l]) {
+			w = l
+		}
+		if r := 2*i + 2; r < len(h) && better(h[w], h[r]) {
+			w = r
+		}
+		if w == i {
+			return
+		}
+		h[i], h[w] = h[w], h[i]
+		i = w
+	}
 }

@@ -89,13 +89,43 @@ func (f *textField) termID(t string) uint32 {
 	return id
 }
 
+// doc is a chunk. Its slices are flat with offsets: the fewer pointers the
+// index holds, the less the garbage collector has to scan.
 type doc struct {
-	id    string
-	live  bool
-	lens  [NumText]float64  // field length as bleve recovers it from its float32 norm
-	terms [NumText][]uint32 // distinct terms, for deletion
-	kw    [NumKeyword][]string
-	meta  any
+	id      string
+	live    bool
+	lens    [NumText]float64 // field length as bleve recovers it from its float32 norm
+	terms   []uint32         // distinct terms of each field, for deletion
+	termOff [NumText + 1]uint32
+	kw      []uint32 // keyword value numbers of each field
+	kwOff   [NumKeyword + 1]uint8
+	meta    any
+}
+
+func (d *doc) keywords(field int) []uint32 { return d.kw[d.kwOff[field]:d.kwOff[field+1]] }
+
+// keywordField interns a keyword field's values.
+type keywordField struct {
+	ids   map[string]uint32
+	df    []int // live documents holding the value
+	vocab int   // values with df > 0
+}
+
+// noValue is a keyword value no document holds.
+const noValue = math.MaxUint32
+
+func (k *keywordField) id(v string) uint32 {
+	if id, ok := k.ids[v]; ok {
+		return id
+	}
+	return noValue
+}
+
+func (k *keywordField) count(v string) int {
+	if id, ok := k.ids[v]; ok {
+		return k.df[id]
+	}
+	return 0
 }
 
 // Index is safe for concurrent use: searches share a read lock, updates
@@ -103,7 +133,7 @@ type doc struct {
 type Index struct {
 	mu    sync.RWMutex
 	text  [NumText]textField
-	kw    [NumKeyword]map[string]int // value → live documents
+	kw    [NumKeyword]keywordField
 	docs  []doc
 	byID  map[string]uint32
 	files map[string]fileEntry
@@ -124,7 +154,7 @@ func New() *Index {
 		ix.text[i].ids = map[string]uint32{}
 	}
 	for i := range ix.kw {
-		ix.kw[i] = map[string]int{}
+		ix.kw[i].ids = map[string]uint32{}
 	}
 	return ix
 }
@@ -202,9 +232,10 @@ func (ix *Index) add(c *Chunk) {
 		ix.remove(c.ID) // the same chunk in two files' entries: the last one wins, as in bleve
 	}
 	d := uint32(len(ix.docs))
-	nd := doc{id: c.ID, live: true, kw: c.Keyword, meta: c.Meta}
+	nd := doc{id: c.ID, live: true, meta: c.Meta}
 	counts := map[string]uint32{}
 	for f := range NumText {
+		nd.termOff[f] = uint32(len(nd.terms))
 		clear(counts)
 		for _, t := range c.Text[f] {
 			counts[t]++
@@ -214,7 +245,6 @@ func (ix *Index) add(c *Chunk) {
 		if len(c.Text[f]) > 0 {
 			tf.sumLen += nd.lens[f]
 		}
-		ids := make([]uint32, 0, len(counts))
 		for t, n := range counts {
 			id := tf.termID(t)
 			tf.post[id] = append(tf.post[id], posting{doc: d, tf: n})
@@ -222,15 +252,29 @@ func (ix *Index) add(c *Chunk) {
 				tf.vocab++
 			}
 			tf.df[id]++
-			ids = append(ids, id)
+			nd.terms = append(nd.terms, id)
 		}
-		nd.terms[f] = ids
 	}
+	nd.termOff[NumText] = uint32(len(nd.terms))
+	nd.terms = slices.Clip(nd.terms)
 	for f := range NumKeyword {
+		nd.kwOff[f] = uint8(len(nd.kw))
+		k := &ix.kw[f]
 		for _, v := range c.Keyword[f] {
-			ix.kw[f][v]++
+			id, ok := k.ids[v]
+			if !ok {
+				id = uint32(len(k.df))
+				k.ids[v] = id
+				k.df = append(k.df, 0)
+			}
+			if k.df[id] == 0 {
+				k.vocab++
+			}
+			k.df[id]++
+			nd.kw = append(nd.kw, id)
 		}
 	}
+	nd.kwOff[NumKeyword] = uint8(len(nd.kw))
 	ix.docs = append(ix.docs, nd)
 	ix.byID[c.ID] = d
 	ix.live++
@@ -249,22 +293,21 @@ func (ix *Index) remove(id string) {
 		if !math.IsInf(nd.lens[f], 1) {
 			tf.sumLen -= nd.lens[f]
 		}
-		for _, t := range nd.terms[f] {
+		for _, t := range nd.terms[nd.termOff[f]:nd.termOff[f+1]] {
 			tf.df[t]--
 			if tf.df[t] == 0 {
 				tf.vocab--
 			}
 		}
-		nd.terms[f] = nil
 	}
 	for f := range NumKeyword {
-		for _, v := range nd.kw[f] {
-			if ix.kw[f][v]--; ix.kw[f][v] <= 0 {
-				delete(ix.kw[f], v)
+		for _, v := range nd.keywords(f) {
+			if ix.kw[f].df[v]--; ix.kw[f].df[v] == 0 {
+				ix.kw[f].vocab--
 			}
 		}
 	}
-	nd.meta = nil
+	nd.terms, nd.kw, nd.meta = nil, nil, nil
 	ix.live--
 	ix.dead++
 }
@@ -306,9 +349,12 @@ func (ix *Index) docFreq(field int, term string) int {
 func (ix *Index) KeywordValues(field int) map[string]int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	out := make(map[string]int, len(ix.kw[field]))
-	for v, n := range ix.kw[field] {
-		out[v] = n
+	k := &ix.kw[field]
+	out := make(map[string]int, k.vocab)
+	for v, id := range k.ids {
+		if k.df[id] > 0 {
+			out[v] = k.df[id]
+		}
 	}
 	return out
 }
