@@ -128,8 +128,8 @@ func (ix *Index) abbreviations(w string) ([]string, error) {
 	// receiver of every method of a big type) abbreviates nothing useful.
 	if ix.memReady.Load() {
 		maxDF = max(uint64(maxAbbrevShare*float64(ix.mem.Len())), 20)
-		ix.mem.Terms(termindex.Symbol, func(term string, df int) {
-			if term[0] == w[0] && fits(term, uint64(df)) {
+		ix.mem.ShortTerms(termindex.Symbol, w[0], 3, 5, func(term string, df int) {
+			if fits(term, uint64(df)) {
 				cs = append(cs, cand{term, uint64(df)})
 			}
 		})

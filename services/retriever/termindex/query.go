@@ -75,6 +75,9 @@ type scratch struct {
 	ccnt     []uint16
 	touched  []uint32
 	ctouched []uint32
+	bsum     []float64 // should bonus, see addBonus
+	bcnt     []uint16
+	btouched []uint32
 }
 
 func (ix *Index) scratch() *scratch {
@@ -86,6 +89,7 @@ func (ix *Index) scratch() *scratch {
 		n += n / 8
 		s.acc, s.cnt = make([]float64, n), make([]uint16, n)
 		s.csum, s.ccnt = make([]float64, n), make([]uint16, n)
+		s.bsum, s.bcnt = nil, nil
 	}
 	return s
 }
@@ -236,6 +240,52 @@ func (ix *Index) scoreClauses(s *scratch, clauses []Clause, avg [NumText]float64
 	}
 }
 
+// addBonus adds the should clauses' bonus to the matched chunks' scores,
+// walking the chunks that hold each value (a package's few chunks) rather
+// than checking every matched chunk: bleve's disjunction of the clauses,
+// each a disjunction of its values.
+func (ix *Index) addBonus(s *scratch, bonus []shouldScore) {
+	if len(bonus) == 0 {
+		return
+	}
+	if len(s.bsum) < len(s.acc) {
+		s.bsum, s.bcnt = make([]float64, len(s.acc)), make([]uint16, len(s.acc))
+	}
+	for _, b := range bonus {
+		for _, kt := range b.terms {
+			if kt.value == noValue {
+				continue
+			}
+			for _, d := range ix.kw[kt.field].post[kt.value] {
+				if s.cnt[d] == 0 {
+					continue
+				}
+				if s.ccnt[d] == 0 {
+					s.ctouched = append(s.ctouched, d)
+				}
+				s.csum[d] += kt.score
+				s.ccnt[d]++
+			}
+		}
+		nt := float64(len(b.terms))
+		for _, d := range s.ctouched {
+			if s.bcnt[d] == 0 {
+				s.btouched = append(s.btouched, d)
+			}
+			s.bsum[d] += s.csum[d] * (float64(s.ccnt[d]) / nt)
+			s.bcnt[d]++
+			s.csum[d], s.ccnt[d] = 0, 0
+		}
+		s.ctouched = s.ctouched[:0]
+	}
+	ns := float64(len(bonus))
+	for _, d := range s.btouched {
+		s.acc[d] += s.bsum[d] * (float64(s.bcnt[d]) / ns)
+		s.bsum[d], s.bcnt[d] = 0, 0
+	}
+	s.btouched = s.btouched[:0]
+}
+
 // sqrtCache is bleve's table of square roots of small term frequencies.
 var sqrtCache = func() []float64 {
 	c := make([]float64, 64)
@@ -278,37 +328,36 @@ func (ix *Index) top(s *scratch, fs []Filter, k int, bonus []shouldScore, qn flo
 		return nil
 	}
 	filters := ix.filters(fs)
+	ix.addBonus(s, bonus)
+	// The candidates: the touched chunks, or the chunks holding a filter's
+	// value when they are fewer (the package docs of the first pass).
+	cands := s.touched
+	drive := -1
+	for i, f := range filters {
+		if len(f.values) == 1 {
+			if f.values[0] == noValue {
+				return nil
+			}
+			if l := ix.kw[f.field].post[f.values[0]]; len(l) < len(cands) {
+				cands, drive = l, i
+			}
+		}
+	}
 	h := make(hitHeap, 0, k)
-	ns := float64(len(bonus))
 next:
-	for _, dn := range s.touched {
-		d := &ix.docs[dn]
-		for _, f := range filters {
-			if !d.holds(f) {
-				continue next
-			}
+	for _, dn := range cands {
+		if s.cnt[dn] == 0 {
+			continue // not matched (or, driving by a filter, dead)
 		}
-		sc := s.acc[dn]
-		if len(bonus) > 0 {
-			var sum float64
-			matched := 0
-			for _, b := range bonus {
-				var bs float64
-				m := 0
-				for _, kt := range b.terms {
-					if slices.Contains(d.keywords(kt.field), kt.value) {
-						bs += kt.score
-						m++
-					}
-				}
-				if m > 0 {
-					sum += bs * float64(m) / float64(len(b.terms))
-					matched++
+		if len(filters) > 0 {
+			d := &ix.docs[dn]
+			for i, f := range filters {
+				if i != drive && !d.holds(f) {
+					continue next
 				}
 			}
-			sc += sum * float64(matched) / ns
 		}
-		sc *= qn
+		sc := s.acc[dn] * qn
 		if len(h) < k {
 			h = append(h, scored{dn, sc})
 			h.up(len(h) - 1)

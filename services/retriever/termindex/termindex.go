@@ -69,12 +69,13 @@ type posting struct {
 }
 
 type textField struct {
-	ids    map[string]uint32 // term → term number
-	terms  []string          // term number → term
-	post   [][]posting       // term number → postings, doc order (dead docs included until compaction)
-	df     []uint32          // live documents holding the term
-	vocab  int               // terms with df > 0
-	sumLen float64           // the live chunks' lengths, for MeanLength
+	ids    map[string]uint32           // term → term number
+	terms  []string                    // term number → term
+	post   [][]posting                 // term number → postings, doc order (dead docs included until compaction)
+	df     []uint32                    // live documents holding the term
+	short  [256][MaxShort + 1][]uint32 // terms of up to MaxShort bytes by first byte and length, see ShortTerms
+	vocab  int                         // terms with df > 0
+	sumLen float64                     // the live chunks' lengths, for MeanLength
 }
 
 func (f *textField) termID(t string) uint32 {
@@ -86,6 +87,9 @@ func (f *textField) termID(t string) uint32 {
 	f.terms = append(f.terms, t)
 	f.post = append(f.post, nil)
 	f.df = append(f.df, 0)
+	if len(t) <= MaxShort && t != "" {
+		f.short[t[0]][len(t)] = append(f.short[t[0]][len(t)], id)
+	}
 	return id
 }
 
@@ -107,8 +111,9 @@ func (d *doc) keywords(field int) []uint32 { return d.kw[d.kwOff[field]:d.kwOff[
 // keywordField interns a keyword field's values.
 type keywordField struct {
 	ids   map[string]uint32
-	df    []int // live documents holding the value
-	vocab int   // values with df > 0
+	df    []int      // live documents holding the value
+	post  [][]uint32 // the documents holding the value (dead ones until compaction)
+	vocab int        // values with df > 0
 }
 
 // noValue is a keyword value no document holds.
@@ -266,7 +271,9 @@ func (ix *Index) add(c *Chunk) {
 				id = uint32(len(k.df))
 				k.ids[v] = id
 				k.df = append(k.df, 0)
+				k.post = append(k.post, nil)
 			}
+			k.post[id] = append(k.post[id], d)
 			if k.df[id] == 0 {
 				k.vocab++
 			}
@@ -320,6 +327,12 @@ func (ix *Index) compact() {
 			tf.post[t] = slices.DeleteFunc(ps, func(p posting) bool { return !ix.docs[p.doc].live })
 		}
 	}
+	for f := range NumKeyword {
+		k := &ix.kw[f]
+		for v, ds := range k.post {
+			k.post[v] = slices.DeleteFunc(ds, func(d uint32) bool { return !ix.docs[d].live })
+		}
+	}
 	ix.dead = 0
 }
 
@@ -359,15 +372,22 @@ func (ix *Index) KeywordValues(field int) map[string]int {
 	return out
 }
 
-// Terms calls fn with each term of a text field held by a live chunk and
-// its document frequency, in no order.
-func (ix *Index) Terms(field int, fn func(term string, df int)) {
+// MaxShort is the longest term ShortTerms can list.
+const MaxShort = 5
+
+// ShortTerms calls fn with each term of a text field held by a live chunk
+// that starts with first and is minLen to maxLen (at most MaxShort) bytes
+// long, and its document frequency: the candidates for an abbreviation,
+// found without walking the field's whole vocabulary.
+func (ix *Index) ShortTerms(field int, first byte, minLen, maxLen int, fn func(term string, df int)) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	tf := &ix.text[field]
-	for id, t := range tf.terms {
-		if tf.df[id] > 0 {
-			fn(t, int(tf.df[id]))
+	for n := max(minLen, 1); n <= min(maxLen, MaxShort); n++ {
+		for _, id := range tf.short[first][n] {
+			if tf.df[id] > 0 {
+				fn(tf.terms[id], int(tf.df[id]))
+			}
 		}
 	}
 }

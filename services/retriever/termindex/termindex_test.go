@@ -164,3 +164,24 @@ func TestFiltersShouldAndFirstPass(t *testing.T) {
 		t.Errorf("CoOccur(sum, data) = %d", got)
 	}
 }
+
+func TestShortTerms(t *testing.T) {
+	ix := New()
+	var u Update
+	u.Replace("a", "", []Chunk{chunk("a1", "a", "cfg config cf cfgx cfgxyz", "")})
+	u.Replace("b", "", []Chunk{chunk("b1", "b", "cfg dir", "")})
+	ix.Apply(&u)
+	got := map[string]int{}
+	ix.ShortTerms(Symbol, 'c', 3, 5, func(term string, df int) { got[term] = df })
+	if len(got) != 2 || got["cfg"] != 2 || got["cfgx"] != 1 {
+		t.Errorf("ShortTerms(c, 3..5) = %v, want cfg:2 cfgx:1", got)
+	}
+	u = Update{}
+	u.Delete("a")
+	ix.Apply(&u)
+	clear(got)
+	ix.ShortTerms(Symbol, 'c', 3, 5, func(term string, df int) { got[term] = df })
+	if len(got) != 1 || got["cfg"] != 1 {
+		t.Errorf("after deleting a: %v, want cfg:1", got)
+	}
+}
