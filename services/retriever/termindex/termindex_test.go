@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -184,4 +185,38 @@ func TestShortTerms(t *testing.T) {
 	if len(got) != 1 || got["cfg"] != 1 {
 		t.Errorf("after deleting a: %v, want cfg:1", got)
 	}
+}
+
+// TestConcurrentSearchAndUpdate: searches share the index while a batch
+// replaces files (run with -race).
+func TestConcurrentSearchAndUpdate(t *testing.T) {
+	ix := New()
+	var u Update
+	for f := range 50 {
+		key := string(rune('a' + f%26))
+		u.Replace(key+strings.Repeat("x", f/26), "", []Chunk{chunk(key+"1", key, "", "alpha beta")})
+	}
+	ix.Apply(&u)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			var u Update
+			u.Replace("a", "", []Chunk{chunk("a"+strings.Repeat("y", i%3), "a", "", "alpha gamma")})
+			ix.Apply(&u)
+		}
+	}()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				if got := ix.Search(words("alpha"), nil, 5); len(got) == 0 {
+					t.Error("alpha not found")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	<-done
 }
