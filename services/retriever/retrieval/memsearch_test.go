@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"testing"
 
 	index "github.com/blevesearch/bleve_index_api"
@@ -96,6 +97,9 @@ func TestScoringIndexMatchesBleve(t *testing.T) {
 			w, g := want.Chunks[i], got.Chunks[i]
 			if w.Id != g.Id || math.Abs(w.Score-g.Score) > 1e-9*math.Abs(w.Score) || w.Content != g.Content || w.StartLine != g.StartLine {
 				t.Errorf("%q rank %d: scoring index %s:%d %.12f, bleve %s:%d %.12f", req.Instruction, i+1, g.Path, g.StartLine, g.Score, w.Path, w.StartLine, w.Score)
+			}
+			if !reflect.DeepEqual(w.Matches, g.Matches) {
+				t.Errorf("%q rank %d (%s:%d): scoring index explains %+v, bleve's analysis %+v", req.Instruction, i+1, g.Path, g.StartLine, g.Matches, w.Matches)
 			}
 		}
 	}

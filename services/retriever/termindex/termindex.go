@@ -372,6 +372,31 @@ func (ix *Index) KeywordValues(field int) map[string]int {
 	return out
 }
 
+// Has reports whether the index holds the chunk.
+func (ix *Index) Has(id string) bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	_, ok := ix.byID[id]
+	return ok
+}
+
+// Holds reports whether the chunk's field holds term; known is false when
+// the index does not hold the chunk.
+func (ix *Index) Holds(id string, field int, term string) (holds, known bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	d, ok := ix.byID[id]
+	if !ok {
+		return false, false
+	}
+	t, ok := ix.text[field].ids[term]
+	if !ok {
+		return false, true
+	}
+	nd := &ix.docs[d]
+	return slices.Contains(nd.terms[nd.termOff[field]:nd.termOff[field+1]], t), true
+}
+
 // MaxShort is the longest term ShortTerms can list.
 const MaxShort = 5
 
