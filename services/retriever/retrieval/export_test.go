@@ -13,6 +13,7 @@ type Weights = struct {
 	Package           float64
 	Internal          float64
 	ExpandText        bool
+	MeanLength        bool
 }
 
 // Expansions returns the abbreviations a query's terms are expanded with,
@@ -35,3 +36,8 @@ func SetWeights(w Weights) Weights {
 
 // ResetCaches drops what is cached per term, as an index batch does.
 func (ix *Index) ResetCaches() { ix.abbrevs.reset() }
+
+// UseScoringIndex makes searches run on the scoring index (termindex) or,
+// false, on bleve's query evaluation, for the benchmark's A/B
+// (APTIX_BENCH_ENGINES). The scoring index must have loaded the bucket.
+func (ix *Index) UseScoringIndex(on bool) { ix.memReady.Store(on) }
