@@ -38,6 +38,19 @@ run: build-aptix ## start the whole pipeline (aptix up) on an embedded NATS; Ctr
 bench: build-aptix ## measure turn latency/throughput vs a direct call and a raw JetStream chain (writes bench.json)
 	$(BIN)/aptix bench --out bench.json
 
+# The gateway from outside: `aptix sandbox` and `aptix up` (as shipped, a
+# fresh data dir per round) as processes of their own, bin/aptix-load the
+# openai-go client in a closed loop; the sandbox direct and the gateway
+# interleaved, 3 rounds at concurrency 1 and 64; server CPU is up's own
+# (/proc). APTIX_BIN measures another build; VS=/path/to/aptix adds a second
+# build's gateway, interleaved, with its ratios to the first per round.
+APTIX_BIN ?=
+VS ?=
+.PHONY: bench-gateway
+bench-gateway: $(if $(APTIX_BIN),,build-aptix) ## the gateway of `aptix up` from outside vs the sandbox direct, 3 rounds at 1 and 64 (APTIX_BIN=, VS= for an A/B; writes bench-gateway.json)
+	$(GO) build -o $(BIN)/aptix-load ./cmd/aptix/cmd/aptix-load
+	$(BIN)/aptix-load bench --aptix $(or $(APTIX_BIN),$(BIN)/aptix) $(if $(VS),--vs $(VS)) --out bench-gateway.json $(ARGS)
+
 # The retriever on a real corpus: index the Go standard library's source,
 # query latency p50/p99, and recall@10 / MRR on 50 written queries.
 .PHONY: bench-retriever

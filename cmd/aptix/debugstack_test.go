@@ -34,6 +34,9 @@ type debugStack struct {
 	sb, other *sandbox.Server
 	indexDown atomic.Bool
 	searches  atomic.Int64
+	// profiles are the stages' backend profiles, for an entrance that
+	// builds what the envelope builds.
+	profiles *profiles.Set
 }
 
 func newDebugStack(t *testing.T) *debugStack {
@@ -62,6 +65,7 @@ func newDebugStackWith(t *testing.T, sbOpts sandbox.Options) *debugStack {
 			Capabilities: profiles.Capabilities{SupportsPreviousResponseID: true, ToolMode: profiles.ToolModeNative}})
 	}
 	set.Default = "sandbox"
+	d.profiles = set
 	search := retrieverstage.SearchFunc(func(_ context.Context, req contracts.AgentExecuteRequest) (contracts.Retrieval, error) {
 		d.searches.Add(1)
 		if d.indexDown.Load() {

@@ -82,8 +82,6 @@ func printTrace(w io.Writer, v history.TurnView, trace string) error {
 		case contracts.StageRetrieved:
 			if t.Retrieval != nil && len(v.Skipped()) == 0 {
 				note = fmt.Sprintf("search %s (queue wait before it: not recorded)", msf(t.Retrieval.TookMs))
-			} else if sk := v.Skipped(); len(sk) > 0 {
-				note = "entry event: " + strings.Join(sk, ", ") + " skipped"
 			}
 		case contracts.StageResponded:
 			if t.LLM != nil {
@@ -99,6 +97,9 @@ func printTrace(w io.Writer, v history.TurnView, trace string) error {
 		tookCell := ms(took)
 		if i == 0 {
 			tookCell = "-"
+			if sk := v.Skipped(); len(sk) > 0 {
+				note = "entry event: " + strings.Join(sk, ", ") + " skipped"
+			}
 			note = strings.TrimSuffix("first stored event; "+note, "; ")
 		}
 		var h map[string][]string

@@ -88,6 +88,11 @@ func runUp(ctx context.Context, listen string, out io.Writer) error {
 	defer unlock()
 	ctx, stop := interruptible(ctx, os.Stderr, os.Exit)
 	defer stop()
+	stopProfile, err := startCPUProfile()
+	if err != nil {
+		return usagef("%w", err)
+	}
+	defer stopProfile()
 	level, explicit, err := pipeline.ParseLogLevel(cmp.Or(upLogLevel, os.Getenv(pipeline.EnvLogLevel)))
 	if err != nil {
 		return usagef("--log-level: %w", err)

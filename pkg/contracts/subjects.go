@@ -76,6 +76,15 @@ func Subject(stage, conversationID, turnID string) string {
 // StageFilter returns the subject filter a stage consumer uses: aptix.<stage>.>.
 func StageFilter(stage string) string { return SubjectPrefix + "." + stage + ".>" }
 
+// TurnFilter returns the filter of one turn's events in every stage,
+// aptix.*.<conversationId>.<turnId>: a turn's first event is stored only
+// while it matches nothing, whichever entry point the turn takes
+// (docs/architecture.md#entry-points), so a turn id used before is
+// noticed at any of them.
+func TurnFilter(conversationID, turnID string) string {
+	return SubjectPrefix + ".*." + conversationID + "." + turnID
+}
+
 // ConversationFilter returns the filter of one conversation's full history, all stages.
 func ConversationFilter(conversationID string) string {
 	return SubjectPrefix + ".*." + conversationID + ".>"

@@ -128,6 +128,13 @@ type AgentExecuteRequest struct {
 	// KeyId is the public id of the API key the gateway authenticated the
 	// turn with (never the key), so usage is also counted per key.
 	KeyId string `json:"keyId,omitempty" jsonschema:"maxLength=64"`
+	// GatewayRecord is the HTTP gateway's record of the response this turn
+	// answers (its id, owner and echoed parameters), opaque to the stages.
+	// Every event carries it, so any gateway replica reads the response
+	// from the turn's own events and the create waits for no record write
+	// (docs/http-api.md#where-a-response-is-kept). Set by the gateway only;
+	// nil for clients of the bus.
+	GatewayRecord json.RawMessage `json:"gatewayRecord,omitempty"`
 }
 
 // OpenAIPassthrough carries the parts of a client's OpenAI Responses request

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -15,35 +16,87 @@ import (
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
 	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 	"github.com/aptix-dev/aptix/pkg/pipeline/natstest"
+	"github.com/aptix-dev/aptix/pkg/profiles"
 )
+
+// transparent is a transparent HTTP turn as the gateway prepares it for a
+// new conversation: no retrieval, a backend, input items and nothing else.
+func transparent(edit func(*contracts.AgentExecuteRequest)) contracts.AgentExecuteRequest {
+	r := contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t1", Instruction: "hi", RagScope: contracts.RagScopeNone,
+		Framing: contracts.FramingNone, NewConversation: true, AgentContext: &contracts.AgentContext{Backend: "sandbox", Model: "sandbox-1"},
+		OpenAI: &contracts.OpenAIPassthrough{Input: json.RawMessage(`[{"role":"user","content":"hi"}]`)}}
+	edit(&r)
+	return r
+}
 
 // TestEntryOf: a valid request with no retrieval (ragScope none: every
 // transparent HTTP turn, an execute event that asks for none) enters past
 // the retriever; one that retrieves, leaves the scope to the default, or is
 // invalid enters at aptix.requested, where the retriever searches or answers
-// it invalid_request.
+// it invalid_request. A transparent turn that starts its conversation and
+// asks for nothing the envelope adds enters past the envelope too, where
+// the envelope's settings are known (profiles, no MCP default-all); any
+// request that needs the envelope's work stops before it.
 func TestEntryOf(t *testing.T) {
 	ok := func(edit func(*contracts.AgentExecuteRequest)) contracts.AgentExecuteRequest {
 		r := contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t1", Instruction: "hi", RagScope: contracts.RagScopeNone}
 		edit(&r)
 		return r
 	}
+	known := Skipping{Profiles: profiles.Builtin()}
+	none := func(*contracts.AgentExecuteRequest) {}
 	for _, c := range []struct {
 		name string
 		req  contracts.AgentExecuteRequest
+		s    Skipping
 		want string
 	}{
-		{"no retrieval", ok(func(*contracts.AgentExecuteRequest) {}), contracts.StageRetrieved},
-		{"transparent", ok(func(r *contracts.AgentExecuteRequest) { r.Framing = contracts.FramingNone }), contracts.StageRetrieved},
-		{"default scope retrieves", ok(func(r *contracts.AgentExecuteRequest) { r.RagScope = "" }), contracts.StageRequested},
-		{"workspace", ok(func(r *contracts.AgentExecuteRequest) { r.RagScope = contracts.RagScopeWorkspace }), contracts.StageRequested},
-		{"repo", ok(func(r *contracts.AgentExecuteRequest) { r.RagScope = contracts.RagScopeRepo }), contracts.StageRequested},
-		{"active files", ok(func(r *contracts.AgentExecuteRequest) { r.RagScope = contracts.RagScopeActiveFiles }), contracts.StageRequested},
-		{"invalid: no instruction", ok(func(r *contracts.AgentExecuteRequest) { r.Instruction = " " }), contracts.StageRequested},
-		{"invalid: bad id", ok(func(r *contracts.AgentExecuteRequest) { r.TurnId = "a.b" }), contracts.StageRequested},
-		{"invalid: framing", ok(func(r *contracts.AgentExecuteRequest) { r.Framing = "xml" }), contracts.StageRequested},
+		{"no retrieval", ok(none), known, contracts.StageRetrieved},
+		{"transparent, no profiles", transparent(none), Skipping{}, contracts.StageRetrieved},
+		{"transparent", transparent(none), known, contracts.StageEnveloped},
+		{"transparent with fields and instructions", transparent(func(r *contracts.AgentExecuteRequest) {
+			r.OpenAI.Fields, r.OpenAI.Instructions, r.MaxOutputTokens = json.RawMessage(`{"temperature":0}`), "be brief", 50
+		}), known, contracts.StageEnveloped},
+		{"transparent, a branch of another conversation", transparent(func(r *contracts.AgentExecuteRequest) { r.ResponseContinuationId = "resp_up" }), known, contracts.StageEnveloped},
+		{"transparent, budgets with a limit", transparent(func(r *contracts.AgentExecuteRequest) {
+			r.Budgets, r.MaxOutputTokens = []contracts.Budget{{Period: "day", USD: 1}}, 100
+		}), known, contracts.StageEnveloped},
+		{"MCP default-all", transparent(none), Skipping{Profiles: profiles.Builtin(), MCPDefaultAll: true}, contracts.StageRetrieved},
+		{"framed", transparent(func(r *contracts.AgentExecuteRequest) { r.Framing = "" }), known, contracts.StageRetrieved},
+		{"framed agn003", transparent(func(r *contracts.AgentExecuteRequest) { r.Framing = contracts.FramingAGN003 }), known, contracts.StageRetrieved},
+		{"continues its conversation", transparent(func(r *contracts.AgentExecuteRequest) { r.NewConversation = false }), known, contracts.StageRetrieved},
+		{"tools", transparent(func(r *contracts.AgentExecuteRequest) { r.ToolsJson = `[{"type":"function","name":"f"}]` }), known, contracts.StageRetrieved},
+		{"tool choice", transparent(func(r *contracts.AgentExecuteRequest) { r.ToolChoiceName = "none" }), known, contracts.StageRetrieved},
+		{"conversation context", transparent(func(r *contracts.AgentExecuteRequest) {
+			r.ConversationContext = &contracts.ConversationContext{DefaultModel: "m"}
+		}), known, contracts.StageRetrieved},
+		{"conversation context id", transparent(func(r *contracts.AgentExecuteRequest) { r.ConversationContextId = "ddr" }), known, contracts.StageRetrieved},
+		{"budgets without a limit", transparent(func(r *contracts.AgentExecuteRequest) { r.Budgets = []contracts.Budget{{Period: "day", USD: 1}} }), known, contracts.StageRetrieved},
+		{"no backend named", transparent(func(r *contracts.AgentExecuteRequest) { r.AgentContext.Backend = "" }), known, contracts.StageRetrieved},
+		{"no agent context", transparent(func(r *contracts.AgentExecuteRequest) { r.AgentContext = nil }), known, contracts.StageRetrieved},
+		{"no passthrough", transparent(func(r *contracts.AgentExecuteRequest) { r.OpenAI = nil }), known, contracts.StageRetrieved},
+		{"no input", transparent(func(r *contracts.AgentExecuteRequest) { r.OpenAI.Input = nil }), known, contracts.StageRetrieved},
+		{"whole history", transparent(func(r *contracts.AgentExecuteRequest) { r.OpenAI.WholeHistory = true }), known, contracts.StageRetrieved},
+		{"an approval answer", transparent(func(r *contracts.AgentExecuteRequest) {
+			r.OpenAI.Input = json.RawMessage(`[{"type":"mcp_approval_response","approval_request_id":"a","approve":true}]`)
+		}), known, contracts.StageRetrieved},
+		{"an escaped approval answer", transparent(func(r *contracts.AgentExecuteRequest) {
+			r.OpenAI.Input = json.RawMessage(`[{"type":"\u006dcp_approval_response","approval_request_id":"a","approve":true}]`)
+		}), known, contracts.StageRetrieved},
+		{"an escaped <", transparent(func(r *contracts.AgentExecuteRequest) {
+			r.OpenAI.Input = json.RawMessage(`[{"role":"user","content":"a \u003c b"}]`)
+		}), known, contracts.StageEnveloped},
+		{"transparent with retrieval", transparent(func(r *contracts.AgentExecuteRequest) { r.RagScope = contracts.RagScopeWorkspace }), known, contracts.StageRequested},
+		{"default scope retrieves", ok(func(r *contracts.AgentExecuteRequest) { r.RagScope = "" }), known, contracts.StageRequested},
+		{"workspace", ok(func(r *contracts.AgentExecuteRequest) { r.RagScope = contracts.RagScopeWorkspace }), known, contracts.StageRequested},
+		{"repo", ok(func(r *contracts.AgentExecuteRequest) { r.RagScope = contracts.RagScopeRepo }), known, contracts.StageRequested},
+		{"active files", ok(func(r *contracts.AgentExecuteRequest) { r.RagScope = contracts.RagScopeActiveFiles }), known, contracts.StageRequested},
+		{"invalid: no instruction", ok(func(r *contracts.AgentExecuteRequest) { r.Instruction = " " }), known, contracts.StageRequested},
+		{"invalid: bad id", ok(func(r *contracts.AgentExecuteRequest) { r.TurnId = "a.b" }), known, contracts.StageRequested},
+		{"invalid: framing", ok(func(r *contracts.AgentExecuteRequest) { r.Framing = "xml" }), known, contracts.StageRequested},
+		{"invalid transparent", transparent(func(r *contracts.AgentExecuteRequest) { r.MaxOutputTokens = -1 }), known, contracts.StageRequested},
 	} {
-		if got := EntryOf(c.req); got != c.want {
+		if got := EntryOf(c.req, c.s); got != c.want {
 			t.Errorf("%s: EntryOf = %s, want %s", c.name, got, c.want)
 		}
 	}
@@ -92,7 +145,7 @@ func TestEntranceSkipsTheRetriever(t *testing.T) {
 	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEntrance(nc, layout.StreamConfig{}, "test")
+	e, err := NewEntrance(nc, layout.StreamConfig{}, "test", Skipping{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +241,7 @@ func TestEntranceQueuesWithoutRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e, err := NewEntrance(nc, c, "test")
+	e, err := NewEntrance(nc, c, "test", Skipping{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,5 +265,103 @@ func TestEntranceQueuesWithoutRoom(t *testing.T) {
 	}
 	if _, q := e.Entered(); q == 0 {
 		t.Error("Entered() counts no turn queued for lack of room")
+	}
+}
+
+// TestEntranceSkipsTheEnvelope: a transparent turn that needs nothing of
+// the envelope is stored once, as its enveloped event, with the envelope's
+// Nats-Msg-Id, both stages marked skipped and the envelope's section built
+// (backend, model, body); nothing is queued and no retrieved event exists.
+// The same request sent again is in already; another request under its
+// turn id is refused turn_id_reused at either entry point, and a turn id
+// used at aptix.retrieved is refused at aptix.enveloped.
+func TestEntranceSkipsTheEnvelope(t *testing.T) {
+	nc, js := natstest.JetStream(t)
+	ctx := context.Background()
+	if _, err := layout.EnsureStream(ctx, js, layout.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEntrance(nc, layout.StreamConfig{}, "test", Skipping{Profiles: profiles.Builtin()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := transparent(func(*contracts.AgentExecuteRequest) {})
+	entry, err := e.Submit(ctx, req)
+	if err != nil || entry != contracts.StageEnveloped {
+		t.Fatalf("Submit = %q, %v; want %s", entry, err, contracts.StageEnveloped)
+	}
+	m, tu := entryEvent(t, js, contracts.StageEnveloped, "c1", "t1")
+	if got := m.Header.Get(contracts.HeaderSkipped); got != "retriever,envelope" {
+		t.Errorf("%s = %q, want retriever,envelope", contracts.HeaderSkipped, got)
+	}
+	if got, want := m.Header.Get(contracts.HeaderMsgID), contracts.MsgID("c1", "t1", contracts.StageEnveloped); got != want {
+		t.Errorf("Nats-Msg-Id %q, want the envelope's own %q", got, want)
+	}
+	if got := m.Header.Get(contracts.HeaderCEType); got != contracts.CEType(contracts.StageEnveloped) {
+		t.Errorf("ce-type %q", got)
+	}
+	if tu.Envelope == nil || tu.Envelope.Backend != "sandbox" || tu.Envelope.Model != "sandbox-1" ||
+		string(tu.Envelope.Body) != `{"model":"sandbox-1","input":[{"role":"user","content":"hi"}]}` {
+		t.Fatalf("envelope section %+v", tu.Envelope)
+	}
+	if tu.Retrieval == nil || tu.Retrieval.Scope != contracts.RagScopeNone || tu.Retrieval.Chunks != nil {
+		t.Errorf("retrieval section %+v", tu.Retrieval)
+	}
+	s, _ := js.Stream(ctx, contracts.StreamName)
+	if _, err := s.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageRetrieved, "c1", "t1")); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Errorf("a turn that skipped the retriever has a retrieved event: %v", err)
+	}
+	if n := queued(t, js); n != 0 {
+		t.Errorf("%d requests queued", n)
+	}
+
+	// Sent again: in already, stored once.
+	if entry, err := e.Submit(ctx, req); err != nil || entry != contracts.StageEnveloped {
+		t.Fatalf("the same turn sent again: %q, %v", entry, err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(contracts.TurnFilter("c1", "t1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Errorf("%d events for one turn sent twice", info.State.Msgs)
+	}
+	// Another request under the same turn id: refused, whether it would
+	// enter at aptix.enveloped or at aptix.retrieved (framed).
+	other := req
+	other.OpenAI = &contracts.OpenAIPassthrough{Input: json.RawMessage(`[{"role":"user","content":"else"}]`)}
+	if _, err := e.Submit(ctx, other); !errors.Is(err, client.ErrTurnIDReused) {
+		t.Errorf("a reused turn id at enveloped: %v, want ErrTurnIDReused", err)
+	}
+	framed := req
+	framed.Framing = contracts.FramingAGN003
+	if EntryOf(framed, e.skip) != contracts.StageRetrieved {
+		t.Fatal("a framed request does not enter at retrieved")
+	}
+	if _, err := e.Submit(ctx, framed); !errors.Is(err, client.ErrTurnIDReused) {
+		t.Errorf("a turn id used at enveloped, reused at retrieved: %v, want ErrTurnIDReused", err)
+	}
+	// The other way round: a turn id used at aptix.retrieved.
+	framed.TurnId = "t2"
+	if entry, err := e.Submit(ctx, framed); err != nil || entry != contracts.StageRetrieved {
+		t.Fatalf("a framed turn: %q, %v", entry, err)
+	}
+	again := req
+	again.TurnId = "t2"
+	if _, err := e.Submit(ctx, again); !errors.Is(err, client.ErrTurnIDReused) {
+		t.Errorf("a turn id used at retrieved, reused at enveloped: %v, want ErrTurnIDReused", err)
+	}
+
+	// A body the envelope is to answer (input that is no JSON array) is
+	// queued for it, counted as queued.
+	bad := req
+	bad.TurnId = "t3"
+	bad.OpenAI = &contracts.OpenAIPassthrough{Input: json.RawMessage(`{"role":"user"}`)}
+	if entry, err := e.Submit(ctx, bad); err != nil || entry != contracts.StageRequested {
+		t.Fatalf("an unbuildable body: %q, %v; want %s", entry, err, contracts.StageRequested)
+	}
+	by, q := e.Entered()
+	if by[contracts.StageEnveloped] != 2 || by[contracts.StageRetrieved] != 1 || by[contracts.StageRequested] != 1 || q != 1 {
+		t.Errorf("Entered() = %v, %d", by, q)
 	}
 }

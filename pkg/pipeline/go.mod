@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
+	github.com/aptix-dev/aptix/pkg/profiles v0.0.0
 	github.com/go-json-experiment/json v1.27.2
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
@@ -73,3 +74,5 @@ require (
 )
 
 replace github.com/aptix-dev/aptix/pkg/contracts => ../contracts
+
+replace github.com/aptix-dev/aptix/pkg/profiles => ../profiles

@@ -336,8 +336,11 @@ func publishEventID(ctx context.Context, pub *Publisher, source, stage, conv, tu
 		if pub.wouldClaim(len(data)) {
 			return errNotFirst
 		}
-		// Stored only if the subject holds nothing yet (as a KV create).
+		// Stored only if the turn holds nothing yet, at any entry point
+		// (as a KV create): a turn that skipped this stage under the same
+		// id is another request's (docs/architecture.md#entry-points).
 		msg.Metadata.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+		msg.Metadata.Set(jetstream.ExpectedLastSubjSeqSubjHeader, contracts.TurnFilter(conv, turnID))
 	}
 	msg.SetContext(ctx)
 	if err := pub.Publish(subject, msg); err != nil {

@@ -3,6 +3,8 @@ package profiles
 import (
 	"slices"
 	"strings"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
 )
 
 // Routing by model name (docs/backends.md): a request names a model, not a
@@ -103,4 +105,25 @@ func (s *Set) order() []string {
 		names = append([]string{s.Default}, slices.Delete(names, i, i+1)...)
 	}
 	return names
+}
+
+// ForAgent is the profile a turn's agent context picks, as the envelope
+// picks it: the one ac.Backend names, else the one serving ac.Model
+// (Route), else the default. A routed model comes back rewritten in a copy
+// of ac (aliases resolved, a "profile/" prefix removed); otherwise ac is
+// returned as it is. The error is Get's, for a backend no profile has.
+func (s *Set) ForAgent(ac *contracts.AgentContext) (Profile, *contracts.AgentContext, error) {
+	if ac != nil && ac.Backend == "" && ac.Model != "" {
+		if p, model, ok := s.Route(ac.Model); ok {
+			routed := *ac
+			routed.Model = model
+			return p, &routed, nil
+		}
+	}
+	backend := ""
+	if ac != nil {
+		backend = ac.Backend
+	}
+	p, err := s.Get(backend)
+	return p, ac, err
 }

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0
+	github.com/aptix-dev/aptix/pkg/profiles v0.0.0 // indirect
 	github.com/nats-io/nats.go v1.55.0
 )
 
@@ -65,3 +66,5 @@ require (
 replace github.com/aptix-dev/aptix/pkg/contracts => ../../pkg/contracts
 
 replace github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
+
+replace github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles

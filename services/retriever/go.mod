@@ -5,7 +5,9 @@ go 1.26.0
 require (
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0
+	github.com/aptix-dev/aptix/pkg/profiles v0.0.0 // indirect
 	github.com/blevesearch/bleve/v2 v2.6.3
+	github.com/blevesearch/bleve_index_api v1.4.1
 	github.com/go-enry/go-enry/v2 v2.9.6
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats.go v1.55.0
@@ -22,7 +24,6 @@ require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bits-and-blooms/bitset v1.24.2 // indirect
-	github.com/blevesearch/bleve_index_api v1.4.1 // indirect
 	github.com/blevesearch/geo v0.2.8 // indirect
 	github.com/blevesearch/go-faiss v1.1.5 // indirect
 	github.com/blevesearch/go-porterstemmer v1.0.3 // indirect
@@ -112,3 +113,5 @@ require (
 replace github.com/aptix-dev/aptix/pkg/contracts => ../../pkg/contracts
 
 replace github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
+
+replace github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles

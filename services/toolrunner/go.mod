@@ -9,6 +9,7 @@ replace github.com/aptix-dev/aptix/pkg/pipeline => ../../pkg/pipeline
 require (
 	github.com/aptix-dev/aptix/pkg/contracts v0.0.0
 	github.com/aptix-dev/aptix/pkg/pipeline v0.0.0-00010101000000-000000000000
+	github.com/aptix-dev/aptix/pkg/profiles v0.0.0 // indirect
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats.go v1.55.0
 )
@@ -76,3 +77,5 @@ require (
 )
 
 replace github.com/aptix-dev/aptix/pkg/netguard => ../../pkg/netguard
+
+replace github.com/aptix-dev/aptix/pkg/profiles => ../../pkg/profiles

@@ -274,8 +274,8 @@ func total(m map[string]int) int {
 // into a temporary folder): each service connects with its own nkey; the
 // development passwords, no credentials, and an unknown nkey are refused;
 // the permissions are auth.conf's, including the gateway's (it publishes
-// turns and reads the API keys but cannot write them, nor another stage's
-// events) and the toolrunner's (aptix.enveloped.> and aptix.responded.>,
+// turns at their entry points and reads the API keys but cannot write
+// them, nor a later stage's events) and the toolrunner's (aptix.enveloped.> and aptix.responded.>,
 // not another stage's input).
 func TestSecurityNkeys(t *testing.T) {
 	dir := t.TempDir()
@@ -350,10 +350,14 @@ func TestSecurityNkeys(t *testing.T) {
 	gw, gv := as("gateway")
 	check("gateway", gw, gv, "aptix.requested.conv.turn", true)
 	check("gateway", gw, gv, "$KV.aptix_responses.resp.x", true)
-	// A turn with no retrieval enters at aptix.retrieved (layout.Entries);
-	// the later stages' subjects stay closed to the gateway.
+	// A turn with no retrieval enters at aptix.retrieved, a transparent
+	// one that needs nothing of the envelope at aptix.enveloped
+	// (layout.Entries); the later stages' subjects stay closed to the
+	// gateway.
 	check("gateway", gw, gv, "aptix.retrieved.conv.turn", true)
-	check("gateway", gw, gv, "aptix.enveloped.conv.turn", false)
+	check("gateway", gw, gv, "aptix.enveloped.conv.turn", true)
+	check("gateway", gw, gv, "aptix.responded.conv.turn", false)
+	check("gateway", gw, gv, "aptix.toolround.conv.turn", false)
 	check("gateway", gw, gv, "$KV.aptix_keys.key.0123456789abcdef", false)
 	tr, tv := as("toolrunner")
 	check("toolrunner", tr, tv, "aptix.enveloped.conv.turn", true)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -97,12 +98,28 @@ func BuildReplay(ctx context.Context, js jetstream.JetStream, f ReplaySpec) (pip
 		source = contracts.StageRetrieved // requests leave the queue; the retrieved event recorded it
 	}
 	m, data, err := TurnEvent(ctx, js, source, f.Conversation, f.Turn)
+	entered := false
+	if errors.Is(err, ErrNotStored) && source == contracts.StageRetrieved {
+		// A turn that skipped the envelope too has no retrieved event: its
+		// entry event holds the request (docs/architecture.md#entry-points).
+		if em, edata, eerr := TurnEvent(ctx, js, contracts.StageEnveloped, f.Conversation, f.Turn); eerr == nil && slices.Contains(Skipped(em.Header), "envelope") {
+			m, data, err, entered = em, edata, nil, true
+		}
+	}
 	if err != nil {
 		return pipeline.ReplayEvent{}, err
 	}
 	var t contracts.Turn
 	if err := json.Unmarshal(data, &t); err != nil {
 		return pipeline.ReplayEvent{}, fmt.Errorf("decode %s: %w", m.Subject, err)
+	}
+	if entered {
+		// The retrieved event it would have had: the request and the
+		// retriever's section, before the envelope's.
+		t.Envelope, t.Tools = nil, nil
+		if err := pipeline.FillSkipped("retriever", &t, pipeline.Skipping{}); err != nil {
+			return pipeline.ReplayEvent{}, err
+		}
 	}
 	conv, turn := f.Into, f.NewTurn
 	if conv == "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -167,7 +168,8 @@ func (v TurnView) TraceOf() string {
 }
 
 // ConversationTurns lists the conversation's turns in the order they were
-// last retrieved (each turn once, however often it was retried). With
+// last retrieved (each turn once, however often it was retried), a turn
+// that skipped the envelope too (no retrieved event) where it entered. With
 // branches false it leaves out replays that did not continue the
 // conversation (side branches).
 func ConversationTurns(ctx context.Context, js jetstream.JetStream, conv string, branches bool) ([]string, error) {
@@ -175,21 +177,32 @@ func ConversationTurns(ctx context.Context, js jetstream.JetStream, conv string,
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
 	}
-	filter := contracts.Subject(contracts.StageRetrieved, conv, "*")
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return nil, fmt.Errorf("stream info: %w", err)
+	// The events a turn entered with: retrieved, or enveloped past both
+	// skippable stages (the last enveloped event of any other turn is
+	// read too, and left out below).
+	var filters []string
+	n := 0
+	for _, entry := range layout.Entries()[1:] {
+		filter := contracts.Subject(entry, conv, "*")
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return nil, fmt.Errorf("stream info: %w", err)
+		}
+		if len(info.State.Subjects) > 0 {
+			filters = append(filters, filter)
+			n += len(info.State.Subjects)
+		}
 	}
-	if len(info.State.Subjects) == 0 {
+	if n == 0 {
 		return nil, nil
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter},
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters,
 		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy, HeadersOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", filter, err)
+		return nil, fmt.Errorf("read %s: %w", strings.Join(filters, ", "), err)
 	}
 	var turns []string
-	for range info.State.Subjects {
+	for range n {
 		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 		if err != nil {
 			if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
@@ -197,9 +210,12 @@ func ConversationTurns(ctx context.Context, js jetstream.JetStream, conv string,
 			}
 			return nil, err
 		}
-		_, _, turn, _ := contracts.ParseSubject(m.Subject())
+		stage, _, turn, _ := contracts.ParseSubject(m.Subject())
+		h := m.Headers()
+		// A turn's retrieved event, or the enveloped event it entered with.
+		entry := stage == contracts.StageRetrieved || slices.Contains(Skipped(h), "retriever")
 		// A replay that did not continue the conversation is a side branch.
-		if h := m.Headers(); branches || h.Get(contracts.HeaderReplayOf) == "" || h.Get(contracts.HeaderReplayContinue) == "true" {
+		if entry && (branches || h.Get(contracts.HeaderReplayOf) == "" || h.Get(contracts.HeaderReplayContinue) == "true") {
 			turns = append(turns, turn)
 		}
 		if md, err := m.Metadata(); err == nil && md.NumPending == 0 {

@@ -69,6 +69,11 @@ var Stages = []StageSpec{
 		Name: "envelope", In: contracts.StageRetrieved, Out: contracts.StageEnveloped, Local: true,
 		// A turn with server-side tools goes to the toolrunner first.
 		Routes: []string{contracts.StageToolRound},
+		// A transparent turn that starts its conversation and asks for
+		// nothing the envelope adds (no retrieval, tools, framing or
+		// record to read) enters at aptix.enveloped, its body built as
+		// the envelope builds it (docs/architecture.md#entry-points).
+		Skippable: true,
 	},
 	{
 		Name: "llmcaller", In: contracts.StageEnveloped, Out: contracts.StageResponded,

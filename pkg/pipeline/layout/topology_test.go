@@ -114,11 +114,12 @@ func TestAuthConfEntries(t *testing.T) {
 	}
 }
 
-// TestEntries: the retriever is the one stage a turn may skip, so a turn
-// enters at requested (skipping nothing) or retrieved (skipping the
-// retriever); any other stage is no entry point.
+// TestEntries: the retriever and the envelope are the stages a turn may
+// skip, so a turn enters at requested (skipping nothing), retrieved
+// (skipping the retriever) or enveloped (skipping both); any other stage is
+// no entry point.
 func TestEntries(t *testing.T) {
-	if got, want := Entries(), []string{contracts.StageRequested, contracts.StageRetrieved}; !slices.Equal(got, want) {
+	if got, want := Entries(), []string{contracts.StageRequested, contracts.StageRetrieved, contracts.StageEnveloped}; !slices.Equal(got, want) {
 		t.Fatalf("Entries() = %v, want %v", got, want)
 	}
 	for _, c := range []struct {
@@ -128,7 +129,9 @@ func TestEntries(t *testing.T) {
 	}{
 		{contracts.StageRequested, nil, true},
 		{contracts.StageRetrieved, []string{"retriever"}, true},
-		{contracts.StageEnveloped, nil, false},
+		{contracts.StageEnveloped, []string{"retriever", "envelope"}, true},
+		{contracts.StageResponded, nil, false},
+		{contracts.StageToolRound, nil, false},
 		{contracts.StageCompleted, nil, false},
 		{"nonsense", nil, false},
 	} {

@@ -74,7 +74,7 @@ func (a *approvals) result() []contracts.ApprovalDecision {
 
 // takeApprovals applies the approval rules to the body's input: only a
 // client's items (Raw) can be answers.
-func (b *Body) takeApprovals(pending []contracts.PendingApproval) ([]contracts.ApprovalDecision, error) {
+func takeApprovals(b *Body, pending []contracts.PendingApproval) ([]contracts.ApprovalDecision, error) {
 	a := newApprovals(pending)
 	kept := b.Input[:0]
 	for _, it := range b.Input {

@@ -10,11 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
-	jsonv1 "github.com/go-json-experiment/json/v1"
-
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/responsesbody"
 	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 	"github.com/aptix-dev/aptix/pkg/profiles"
 )
@@ -79,58 +76,15 @@ type Result struct {
 	Decisions []contracts.ApprovalDecision
 }
 
-// Body is the /responses request as built, before it is encoded (encode.go
-// writes it once, fields in this order).
-type Body struct {
-	Model              string
-	PreviousResponseID string
-	// Instructions carries the tool-call instructions (docs/tool-emulation.md) for a backend
-	// without native function calling (emulate.go); otherwise unset.
-	Instructions    string
-	Input           []Item
-	Tools           []tooldef.Tool
-	ToolChoice      json.RawMessage
-	MaxOutputTokens int
-	// Fields are an HTTP client's parameters the rules do not govern
-	// (passthrough.go), in name order, after the rules' own.
-	Fields []Field
-}
-
-// Item is an input item: a message the rules built, or an item a client
-// sent (or a server-side call's output), sent verbatim.
-type Item struct {
-	Message *Message
-	Raw     json.RawMessage
-}
-
-// Message is an input message item, written with "type":"message": OpenAI
-// infers it, llama.cpp requires it.
-type Message struct {
-	Role    string
-	Content []Part
-}
-
-// Part is an input content part. AGN-003 writes "type":"text"; the Responses
-// API's input part is "input_text". Raw is a client's part (an image, a
-// file) sent verbatim instead.
-type Part struct {
-	Text string
-	Raw  json.RawMessage
-}
-
-// Field is a top-level body field a client sent.
-type Field struct {
-	Name  string
-	Value json.RawMessage
-}
-
-func textMessage(role string, texts ...string) Item {
-	m := &Message{Role: role, Content: make([]Part, 0, len(texts))}
-	for _, t := range texts {
-		m.Content = append(m.Content, Part{Text: t})
-	}
-	return Item{Message: m}
-}
+// The body's parts and encoding are responsesbody's, shared with the
+// gateway's entrance (docs/architecture.md#entry-points).
+type (
+	Body    = responsesbody.Body
+	Item    = responsesbody.Item
+	Message = responsesbody.Message
+	Part    = responsesbody.Part
+	Field   = responsesbody.Field
+)
 
 // InstructionText is the first user part (AGN-003 §3.1).
 func InstructionText(mode, instruction string) string {
@@ -151,15 +105,15 @@ func Build(in Input) (Result, error) {
 
 	// §2: model from the context, with a global fallback.
 	model := firstNonEmpty(agentModel(req), in.Conversation.DefaultModel, in.DefaultModel, profiles.DefaultModel)
-	body := Body{Model: model, MaxOutputTokens: req.MaxOutputTokens, Input: make([]Item, 0, 2+len(in.Pending))}
+	// The continuation, the output limit and a transparent turn's own
+	// instructions (transparent.go), as responsesbody.Plain starts them.
+	body := responsesbody.Start(req, model, 2+len(in.Pending))
 
 	// §2 / §4: the boot prompt as a system message on the first turn only; a
 	// continuation threads by previous_response_id, which carries turn 1's
 	// system message forward.
-	if continuation {
-		body.PreviousResponseID = req.ResponseContinuationId
-	} else if framed && in.Conversation.SystemPrompt != "" {
-		body.Input = append(body.Input, textMessage("system", in.Conversation.SystemPrompt))
+	if !continuation && framed && in.Conversation.SystemPrompt != "" {
+		body.Input = append(body.Input, responsesbody.TextMessage("system", in.Conversation.SystemPrompt))
 	}
 
 	if framed {
@@ -169,10 +123,7 @@ func Build(in Input) (Result, error) {
 		if in.ContextBlock != "" {
 			parts = append(parts, in.ContextBlock)
 		}
-		body.Input = append(body.Input, textMessage("user", parts...))
-	} else if req.OpenAI != nil {
-		// transparent.go: the client's instructions, on this request only.
-		body.Instructions = req.OpenAI.Instructions
+		body.Input = append(body.Input, responsesbody.TextMessage("user", parts...))
 	}
 
 	// §5: tools from ToolsJson merged with the context's defaults.
@@ -219,23 +170,23 @@ func Build(in Input) (Result, error) {
 	// (passthrough.go), the mcp tools Aptix runs (mcp.go), the client's
 	// answers to waiting approvals (approvals.go), the pending outputs.
 	if framed {
-		err = body.mergeClient(req.OpenAI)
+		err = mergeClient(&body, req.OpenAI)
 	} else {
-		err = body.mergeVerbatim(req.OpenAI, in.ContextBlock)
+		err = body.MergeVerbatim(req.OpenAI, in.ContextBlock)
 	}
 	if err != nil {
 		return Result{}, err
 	}
 	if in.MCP != nil {
 		var rest []tooldef.Tool
-		if res.Loop, rest, err = toolLoop(body.Tools, body.field("max_tool_calls"), *in.MCP); err != nil {
+		if res.Loop, rest, err = toolLoop(body.Tools, field(&body, "max_tool_calls"), *in.MCP); err != nil {
 			return Result{}, err
 		}
 		if res.Loop != nil {
 			body.Tools = rest
 		}
 	}
-	if res.Decisions, err = body.takeApprovals(in.Approvals); err != nil {
+	if res.Decisions, err = takeApprovals(&body, in.Approvals); err != nil {
 		return Result{}, err
 	}
 	if len(in.Pending) > 0 {
@@ -246,7 +197,7 @@ func Build(in Input) (Result, error) {
 		body.Input = append(lead, body.Input...)
 	}
 
-	res.Body, err = body.encode()
+	res.Body, err = body.Encode()
 	if err != nil {
 		return Result{}, fmt.Errorf("encode /responses body: %w", err)
 	}
@@ -287,17 +238,10 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-// marshal encodes without HTML escaping: context blocks are full of <, > and
-// &, and \u003c in a prompt helps no one reading the event.
-func marshal(v any) (json.RawMessage, error) {
-	return jsonv2.Marshal(v, v1NoHTMLEscape)
-}
-
-// v1NoHTMLEscape is encoding/json's output with SetEscapeHTML(false),
-// through the v2 engine (as pkg/pipeline's turn codec): every body is
-// marshalled here, the context block included, and encoding/json validated
-// and compacted each embedded raw item again (the benchmark's profile).
-var v1NoHTMLEscape = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsontext.EscapeForHTML(false))
-
-// unmarshal is json.Unmarshal through the v2 engine with v1 semantics.
-func unmarshal(data []byte, v any) error { return jsonv2.Unmarshal(data, v, jsonv1.DefaultOptionsV1()) }
+// marshal and unmarshal are responsesbody's: no HTML escaping, the v2
+// engine with v1 semantics.
+var (
+	marshal   = responsesbody.Marshal
+	unmarshal = responsesbody.Unmarshal
+	stdError  = responsesbody.StdError
+)

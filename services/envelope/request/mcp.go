@@ -17,6 +17,8 @@ import (
 
 // Server-side tool loop settings (docs/architecture.md#the-server-side-tool-loop).
 const (
+	// EnvMCPDefaultAll is read by the gateway too (pipeline.EnvMCPDefaultAll):
+	// with it set, no turn skips the envelope.
 	EnvMCPDefaultAll = "APTIX_MCP_DEFAULT_ALL"
 	EnvMaxToolDepth  = "APTIX_MAX_TOOL_DEPTH"
 	EnvMCPAllowURLs  = "APTIX_MCP_ALLOW_URLS"

@@ -3,22 +3,10 @@ package request
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/pkg/contracts/responsesbody"
 )
-
-// governed are the body fields AGN-003 (or the pipeline) decides, so a
-// client's passthrough never overrides them: the model and backend are
-// chosen by profile, input is merged item by item below, tools and
-// tool_choice follow the backend's capabilities, previous_response_id is the
-// conversation's, and stream/store/background belong to the LLM caller (it
-// needs the upstream to keep responses for continuation and pay-once).
-var governed = map[string]bool{
-	"model": true, "input": true, "tools": true, "tool_choice": true,
-	"previous_response_id": true, "max_output_tokens": true, "instructions": true,
-	"stream": true, "stream_options": true, "store": true, "background": true, "conversation": true,
-}
 
 // The passthrough rules: what an HTTP gateway client sent beyond the
 // AgentExecuteRequest (contracts.OpenAIPassthrough) goes into the body.
@@ -28,31 +16,7 @@ var governed = map[string]bool{
 // fields are copied unless the rules govern them.
 
 // clientFields are p's fields the rules do not govern, in name order.
-func clientFields(p *contracts.OpenAIPassthrough) ([]Field, error) {
-	if p == nil || len(p.Fields) == 0 {
-		return nil, nil
-	}
-	var extra map[string]json.RawMessage
-	if err := json.Unmarshal(p.Fields, &extra); err != nil {
-		return nil, &InvalidRequestError{Field: "openai.fields", Reason: "is not a JSON object: " + err.Error()}
-	}
-	fields := make([]Field, 0, len(extra))
-	for k, v := range extra {
-		if !governed[k] {
-			fields = append(fields, Field{Name: k, Value: v})
-		}
-	}
-	slices.SortFunc(fields, func(a, b Field) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
-	return fields, nil
-}
+var clientFields = responsesbody.ClientFields
 
 // clientItems is where p's input items go around the built user message.
 type clientItems struct {
@@ -115,7 +79,7 @@ func extraParts(client json.RawMessage) ([]json.RawMessage, error) {
 
 // mergeClient applies the passthrough rules to a body Build made: its
 // input ends with the built user message.
-func (b *Body) mergeClient(p *contracts.OpenAIPassthrough) error {
+func mergeClient(b *Body, p *contracts.OpenAIPassthrough) error {
 	var err error
 	if b.Fields, err = clientFields(p); err != nil {
 		return err
@@ -145,7 +109,7 @@ func (b *Body) mergeClient(p *contracts.OpenAIPassthrough) error {
 }
 
 // field is the value of the client's field name, nil when it sent none.
-func (b *Body) field(name string) json.RawMessage {
+func field(b *Body, name string) json.RawMessage {
 	for _, f := range b.Fields {
 		if f.Name == name {
 			return f.Value
@@ -199,41 +163,6 @@ func ApplyPassthrough(body json.RawMessage, p *contracts.OpenAIPassthrough) (jso
 	return marshal(fields)
 }
 
-// stdError is encoding/json's error for data, the one a client was always
-// told, where the faster decoder failed with err.
-func stdError(data []byte, v any, err error) error {
-	if e := json.Unmarshal(data, v); e != nil {
-		return e
-	}
-	return err
-}
-
-// withParts appends parts to an encoded message's content; a string
-// content becomes its one input_text part first. Every other member of
-// the message stays as it was.
-func withParts(user json.RawMessage, parts []json.RawMessage) (json.RawMessage, error) {
-	if len(parts) == 0 {
-		return user, nil
-	}
-	var m map[string]json.RawMessage
-	if err := unmarshal(user, &m); err != nil {
-		return nil, fmt.Errorf("decode the message: %w", err)
-	}
-	var content []json.RawMessage
-	var text string
-	if unmarshal(m["content"], &text) == nil {
-		part, err := marshal(inputText{Type: "input_text", Text: text})
-		if err != nil {
-			return nil, err
-		}
-		content = []json.RawMessage{part}
-	} else if err := unmarshal(m["content"], &content); err != nil {
-		return nil, fmt.Errorf("the message's content is neither a string nor a list of parts: %w", err)
-	}
-	c, err := marshal(append(content, parts...))
-	if err != nil {
-		return nil, err
-	}
-	m["content"] = c
-	return marshal(m)
-}
+// withParts appends parts to an encoded message's content
+// (responsesbody.WithParts).
+var withParts = responsesbody.WithParts

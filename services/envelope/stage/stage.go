@@ -61,23 +61,11 @@ func route(t *contracts.Turn) string {
 // agent context) to what the profile is asked for: aliases resolved, a
 // "profile/" prefix removed.
 func (e *Envelope) profile(req *contracts.AgentExecuteRequest) (profiles.Profile, error) {
-	ac := req.AgentContext
-	if ac != nil && ac.Backend == "" && ac.Model != "" {
-		if p, model, ok := e.Profiles.Route(ac.Model); ok {
-			routed := *ac
-			routed.Model = model
-			req.AgentContext = &routed
-			return p, nil
-		}
-	}
-	backend := ""
-	if ac != nil {
-		backend = ac.Backend
-	}
-	p, err := e.Profiles.Get(backend)
+	p, ac, err := e.Profiles.ForAgent(req.AgentContext)
 	if err != nil {
 		return p, pipeline.Reject("unknown_backend", "agentContext.backend: %v", err)
 	}
+	req.AgentContext = ac
 	return p, nil
 }
 

@@ -80,6 +80,12 @@ type Config struct {
 	// a turn that enters past the queue (entry.go) is admitted at the mark
 	// the first stage admits at. Zero values take the defaults.
 	Stream layout.StreamConfig
+	// MCPDefaultAll is the envelope's APTIX_MCP_DEFAULT_ALL
+	// (ConfigFromEnv reads it as the envelope does): set, every turn
+	// visits the envelope, which offers a turn with no tools every MCP
+	// server; unset, a transparent turn that needs nothing of it skips it
+	// (entry.go).
+	MCPDefaultAll bool
 }
 
 // App is the gateway application on one NATS connection.
@@ -89,6 +95,13 @@ type App struct {
 	store  *Store
 	comps  *completions
 	stream jetstream.Stream
+	// queue is the admission queue, where a turn's request waits for the
+	// retriever (record.go reads a queued turn's record there); nil when
+	// it did not exist at start.
+	queue jetstream.Stream
+	// putHook, when set, writes response records in place of the store
+	// (tests that make the write fail or wait).
+	putHook func(context.Context, responses.Meta) error
 	// deltas is the stream of stored deltas (resume.go).
 	deltas jetstream.Stream
 	// cancels holds the turn cancellations (store.CancelBucket).
@@ -152,7 +165,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, fmt.Errorf("stream %s: %w", contracts.StreamName, err)
 	}
 	a.hop = pipeline.MarkOf(a.stream.CachedInfo())
-	if a.entrance, err = pipeline.NewEntrance(cfg.NC, cfg.Stream, "gateway"); err != nil {
+	if q, err := js.Stream(ctx, contracts.QueueStreamName); err == nil {
+		a.queue = q
+	}
+	if a.entrance, err = pipeline.NewEntrance(cfg.NC, cfg.Stream, "gateway",
+		pipeline.Skipping{Profiles: cfg.Profiles, MCPDefaultAll: cfg.MCPDefaultAll}); err != nil {
 		return nil, err
 	}
 	if a.store, err = OpenStore(ctx, js, cfg.Replicas); err != nil {
@@ -219,7 +236,7 @@ func (a *App) Ready(ctx context.Context) *responses.Error {
 // console is for admins). The console reads the stream and the stores
 // itself otherwise: it is the operator's view of the bus.
 func (a *App) LookupResponse(ctx context.Context, id string) (conv, turn string, found bool, err error) {
-	meta, err := a.store.Get(ctx, id)
+	meta, err := a.lookup(ctx, id)
 	if err != nil || meta == nil {
 		return "", "", false, err
 	}

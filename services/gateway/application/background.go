@@ -66,7 +66,7 @@ func (a *App) reserveBackground(ctx context.Context, p, id string) (bool, error)
 		}
 		live := cur.IDs[:0:0]
 		for _, rid := range cur.IDs {
-			meta, err := a.store.Get(ctx, rid)
+			meta, err := a.lookup(ctx, rid)
 			if err != nil {
 				return false, err
 			}

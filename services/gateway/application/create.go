@@ -63,7 +63,9 @@ func (r *Run) Prior(t *contracts.Turn, callIDs map[string]bool) *Prior {
 
 // Start creates a response and submits its turn: the backend and the
 // conversation are resolved (a continuation moves its conversation's head,
-// prepare.go), the record is kept, and the turn published. A background
+// prepare.go), the record is kept (in the turn's events, and written
+// while the turn is published when its id cannot find them: record.go),
+// and the turn published. A background
 // turn is answered as soon as it is queued; any other is followed: a
 // streamed turn's deltas are subscribed and the completion watch taken
 // before the turn exists, so neither can be missed. A submit that fails
@@ -88,23 +90,37 @@ func (a *App) Start(ctx context.Context, who auth.Principal, t Turn) (*Run, *res
 		t.Edit(&p.exec)
 	}
 	if t.Background {
-		return &Run{Meta: p.meta}, a.submitBackground(ctx, p.meta, p.exec)
+		if e := a.submitBackground(ctx, p.meta, p.exec, p.recorded); e != nil {
+			return nil, e
+		}
+		// Answered queued with its id: its record first.
+		return &Run{Meta: p.meta}, a.recordAfterSubmit(ctx, p.meta, p.recorded)
 	}
-	run, e := a.submit(ctx, p.meta, p.exec, t.Follow, req.Store)
-	if run != nil {
-		run.headRev = p.headRev
+	run, e := a.submit(ctx, p.meta, p.exec, t.Follow, req.Store, p.recorded)
+	if e != nil {
+		return nil, e
 	}
-	return run, e
+	// Nobody learns the id (the answer, a streamed response.created)
+	// before the record can be read.
+	if e := a.recordAfterSubmit(ctx, p.meta, p.recorded); e != nil {
+		a.comps.release(run.g)
+		run.Close()
+		return nil, e
+	}
+	run.headRev = p.headRev
+	return run, nil
 }
 
-// submit publishes a prepared turn and follows it.
-func (a *App) submit(ctx context.Context, meta *responses.Meta, exec contracts.AgentExecuteRequest, follow, stored bool) (*Run, *responses.Error) {
+// submit publishes a prepared turn and follows it. A submit that fails
+// withdraws the response, once its record's write (recorded) is over.
+func (a *App) submit(ctx context.Context, meta *responses.Meta, exec contracts.AgentExecuteRequest, follow, stored bool, recorded func() error) (*Run, *responses.Error) {
 	run := &Run{Meta: meta}
 	// Deltas are core NATS, not stored: subscribe before the turn exists.
 	if follow {
 		run.deltas = make(chan *nats.Msg, 4096)
 		sub, err := a.cfg.NC.ChanSubscribe(contracts.DeltaSubject(meta.ConversationID, meta.TurnID), run.deltas)
 		if err != nil {
+			_ = recorded()
 			a.withdraw(ctx, meta, stored)
 			return nil, a.BusError(err)
 		}
@@ -117,6 +133,7 @@ func (a *App) submit(ctx context.Context, meta *responses.Meta, exec contracts.A
 	if err != nil {
 		a.comps.release(run.g)
 		run.Close()
+		_ = recorded()
 		a.withdraw(ctx, meta, stored)
 		return nil, a.BusError(err)
 	}
@@ -127,9 +144,10 @@ func (a *App) submit(ctx context.Context, meta *responses.Meta, exec contracts.A
 // here, and nothing polls. The turn runs through the pipeline like any
 // other, its status is derived from its events on each read, and its
 // webhook (if any) is sent by the webhook consumer on its completion.
-func (a *App) submitBackground(ctx context.Context, meta *responses.Meta, exec contracts.AgentExecuteRequest) *responses.Error {
+func (a *App) submitBackground(ctx context.Context, meta *responses.Meta, exec contracts.AgentExecuteRequest, recorded func() error) *responses.Error {
 	// Armed before the turn exists: a response is never without its limit.
 	if err := a.armDeadline(ctx, meta); err != nil {
+		_ = recorded()
 		a.withdraw(ctx, meta, true)
 		return a.BusError(err)
 	}
@@ -137,6 +155,7 @@ func (a *App) submitBackground(ctx context.Context, meta *responses.Meta, exec c
 	err := a.enter(sctx, exec)
 	cancel()
 	if err != nil {
+		_ = recorded()
 		a.withdraw(ctx, meta, true)
 		return a.BusError(err)
 	}

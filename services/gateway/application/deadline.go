@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,7 +81,8 @@ func (a *App) onDeadline(m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	meta, err := a.store.Get(ctx, d.ResponseID)
+	conv, turn, _ := strings.Cut(strings.TrimPrefix(m.Subject(), deadlinePrefix+"."), ".")
+	meta, err := a.lookupIn(ctx, d.ResponseID, conv, turn)
 	if err != nil {
 		_ = m.NakWithDelay(time.Second)
 		return

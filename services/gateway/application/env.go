@@ -6,15 +6,18 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/aptix-dev/aptix/pkg/pipeline"
 	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // ConfigFromEnv fills what the application reads from its environment:
 // the bucket replicas (APTIX_STREAM_REPLICAS), APTIX_HTTP_MAX_BODY,
 // APTIX_SYNC_TIMEOUT, APTIX_BACKGROUND_TIMEOUT, the stream limits
-// (layout.StreamConfigFromEnv), the webhooks and APTIX_COMPACTION_KEYS.
+// (layout.StreamConfigFromEnv), the webhooks, APTIX_COMPACTION_KEYS and
+// the envelope's APTIX_MCP_DEFAULT_ALL (pipeline.SkippingFromEnv).
 func ConfigFromEnv(cfg *Config) error {
 	cfg.Replicas, _ = strconv.Atoi(os.Getenv(layout.EnvReplicas))
+	cfg.MCPDefaultAll = pipeline.SkippingFromEnv(nil).MCPDefaultAll
 	if v := os.Getenv("APTIX_HTTP_MAX_BODY"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {

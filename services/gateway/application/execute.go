@@ -61,8 +61,9 @@ func (a *App) Execute(ctx context.Context, who auth.Principal, req contracts.Age
 		return nil, responses.BadRequest("conversationId", responses.CodeInvalidValue,
 			fmt.Sprintf("conversationId: at most %d characters for this caller.", contracts.MaxIDLen-scopeLen))
 	}
-	// The turn carries who asked for it; a client cannot name someone else.
-	req.Principal = who.ID
+	// The turn carries who asked for it; a client cannot name someone else,
+	// nor make its turn read as another's response (record.go).
+	req.Principal, req.GatewayRecord = who.ID, nil
 	budgets, e := a.checkBudgets(ctx, who)
 	if e != nil {
 		return nil, e

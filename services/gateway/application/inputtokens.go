@@ -105,7 +105,7 @@ func (a *App) CountInput(ctx context.Context, who auth.Principal, req *responses
 // countPrevious reads the response a count continues: the caller's own,
 // completed (its history is what the count replays).
 func (a *App) countPrevious(ctx context.Context, owner, id string) (*responses.Meta, *contracts.Turn, *responses.Error) {
-	prev, err := a.store.Get(ctx, id)
+	prev, err := a.lookup(ctx, id)
 	if err != nil {
 		return nil, nil, a.BusError(err)
 	}
@@ -144,7 +144,7 @@ func (a *App) history(ctx context.Context, prev *responses.Meta, pt *contracts.T
 		if m.PreviousID == "" {
 			break
 		}
-		next, err := a.store.Get(ctx, m.PreviousID)
+		next, err := a.lookup(ctx, m.PreviousID)
 		if err != nil {
 			return "", nil, a.BusError(err)
 		}

@@ -63,11 +63,14 @@ func (p *Prior) ID() string { return p.meta.ID }
 func (p *Prior) CallIDs() map[string]bool { return p.callIDs }
 
 // prepared is what prepare made: the response record, the turn to
-// submit, and the head revision it wrote (0 when it wrote none).
+// submit, the head revision it wrote (0 when it wrote none), and the wait
+// for the record's write, which runs while the turn is submitted
+// (record.go).
 type prepared struct {
-	meta    *responses.Meta
-	exec    contracts.AgentExecuteRequest
-	headRev uint64
+	meta     *responses.Meta
+	exec     contracts.AgentExecuteRequest
+	headRev  uint64
+	recorded func() error
 }
 
 // continuation is the upstream response id a continuation of prev continues:
@@ -92,7 +95,7 @@ type source struct {
 }
 
 // prepare resolves the backend, the conversation (new, continued, or a
-// branch), records the response and builds the execute request.
+// branch), records the response (record) and builds the execute request.
 //
 // Branching: previous_response_id names a response P of conversation C. When
 // P is C's head (its newest response), the new turn continues C and becomes
@@ -178,7 +181,7 @@ func (a *App) prepare(ctx context.Context, who auth.Principal, req *responses.Cr
 		}
 	}
 	p.meta = meta
-	if e := a.record(ctx, req, detached, src.object, meta, headSet); e != nil {
+	if e := a.record(ctx, req, detached, src.object, &p, headSet); e != nil {
 		return prepared{}, e
 	}
 	return p, nil
@@ -244,7 +247,7 @@ func (a *App) source(ctx context.Context, owner string, req *responses.CreateReq
 // record, and the upstream response id the continuation continues. It
 // must be owner's, and completed.
 func (a *App) previous(ctx context.Context, owner, id string) (*responses.Meta, string, *responses.Error) {
-	prev, err := a.store.Get(ctx, id)
+	prev, err := a.lookup(ctx, id)
 	if err != nil {
 		return nil, "", a.BusError(err)
 	}
@@ -355,23 +358,36 @@ func (a *App) claim(ctx context.Context, src source, next string) (bool, uint64,
 	}
 }
 
-// record keeps the response: its record (with store, OpenAI's: with
-// store false it is answered, not kept, so GET and previous_response_id
-// do not find it), once the head write succeeded too, and its input in
-// its conversation object, before the submit, so the conversation never
-// misses a turn that ran (a submit that fails withdraws it).
-func (a *App) record(ctx context.Context, req *responses.CreateRequest, detached bool, object string, meta *responses.Meta, headSet func() error) *responses.Error {
+// record keeps the response (with store, OpenAI's: with store false it
+// is answered, not kept, so GET and previous_response_id do not find it):
+// its record travels in the turn's request, and is also written to the
+// bucket when the response's id does not name its conversation (record.go)
+// — a write that runs on while the turn is submitted: p.recorded waits for
+// it. Once the head write succeeded, its input goes into its conversation
+// object before the submit, so the conversation never misses a turn that
+// ran (a submit that fails withdraws it).
+func (a *App) record(ctx context.Context, req *responses.CreateRequest, detached bool, object string, p *prepared, headSet func() error) *responses.Error {
+	meta := p.meta
+	p.recorded = func() error { return nil }
 	kept := !detached && req.Store
 	if kept {
-		if err := a.store.Put(ctx, *meta); err != nil {
+		if e := carry(&p.exec, meta); e != nil {
 			_ = headSet()
-			return a.BusError(err)
+			return e
+		}
+		if !derivable(meta) {
+			p.recorded = a.writeRecord(ctx, *meta)
+		}
+	}
+	// undo takes the record back when the turn is not submitted after all.
+	undo := func() {
+		if kept {
+			_ = p.recorded()
+			_ = a.store.Delete(ctx, meta.ID)
 		}
 	}
 	if err := headSet(); err != nil {
-		if kept {
-			_ = a.store.Delete(ctx, meta.ID)
-		}
+		undo()
 		return a.BusError(err)
 	}
 	if object == "" {
@@ -379,9 +395,7 @@ func (a *App) record(ctx context.Context, req *responses.CreateRequest, detached
 	}
 	input := responses.InputItems(meta.ID, req.Input)
 	if err := a.add(ctx, object, input, func(c *responses.Conversation) { c.AppendPending(*meta, input) }); err != nil {
-		if req.Store {
-			_ = a.store.Delete(ctx, meta.ID)
-		}
+		undo()
 		return a.convError(object, err)
 	}
 	return nil

@@ -17,7 +17,7 @@ func (a *App) Record(ctx context.Context, who auth.Principal, id string) (*respo
 		// subject (responses.CheckID).
 		return nil, responses.NotFoundPath(id)
 	}
-	meta, err := a.store.Get(ctx, id)
+	meta, err := a.lookup(ctx, id)
 	if err != nil {
 		return nil, a.BusError(err)
 	}
@@ -106,20 +106,21 @@ type Page struct{ Limit, Order, After string }
 
 // InputItems are the items the client sent with the caller's response id,
 // read from the turn's stored event (every stage's event carries the
-// request), paged.
+// request) or its request still queued, paged.
 func (a *App) InputItems(ctx context.Context, who auth.Principal, id string, pg Page) (responses.List, *responses.Error) {
 	var list responses.List
 	meta, e := a.Record(ctx, who, id)
 	if e != nil {
 		return list, e
 	}
-	_, t, _, err := a.turnAt(ctx, meta.ConversationID, meta.TurnID)
+	// The request as the turn's events carry it (still queued, too).
+	req, err := a.request(ctx, meta.ConversationID, meta.TurnID)
 	if err != nil {
 		return list, a.BusError(err)
 	}
 	var items []json.RawMessage
-	if t != nil && t.Request.OpenAI != nil {
-		_ = json.Unmarshal(t.Request.OpenAI.Input, &items)
+	if req != nil && req.OpenAI != nil {
+		_ = json.Unmarshal(req.OpenAI.Input, &items)
 	}
 	// A response in a conversation object was sent the conversation's items
 	// first; its input items are its own.

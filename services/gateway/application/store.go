@@ -19,10 +19,12 @@ import (
 // so any replica answers for a response another created.
 const Bucket = "aptix_responses"
 
-// Store holds response records ("resp.<id>") and conversation heads
-// ("head.<conversation>": the id of the newest response of the conversation,
-// written by its first continuation or by each turn of a named conversation;
-// a conversation without one has its first response as its head).
+// Store holds response records ("resp.<id>": written for a response whose
+// id does not name its conversation, record.go; a deletion for any) and
+// conversation heads ("head.<conversation>": the id of the newest response
+// of the conversation, written by its first continuation or by each turn of
+// a named conversation; a conversation without one has its first response
+// as its head).
 type Store struct{ kv jetstream.KeyValue }
 
 // OpenStore creates the bucket if needed.
@@ -53,7 +55,7 @@ func checkToken(what, id string) error {
 	return nil
 }
 
-// Put records a new response.
+// Put records a new response (at most once: a record is never replaced).
 func (s *Store) Put(ctx context.Context, m responses.Meta) error {
 	if err := checkToken("response id", m.ID); err != nil {
 		return err
@@ -63,37 +65,62 @@ func (s *Store) Put(ctx context.Context, m responses.Meta) error {
 		return fmt.Errorf("encode response record: %w", err)
 	}
 	if _, err := s.kv.Create(ctx, respKey(m.ID), b); err != nil {
+		if lostRace(err) {
+			// Written before by this create (a retry after a lost
+			// acknowledgement): ids are never reused.
+			if e, gerr := s.kv.Get(ctx, respKey(m.ID)); gerr == nil && string(e.Value()) == string(b) {
+				return nil
+			}
+		}
 		return fmt.Errorf("record response %s: %w", m.ID, err)
 	}
 	return nil
 }
 
-// Get returns the record of id, or nil when there is none (never created,
-// or deleted).
+// tombstone is the value a deleted response's record key holds: a
+// response whose record is derived from its turn's events (record.go)
+// has no record to remove, so its deletion is written, and a KV delete
+// marker would read as "no record" (jetstream's Get says not found).
+const tombstone = "deleted"
+
+// Get returns the record of id, or nil when there is none (never
+// written, or deleted).
 func (s *Store) Get(ctx context.Context, id string) (*responses.Meta, error) {
+	m, _, err := s.get(ctx, id)
+	return m, err
+}
+
+// get returns the record of id; written says whether its key holds
+// anything (a record, or a deletion), so a response with no written
+// record is looked for in its turn's events only when it was not deleted.
+func (s *Store) get(ctx context.Context, id string) (m *responses.Meta, written bool, err error) {
 	if !contracts.IsToken(id) {
-		return nil, nil // no response has it
+		return nil, false, nil // no response has it
 	}
 	e, err := s.kv.Get(ctx, respKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read response %s: %w", id, err)
+		return nil, false, fmt.Errorf("read response %s: %w", id, err)
 	}
-	var m responses.Meta
-	if err := json.Unmarshal(e.Value(), &m); err != nil {
-		return nil, fmt.Errorf("decode response %s: %w", id, err)
+	if string(e.Value()) == tombstone {
+		return nil, true, nil
 	}
-	return &m, nil
+	m = new(responses.Meta)
+	if err := json.Unmarshal(e.Value(), m); err != nil {
+		return nil, true, fmt.Errorf("decode response %s: %w", id, err)
+	}
+	return m, true, nil
 }
 
-// Delete removes the record: the response is gone for GET and continuation.
+// Delete removes the record: the response is gone for GET and
+// continuation, whether its record was written or is derived.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := checkToken("response id", id); err != nil {
 		return err
 	}
-	if err := s.kv.Delete(ctx, respKey(id)); err != nil {
+	if _, err := s.kv.Put(ctx, respKey(id), []byte(tombstone)); err != nil {
 		return fmt.Errorf("delete response %s: %w", id, err)
 	}
 	return nil

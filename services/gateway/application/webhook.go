@@ -309,7 +309,7 @@ func (wh *webhooks) handle(m jetstream.Msg) {
 		_ = m.Ack()
 		return
 	}
-	meta, err := wh.a.store.Get(ctx, id)
+	meta, err := wh.a.completionRecord(ctx, id, conv, turnID, m)
 	if err != nil {
 		_ = m.NakWithDelay(wh.cfg.RetryDelay)
 		return
@@ -318,6 +318,12 @@ func (wh *webhooks) handle(m jetstream.Msg) {
 		// Not a stored response (or deleted), or another conversation's
 		// turn that took the response's turn id (POST /v1/aptix/execute
 		// lets a client choose it): nobody to tell.
+		_ = m.Ack()
+		return
+	}
+	if responses.Pending(*meta, "").Metadata["webhook_url"] == "" {
+		// No webhook asked for (the echoed metadata says): the response's
+		// state is not read.
 		_ = m.Ack()
 		return
 	}

@@ -78,12 +78,20 @@ func waterfall(times map[string]time.Time, msgs map[string]msgInfo) ([]step, tim
 	total := last.Sub(first)
 	var steps []step
 	var prev time.Time
+	entered := false
 	for _, s := range history.Stages {
 		st := step{Stage: s, Producer: history.Producer[s]}
 		at, ok := times[s]
-		if ok && len(steps) == 0 {
+		if ok && !entered {
+			// The turn's entry event: a row for each stage it skipped, whose
+			// events (the retrieved event of a turn that skipped the
+			// envelope too) never existed and get no row.
+			entered = true
 			for _, sk := range msgs[s].skipped {
 				steps = append(steps, step{Stage: s, Producer: sk, Skipped: true})
+			}
+			if n := len(msgs[s].skipped); n > 0 {
+				steps = slices.DeleteFunc(steps, func(x step) bool { return !x.Skipped })
 			}
 		}
 		if ok {

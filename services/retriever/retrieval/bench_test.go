@@ -284,6 +284,9 @@ func benchCorpus(b *testing.B, c corpus) {
 	if os.Getenv("APTIX_BENCH_GRID") != "" {
 		grid(b, ix, c.name, qs)
 	}
+	if os.Getenv("APTIX_BENCH_ENGINES") != "" {
+		engines(b, ix, c.name, qs)
+	}
 	if q := os.Getenv("APTIX_BENCH_EXPLAIN"); q != "" { // as aptix search --explain prints it
 		res, err := ix.Search(ctx, contracts.AgentExecuteRequest{WorkspaceId: c.name, Instruction: q})
 		if err != nil {
@@ -417,73 +420,109 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 		func(w *retrieval.Weights) { w.Heavy = 0.15 },
 		func(w *retrieval.Weights) { w.Related = 0.3 },
 		func(w *retrieval.Weights) { w.Related = 0.3; w.RelatedLift = 30 },
+		func(w *retrieval.Weights) { w.ExpandText = true },
+		func(w *retrieval.Weights) { w.MeanLength = true },
 	}
 	if os.Getenv("APTIX_BENCH_GRID") == "before" { // this page's weights against the ones before, for the notes
 		vary = vary[:2]
 	}
 	withFresh := os.Getenv("APTIX_BENCH_FRESH") != ""
+	verbose := os.Getenv("APTIX_BENCH_VERBOSE") != ""
 	for _, v := range vary {
 		w := base
 		v(&w)
 		retrieval.SetWeights(w)
 		ix.ResetCaches()
 		for pass := range 2 { // cold (per-term caches empty), then warm
-			type split struct {
-				n, at5, at10, sym int
-				rr, ndcg          float64
+			measure(b, ix, workspace, qs, withFresh && pass == 0, verbose && pass == 0 && w.Related > 0, fmt.Sprintf("grid %s %+v pass %d", workspace, w, pass))
+		}
+	}
+}
+
+// engines measures the questions on bleve's query evaluation and on the
+// scoring index (termindex), on the same index, alternating A, B, A, B, each
+// side cold then warm: APTIX_BENCH_ENGINES=1 (the fresh held-out questions
+// too, in the cold pass, with APTIX_BENCH_FRESH=1).
+func engines(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
+	defer ix.UseScoringIndex(true)
+	defer ix.ResetCaches()
+	withFresh := os.Getenv("APTIX_BENCH_FRESH") != ""
+	for round := range 2 {
+		for _, mem := range []bool{false, true} {
+			ix.UseScoringIndex(mem)
+			ix.ResetCaches()
+			name := map[bool]string{false: "bleve", true: "termindex"}[mem]
+			for pass := range 2 {
+				measure(b, ix, workspace, qs, withFresh && pass == 0, false, fmt.Sprintf("engine %s %s round %d pass %d", workspace, name, round, pass))
 			}
-			var splits [len(setNames) + 1]split // the last: tuning and old held-out together
-			var lat []time.Duration
-			cpu0 := cpuTime()
-			for _, q := range qs {
-				if q.set == fresh && (!withFresh || pass > 0) {
-					continue
-				}
-				t0 := time.Now()
-				res, err := ix.Search(context.Background(), contracts.AgentExecuteRequest{WorkspaceId: workspace, Instruction: q.q})
-				if err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(t0))
-				if os.Getenv("APTIX_BENCH_VERBOSE") != "" && pass == 0 && w.Related > 0 {
-					rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) })
-					fmt.Fprintf(os.Stderr, "  %s %-70q rank %2d  %v\n", setNames[q.set][:5], q.q, rank+1, ix.Expansions(q.q))
-				}
-				for i := range splits {
-					if i != q.set && (i != len(setNames) || q.set == fresh) {
-						continue
-					}
-					s := &splits[i]
-					s.n++
-					if rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) }); rank >= 0 {
-						s.at10++
-						if rank < 5 {
-							s.at5++
-						}
-						s.rr += 1 / float64(rank+1)
-						s.ndcg += 1 / math.Log2(float64(rank+2))
-					}
-					if slices.ContainsFunc(res.Chunks, func(c contracts.RagChunk) bool {
-						return slices.Contains(q.want, c.Path) && declares(c.Content, q.symbol)
-					}) {
-						s.sym++
-					}
-				}
+		}
+	}
+}
+
+// measure asks the tuning questions (the old held-out ones included,
+// reported apart, and the fresh held-out ones when withFresh) once and
+// prints the relevance figures per set, the latency of the tuning
+// questions' searches and the CPU a search. verbose prints each question's
+// rank and expansions.
+func measure(b *testing.B, ix *retrieval.Index, workspace string, qs []question, withFresh, verbose bool, label string) {
+	type split struct {
+		n, at5, at10, sym int
+		rr, ndcg          float64
+	}
+	var splits [len(setNames) + 1]split // the last: tuning and old held-out together
+	var lat []time.Duration
+	searches := 0
+	cpu0 := cpuTime()
+	for _, q := range qs {
+		if q.set == fresh && !withFresh {
+			continue
+		}
+		t0 := time.Now()
+		res, err := ix.Search(context.Background(), contracts.AgentExecuteRequest{WorkspaceId: workspace, Instruction: q.q})
+		if err != nil {
+			b.Fatal(err)
+		}
+		searches++
+		if q.set != fresh {
+			lat = append(lat, time.Since(t0))
+		}
+		rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) })
+		if verbose {
+			fmt.Fprintf(os.Stderr, "  %s %-70q rank %2d  %v\n", setNames[q.set][:5], q.q, rank+1, ix.Expansions(q.q))
+		}
+		for i := range splits {
+			if i != q.set && (i != len(setNames) || q.set == fresh) {
+				continue
 			}
-			cpuPer := float64((cpuTime() - cpu0).Microseconds()) / 1000 / float64(len(lat))
-			slices.Sort(lat)
-			ms := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
-			fmt.Fprintf(os.Stderr, "grid %s %+v pass %d: p50 %.1f ms p90 %.1f ms max %.1f ms, CPU %.1f ms a search\n", workspace, w, pass, ms(0.5), ms(0.9), ms(1), cpuPer)
-			for i, s := range splits {
-				name := "all tuning"
-				if i < len(setNames) {
-					name = setNames[i]
+			s := &splits[i]
+			s.n++
+			if rank >= 0 {
+				s.at10++
+				if rank < 5 {
+					s.at5++
 				}
-				if n := float64(s.n); n > 0 {
-					fmt.Fprintf(os.Stderr, "  %s (%d): recall@5 %.3f recall@10 %.3f MRR %.3f nDCG@10 %.3f symbol@10 %.3f\n", name, s.n,
-						float64(s.at5)/n, float64(s.at10)/n, s.rr/n, s.ndcg/n, float64(s.sym)/n)
-				}
+				s.rr += 1 / float64(rank+1)
+				s.ndcg += 1 / math.Log2(float64(rank+2))
 			}
+			if slices.ContainsFunc(res.Chunks, func(c contracts.RagChunk) bool {
+				return slices.Contains(q.want, c.Path) && declares(c.Content, q.symbol)
+			}) {
+				s.sym++
+			}
+		}
+	}
+	cpuPer := float64((cpuTime() - cpu0).Microseconds()) / 1000 / float64(searches)
+	slices.Sort(lat)
+	ms := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	fmt.Fprintf(os.Stderr, "%s: p50 %.1f ms p90 %.1f ms p99 %.1f ms max %.1f ms, CPU %.2f ms a search\n", label, ms(0.5), ms(0.9), ms(0.99), ms(1), cpuPer)
+	for i, s := range splits {
+		name := "all tuning"
+		if i < len(setNames) {
+			name = setNames[i]
+		}
+		if n := float64(s.n); n > 0 {
+			fmt.Fprintf(os.Stderr, "  %s (%d): recall@5 %.3f recall@10 %.3f MRR %.3f nDCG@10 %.3f symbol@10 %.3f\n", name, s.n,
+				float64(s.at5)/n, float64(s.at10)/n, s.rr/n, s.ndcg/n, float64(s.sym)/n)
 		}
 	}
 }

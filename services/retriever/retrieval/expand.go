@@ -8,6 +8,8 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/aptix-dev/aptix/services/retriever/termindex"
 )
 
 // Identifiers abbreviate the words a developer asks in (dir for directory,
@@ -61,6 +63,19 @@ func (ix *Index) soleWorkspace() (string, error) {
 	if known {
 		return sole, nil
 	}
+	if ix.memReady.Load() {
+		ws := ix.mem.KeywordValues(termindex.Workspace)
+		sole = ""
+		if len(ws) == 1 {
+			for w := range ws {
+				sole = w
+			}
+		}
+		c.mu.Lock()
+		c.sole, c.soleKnown = sole, true
+		c.mu.Unlock()
+		return sole, nil
+	}
 	d, err := ix.idx.FieldDict("workspace")
 	if err != nil {
 		return "", fmt.Errorf("workspaces: %w", err)
@@ -99,36 +114,50 @@ func (ix *Index) abbreviations(w string) ([]string, error) {
 	if ok {
 		return got, nil
 	}
-	n, err := ix.idx.DocCount()
-	if err != nil {
-		return nil, fmt.Errorf("local index: %w", err)
-	}
-	// A word in more than maxAbbrevShare of the symbols (func, type, the
-	// receiver of every method of a big type) abbreviates nothing useful.
-	maxDF := max(uint64(maxAbbrevShare*float64(n)), 20)
-	d, err := ix.idx.FieldDictPrefix("symbol", []byte{w[0]})
-	if err != nil {
-		return nil, fmt.Errorf("symbol vocabulary: %w", err)
-	}
 	type cand struct {
 		term string
 		df   uint64
 	}
 	var cs []cand
-	for {
-		e, err := d.Next()
+	var maxDF uint64
+	fits := func(term string, count uint64) bool {
+		n := len(term)
+		return n >= 3 && n <= 5 && n+3 <= len(w) && count >= minAbbrevDF && count <= maxDF && subsequence(term, w)
+	}
+	// A word in more than maxAbbrevShare of the symbols (func, type, the
+	// receiver of every method of a big type) abbreviates nothing useful.
+	if ix.memReady.Load() {
+		maxDF = max(uint64(maxAbbrevShare*float64(ix.mem.Len())), 20)
+		ix.mem.ShortTerms(termindex.Symbol, w[0], 3, 5, func(term string, df int) {
+			if fits(term, uint64(df)) {
+				cs = append(cs, cand{term, uint64(df)})
+			}
+		})
+	} else {
+		n, err := ix.idx.DocCount()
 		if err != nil {
-			d.Close()
+			return nil, fmt.Errorf("local index: %w", err)
+		}
+		maxDF = max(uint64(maxAbbrevShare*float64(n)), 20)
+		d, err := ix.idx.FieldDictPrefix("symbol", []byte{w[0]})
+		if err != nil {
 			return nil, fmt.Errorf("symbol vocabulary: %w", err)
 		}
-		if e == nil {
-			break
+		for {
+			e, err := d.Next()
+			if err != nil {
+				d.Close()
+				return nil, fmt.Errorf("symbol vocabulary: %w", err)
+			}
+			if e == nil {
+				break
+			}
+			if fits(e.Term, e.Count) {
+				cs = append(cs, cand{e.Term, e.Count})
+			}
 		}
-		if n := len(e.Term); n >= 3 && n <= 5 && n+3 <= len(w) && e.Count >= minAbbrevDF && e.Count <= maxDF && subsequence(e.Term, w) {
-			cs = append(cs, cand{e.Term, e.Count})
-		}
+		d.Close()
 	}
-	d.Close()
 	slices.SortFunc(cs, func(a, b cand) int { return cmp.Or(cmp.Compare(b.df, a.df), cmp.Compare(a.term, b.term)) })
 	got = nil
 	for _, c := range cs[:min(len(cs), maxAbbrevChecks)] {
@@ -157,6 +186,9 @@ func (ix *Index) abbreviations(w string) ([]string, error) {
 // abbreviation and the word it stands for meet there, where two words that
 // merely share letters (con and content) rarely do.
 func (ix *Index) together(a, w string) (uint64, error) {
+	if ix.memReady.Load() {
+		return uint64(ix.mem.CoOccur(termindex.Doc, a, w)), nil
+	}
 	both := make([]query.Query, 0, 2)
 	for _, t := range []string{a, w} {
 		q := bleve.NewTermQuery(t)

@@ -16,6 +16,7 @@ type Weights = struct {
 	Related           float64
 	RelatedLift       float64
 	Group             bool
+	MeanLength        bool
 }
 
 // Expansions returns the abbreviations a query's terms are expanded with,
@@ -47,3 +48,8 @@ func SetWeights(w Weights) Weights {
 
 // ResetCaches drops what is cached per term, as an index batch does.
 func (ix *Index) ResetCaches() { ix.abbrevs.reset(); ix.relatedWords.reset() }
+
+// UseScoringIndex makes searches run on the scoring index (termindex) or,
+// false, on bleve's query evaluation, for the benchmark's A/B
+// (APTIX_BENCH_ENGINES). The scoring index must have loaded the bucket.
+func (ix *Index) UseScoringIndex(on bool) { ix.memReady.Store(on) }

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aptix-dev/aptix/services/retriever/codetext"
+	"github.com/aptix-dev/aptix/services/retriever/termindex"
 )
 
 // Options configure an Index. Zero values take the defaults.
@@ -45,19 +46,24 @@ var ErrNotReady = errors.New("retrieval: local index is still loading the chunk 
 
 // Index is a replica's local search index, kept in step with the bucket.
 type Index struct {
-	o       Options
-	kv      jetstream.KeyValue
-	nc      *nats.Conn
-	idx     bleve.Index
-	log     *slog.Logger
-	applied atomic.Uint64 // highest bucket revision applied to idx
-	ready   atomic.Bool   // idx has held the whole bucket at least once
-	stop    context.CancelFunc
-	done    chan struct{}
-	mu      sync.Mutex
-	err     error  // why following stopped, if it did
-	rebuilt string // why Open discarded the local index it found, if it did
-	abbrevs abbrevCache
+	o   Options
+	kv  jetstream.KeyValue
+	nc  *nats.Conn
+	idx bleve.Index
+	// mem scores the searches (see termindex); it is rebuilt from the
+	// bucket on every start and follows it with idx. Until it has loaded
+	// the whole bucket (memReady), searches are run by idx.
+	mem      *termindex.Index
+	memReady atomic.Bool
+	log      *slog.Logger
+	applied  atomic.Uint64 // highest bucket revision applied to idx
+	ready    atomic.Bool   // idx has held the whole bucket at least once
+	stop     context.CancelFunc
+	done     chan struct{}
+	mu       sync.Mutex
+	err      error  // why following stopped, if it did
+	rebuilt  string // why Open discarded the local index it found, if it did
+	abbrevs  abbrevCache
 	// relatedWords: the words related to a query term (related.go)
 	relatedWords relatedCache
 }
@@ -99,7 +105,7 @@ func Open(ctx context.Context, js jetstream.JetStream, o Options) (*Index, error
 	if err != nil {
 		return nil, err
 	}
-	ix := &Index{o: o, kv: kv, nc: js.Conn(), idx: idx, log: o.Logger.With("component", "retrieval"), done: make(chan struct{}), rebuilt: rebuilt}
+	ix := &Index{o: o, kv: kv, nc: js.Conn(), idx: idx, mem: termindex.New(), log: o.Logger.With("component", "retrieval"), done: make(chan struct{}), rebuilt: rebuilt}
 	if v, _ := idx.GetInternal(completeKey); v != nil {
 		ix.ready.Store(true) // stale at worst until the watch catches up
 	}
@@ -317,7 +323,7 @@ func (ix *Index) follow(ctx context.Context, w jetstream.KeyWatcher) {
 		b := newBatch(ix)
 		caughtUp := false
 	fill:
-		for b.docs < maxBatchDocs {
+		for b.docs < maxBatchDocs && b.memDocs < maxBatchDocs {
 			var e jetstream.KeyValueEntry
 			var ok bool
 			if loading || b.entries == 0 {
@@ -360,6 +366,7 @@ func (ix *Index) follow(ctx context.Context, w jetstream.KeyWatcher) {
 		}
 		if caughtUp {
 			ix.ready.Store(true)
+			ix.memReady.Store(true)
 			ix.log.Info("local index caught up with the chunk store", "revision", ix.applied.Load())
 		}
 	}
@@ -387,6 +394,9 @@ func (ix *Index) closing() bool {
 type batch struct {
 	ix      *Index
 	b       *bleve.Batch
+	memOps  []memOp // for the scoring index, analysed in commit
+	memDocs int
+	memSeen map[string]bool // files replaced or deleted in mem by this batch
 	pending map[string][]string
 	hashes  map[string]string
 	maxRev  uint64
@@ -396,7 +406,7 @@ type batch struct {
 }
 
 func newBatch(ix *Index) *batch {
-	return &batch{ix: ix, b: ix.idx.NewBatch(), pending: map[string][]string{}, hashes: map[string]string{}}
+	return &batch{ix: ix, b: ix.idx.NewBatch(), pending: map[string][]string{}, hashes: map[string]string{}, memSeen: map[string]bool{}}
 }
 
 func (b *batch) oldIDs(key string) []string {
@@ -423,6 +433,8 @@ func (b *batch) add(e jetstream.KeyValueEntry) {
 		b.pending[key] = nil
 		b.b.DeleteInternal(idsKey(key))
 		b.b.DeleteInternal(hashKey(key))
+		b.memOps = append(b.memOps, memOp{key: key})
+		b.memSeen[key] = true
 		return
 	}
 	var rec FileRecord
@@ -430,6 +442,7 @@ func (b *batch) add(e jetstream.KeyValueEntry) {
 		b.ix.log.Warn("undecodable chunk entry skipped", "key", key, "err", err)
 		return
 	}
+	b.addMem(key, &rec)
 	if h, ok := b.hashes[key]; ok && h == rec.Hash {
 		return
 	}
@@ -460,10 +473,101 @@ func (b *batch) add(e jetstream.KeyValueEntry) {
 	b.b.SetInternal(hashKey(key), []byte(rec.Hash))
 }
 
+// memOp is a file to replace (rec) or delete in the scoring index.
+type memOp struct {
+	key string
+	rec *FileRecord
+}
+
+// addMem replaces the file's chunks in the scoring index, unless it holds
+// them already (same hash, not changed earlier in this batch).
+func (b *batch) addMem(key string, rec *FileRecord) {
+	if h, ok := b.ix.mem.FileHash(key); ok && h == rec.Hash && !b.memSeen[key] {
+		return
+	}
+	b.memSeen[key] = true
+	b.memOps = append(b.memOps, memOp{key: key, rec: rec})
+	b.memDocs += len(rec.Chunks)
+}
+
+// memUpdate analyses the batch's files for the scoring index. Terms are
+// interned across the batch: a corpus repeats its words, and one string
+// per distinct term is much less garbage than one per token.
+func (b *batch) memUpdate() *termindex.Update {
+	var u termindex.Update
+	intern := map[string]string{}
+	for _, op := range b.memOps {
+		if op.rec == nil {
+			u.Delete(op.key)
+			continue
+		}
+		u.Replace(op.key, op.rec.Hash, memChunks(op.rec, intern))
+	}
+	return &u
+}
+
+func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
+	dir := path.Dir(rec.Path)
+	lang := strings.ToLower(rec.Language)
+	chunks := make([]termindex.Chunk, 0, len(rec.Chunks))
+	for _, c := range rec.Chunks {
+		comment := leadingComment(rec.Language, c.Content)
+		sym := symbolWords(c.Symbol)
+		tc := termindex.Chunk{ID: c.Id, Meta: &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine}}
+		for f, text := range [termindex.NumText]string{sym, comment, rec.Path, c.Content} {
+			tc.Text[f] = analyzed(text, intern)
+		}
+		tc.Keyword[termindex.Workspace] = []string{rec.Workspace}
+		tc.Keyword[termindex.Repo] = []string{rec.Repo}
+		tc.Keyword[termindex.Lang] = []string{lang}
+		tc.Keyword[termindex.File] = []string{rec.Path}
+		tc.Keyword[termindex.Dir] = []string{dir}
+		if k := kind(rec.Language, comment, c.Content); k != "" {
+			tc.Keyword[termindex.Kind] = []string{k}
+		}
+		tc.Keyword[termindex.Tags] = rec.Tags
+		chunks = append(chunks, tc)
+	}
+	return chunks
+}
+
+// memMeta is what a scoring-index hit carries: the stored fields a search
+// needs, but the text, which stays in bleve.
+type memMeta struct {
+	file, repo, language, symbol string
+	startLine, endLine           int
+}
+
+// analyzed is text's token stream as the index analyses it: every term,
+// repeats included, each distinct term one string of intern.
+func analyzed(text string, intern map[string]string) []string {
+	if text == "" {
+		return nil
+	}
+	ts := analyzer().Analyze([]byte(text))
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		s, ok := intern[string(t.Term)]
+		if !ok {
+			s = string(t.Term)
+			intern[s] = s
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// commit applies the batch to bleve and, once bleve has it, to the scoring
+// index (so a hit of the scoring index is in bleve's stored fields). The
+// scoring index's analysis runs while bleve indexes.
 func (b *batch) commit() error {
-	if err := b.ix.idx.Batch(b.b); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- b.ix.idx.Batch(b.b) }()
+	u := b.memUpdate()
+	if err := <-done; err != nil {
 		return fmt.Errorf("apply index batch: %w", err)
 	}
+	b.ix.mem.Apply(u)
 	b.ix.abbrevs.reset() // the symbol vocabulary may have changed
 	b.ix.relatedWords.reset()
 	if b.maxRev > b.ix.applied.Load() {

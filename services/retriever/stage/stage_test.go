@@ -17,11 +17,13 @@ import (
 // answer invalid_request is one EntryOf sends to the retriever.
 func TestSkippedTurnReadsAsRetrieved(t *testing.T) {
 	req := contracts.AgentExecuteRequest{ConversationId: "c1", TurnId: "t1", Instruction: "hi", RagScope: contracts.RagScopeNone}
-	if got := pipeline.EntryOf(req); got != contracts.StageRetrieved {
+	if got := pipeline.EntryOf(req, pipeline.Skipping{}); got != contracts.StageRetrieved {
 		t.Fatalf("EntryOf = %s, want %s", got, contracts.StageRetrieved)
 	}
 	skipped := contracts.NewTurn(req)
-	pipeline.FillSkipped("retriever", &skipped)
+	if err := pipeline.FillSkipped("retriever", &skipped, pipeline.Skipping{}); err != nil {
+		t.Fatal(err)
+	}
 	searched := false
 	for _, r := range []*Retriever{{}, {Searcher: SearchFunc(func(context.Context, contracts.AgentExecuteRequest) (contracts.Retrieval, error) {
 		searched = true
@@ -48,7 +50,7 @@ func TestSkippedTurnReadsAsRetrieved(t *testing.T) {
 		if err := (&Retriever{}).Handle(context.Background(), &tu); !errors.As(err, &rej) || rej.Code != pipeline.CodeInvalidRequest {
 			t.Fatalf("the retriever does not reject %+v: %v", bad, err)
 		}
-		if got := pipeline.EntryOf(bad); got != contracts.StageRequested {
+		if got := pipeline.EntryOf(bad, pipeline.Skipping{}); got != contracts.StageRequested {
 			t.Errorf("an invalid request enters at %s, past the retriever that answers it invalid_request", got)
 		}
 	}

@@ -151,7 +151,7 @@ func missCause(goal string, r Report) string {
 			r.CPUs, r.Aptix[c].CPUMsPerOp, r.Chain[c].CPUMsPerOp, ratio(r.Aptix[c].CPUMsPerOp, r.Chain[c].CPUMsPerOp), d.CPUMsPerOp, ceiling(r, c), r.Ratios.ThroughputVsChain[c], r.Aptix[c].CPUMsPerOp-r.Chain[c].CPUMsPerOp-d.CPUMsPerOp)
 	case "gatewayOverDirectP50<=1.0ms", "gatewayOwnCPU<=0.15ms":
 		f := r.HTTPFloor[1]
-		return fmt.Sprintf("gateway p50 %.3f ms over the direct call's %.3f, of which the bus path is %.3f; CPU per turn %.3f vs the bus path's %.3f ms. The same request and response over HTTP with openai-go, answered by a canned handler, alone take p50 %.3f ms and %.3f ms of CPU; the gateway's own work (parsing, translation, its response record, the completion watch) adds %.3f ms of latency and %.3f ms of CPU beyond that floor and the bus path",
+		return fmt.Sprintf("gateway p50 %.3f ms over the direct call's %.3f, of which the bus path is %.3f; CPU per turn %.3f vs the bus path's %.3f ms. The same request and response over HTTP with openai-go, answered by a canned handler, alone take p50 %.3f ms and %.3f ms of CPU; the gateway's own work (parsing, translation, the completion watch, building the answer) adds %.3f ms of latency and %.3f ms of CPU beyond that floor and the bus path",
 			r.Gateway[1].Latency.P50, d.Latency.P50, a1.Latency.P50, r.Gateway[1].CPUMsPerOp, a1.CPUMsPerOp, f.Latency.P50, f.CPUMsPerOp,
 			r.Gateway[1].Latency.P50-a1.Latency.P50-f.Latency.P50, gatewayOwnCPU(r, 1))
 	case "durableWritesPerTurn<=6":

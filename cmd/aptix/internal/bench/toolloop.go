@@ -185,38 +185,11 @@ func runToolLoop(ctx context.Context, base string, rounds, loops, concurrency, r
 	defer hc.CloseIdleConnections()
 	ws := func(ctx context.Context) error { return wsLoop(ctx, base, rounds) }
 	ht := func(ctx context.Context) error { return httpLoop(ctx, hc, base, rounds) }
-	for range 3 { // warm-up
-		if err := ws(ctx); err != nil {
-			return tl, fmt.Errorf("websocket tool loop: %w", err)
-		}
-		if err := ht(ctx); err != nil {
-			return tl, fmt.Errorf("http tool loop: %w", err)
-		}
-	}
-
 	progress("tool loop: %d rounds, WebSocket vs HTTP+SSE interleaved, concurrency 1, %d loops each", rounds, loops)
-	var wsT, htT []time.Duration
-	timed := func(f func(context.Context) error, into *[]time.Duration) error {
-		t0 := time.Now()
-		if err := f(ctx); err != nil {
-			return err
-		}
-		*into = append(*into, time.Since(t0))
-		return nil
+	var err error
+	if tl.WS, tl.HTTP, err = loopTimes(ctx, hc, base, rounds, loops); err != nil {
+		return tl, err
 	}
-	for i := range loops {
-		first, second := func() error { return timed(ws, &wsT) }, func() error { return timed(ht, &htT) }
-		if i%2 == 1 {
-			first, second = second, first
-		}
-		if err := first(); err != nil {
-			return tl, err
-		}
-		if err := second(); err != nil {
-			return tl, err
-		}
-	}
-	tl.WS, tl.HTTP = spread(wsT), spread(htT)
 	tl.TimeRatio = ratio(tl.WS.Median, tl.HTTP.Median)
 
 	progress("tool loop: %d rounds, WebSocket vs HTTP+SSE interleaved, concurrency %d, %d phases each", rounds, concurrency, reps)
@@ -266,6 +239,52 @@ func runToolLoop(ctx context.Context, base string, rounds, loops, concurrency, r
 	tl.WSThroughput, tl.HTTPThroughput = spreadRate(wsR), spreadRate(htR)
 	tl.ThroughputRatio = ratio(tl.WSThroughput.Median, tl.HTTPThroughput.Median)
 	return tl, nil
+}
+
+// LoopTimes times loops tool loops of each transport at concurrency 1
+// against the gateway at base (http://host:port), after three of each as a
+// warm-up: WebSocket mode and HTTP+SSE alternately, the order swapped every
+// other pair, so drift hits both. aptix-load runs it from outside.
+func LoopTimes(ctx context.Context, base string, rounds, loops int) (ws, ht LoopSeconds, err error) {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
+	defer hc.CloseIdleConnections()
+	return loopTimes(ctx, hc, base, rounds, loops)
+}
+
+// loopTimes is LoopTimes with the HTTP loops on hc's connections.
+func loopTimes(ctx context.Context, hc *http.Client, base string, rounds, loops int) (ws, ht LoopSeconds, err error) {
+	wsf := func(ctx context.Context) error { return wsLoop(ctx, base, rounds) }
+	htf := func(ctx context.Context) error { return httpLoop(ctx, hc, base, rounds) }
+	for range 3 { // warm-up
+		if err := wsf(ctx); err != nil {
+			return ws, ht, fmt.Errorf("websocket tool loop: %w", err)
+		}
+		if err := htf(ctx); err != nil {
+			return ws, ht, fmt.Errorf("http tool loop: %w", err)
+		}
+	}
+	var wsT, htT []time.Duration
+	timed := func(f func(context.Context) error, into *[]time.Duration, what string) error {
+		t0 := time.Now()
+		if err := f(ctx); err != nil {
+			return fmt.Errorf("%s tool loop: %w", what, err)
+		}
+		*into = append(*into, time.Since(t0))
+		return nil
+	}
+	for i := range loops {
+		first, second := func() error { return timed(wsf, &wsT, "websocket") }, func() error { return timed(htf, &htT, "http") }
+		if i%2 == 1 {
+			first, second = second, first
+		}
+		if err := first(); err != nil {
+			return ws, ht, err
+		}
+		if err := second(); err != nil {
+			return ws, ht, err
+		}
+	}
+	return spread(wsT), spread(htT), nil
 }
 
 func spread(d []time.Duration) LoopSeconds {

@@ -3,6 +3,7 @@ package stack
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -129,15 +132,19 @@ func TestGatewayBackground(t *testing.T) {
 }
 
 // TestGatewayBackgroundCancelQueued: a response cancelled while queued (no
-// envelope runs yet: a transparent turn skips the retriever and waits at
-// aptix.retrieved) is cancelled at once, and when the stages get to it the
-// model is never called; its status stays cancelled, with cancelled_at and
-// no started_at.
+// envelope runs yet: a transparent turn with a tool skips the retriever and
+// waits at aptix.retrieved for the envelope) is cancelled at once, and when
+// the stages get to it the model is never called; its status stays
+// cancelled, with cancelled_at and no started_at.
 func TestGatewayBackgroundCancelQueued(t *testing.T) {
 	e := newEnv(t, sandbox.Options{}, func(c *Config) { c.Only = []string{"llmcaller", "mapper"} })
 	url, client := e.gateway()
 	ctx := ctxT(t)
-	r, err := client.Responses.New(ctx, bgParams("Never run this"))
+	// A turn with no tool would skip the envelope too, straight to the
+	// LLM caller (docs/architecture.md#entry-points).
+	withTool := bgParams("Never run this")
+	withTool.Tools = []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "lookup", Parameters: map[string]any{"type": "object"}}}}
+	r, err := client.Responses.New(ctx, withTool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +158,7 @@ func TestGatewayBackgroundCancelQueued(t *testing.T) {
 	// A background stream of a queued response ends when it is cancelled,
 	// though no stage has it yet: response.queued, then response.cancelled.
 	res, err := http.Post(url+"/v1/responses", "application/json",
-		strings.NewReader(`{"model":"sandbox-1","input":"Stream, then be cancelled","background":true,"stream":true}`))
+		strings.NewReader(`{"model":"sandbox-1","input":"Stream, then be cancelled","background":true,"stream":true,"tools":[{"type":"function","name":"lookup","parameters":{"type":"object"}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,25 +425,51 @@ func TestGatewayBackgroundStreamResume(t *testing.T) {
 	}
 }
 
-// awaitTurn waits for the completion of a response's turn (its record in
-// the gateway's KV names the turn).
-func awaitTurn(t *testing.T, e *env, id string) contracts.Turn {
+// turnOf is the conversation and turn of response id: its record in the
+// gateway's KV when one was written, else what its id names (a response
+// that starts its conversation runs in "c-<turn>", and its id is
+// "resp_" and the turn's UUID in hex: docs/http-api.md#where-a-response-is-kept).
+func turnOf(t *testing.T, ctx context.Context, e *env, id string) (conv, turn string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
 	kv, err := e.js.KeyValue(ctx, application.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	entry, err := kv.Get(ctx, "resp."+id)
+	if err == nil {
+		var meta struct{ ConversationID, TurnID string }
+		if err := json.Unmarshal(entry.Value(), &meta); err != nil {
+			t.Fatal(err)
+		}
+		return meta.ConversationID, meta.TurnID
+	}
+	if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatal(err)
+	}
+	b, err := hex.DecodeString(strings.TrimPrefix(id, "resp_"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("response id %s: %v", id, err)
 	}
-	var meta struct{ ConversationID, TurnID string }
-	if err := json.Unmarshal(entry.Value(), &meta); err != nil {
-		t.Fatal(err)
+	u, err := uuid.FromBytes(b)
+	if err != nil {
+		t.Fatalf("response id %s: %v", id, err)
 	}
-	turn, err := client.Await(ctx, e.js, meta.ConversationID, meta.TurnID)
+	return "c-" + u.String(), u.String()
+}
+
+// responseOfTurn is the response id of a gateway turn.
+func responseOfTurn(turn string) string {
+	u := uuid.MustParse(turn)
+	return "resp_" + hex.EncodeToString(u[:])
+}
+
+// awaitTurn waits for the completion of a response's turn.
+func awaitTurn(t *testing.T, e *env, id string) contracts.Turn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	conv, turnID := turnOf(t, ctx, e, id)
+	turn, err := client.Await(ctx, e.js, conv, turnID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,19 +584,20 @@ func TestGatewayCancelSyncCreate(t *testing.T) {
 			t.Fatal("the model was never called")
 		}
 	}
-	// The waiting create has not answered yet: its id is the only record.
-	kv, err := e.js.KeyValue(ctx, application.Bucket)
+	// The waiting create has not answered yet: its turn is the only one
+	// the model was called for, and names its id.
+	st, err := e.js.Stream(ctx, contracts.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := kv.ListKeys(ctx)
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(contracts.StageFilter(contracts.StageEnveloped)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var id string
-	for k := range keys.Keys() {
-		if strings.HasPrefix(k, "resp.") {
-			id = strings.TrimPrefix(k, "resp.")
+	for subject := range info.State.Subjects {
+		if _, _, turn, ok := contracts.ParseSubject(subject); ok {
+			id = responseOfTurn(turn)
 		}
 	}
 	if _, err := client.Responses.Cancel(ctx, id); err != nil {

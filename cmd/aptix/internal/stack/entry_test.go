@@ -2,6 +2,8 @@ package stack
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -17,11 +19,12 @@ import (
 	retrieverstage "github.com/aptix-dev/aptix/services/retriever/stage"
 )
 
-// retrieverDelivered is how many events the retriever's consumer was ever
-// handed.
-func (e *env) retrieverDelivered() uint64 {
+// delivered is how many events a stage's consumer was ever handed.
+func (e *env) delivered(stage string) uint64 {
 	e.t.Helper()
-	c, err := e.js.Consumer(context.Background(), contracts.QueueStreamName, layout.Durable("retriever"))
+	st, _ := layout.StageByName(stage)
+	stream, durable := st.Consumer()
+	c, err := e.js.Consumer(context.Background(), stream, durable)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -32,13 +35,15 @@ func (e *env) retrieverDelivered() uint64 {
 	return info.Delivered.Consumer
 }
 
-// TestGatewayTurnSkipsTheRetriever: a transparent HTTP turn (no aptix
-// extension, no file_search, no retrieval alias) never reaches the
-// retriever, neither its queue nor its consumer: its first stored event is
-// the retrieved event the gateway wrote, marked aptix-skipped: retriever,
-// and no event of the conversation claims to be the retriever's. A turn
-// with retrieval (file_search) still visits the retriever, and so does an
-// execute event a client publishes on the bus.
+// TestGatewayTurnSkipsTheRetriever: a transparent HTTP turn that starts its
+// conversation (no aptix extension, no file_search, no retrieval alias, no
+// tools) never reaches the retriever nor the envelope, neither their queue
+// nor their consumers: its first stored event is the enveloped event the
+// gateway wrote, marked aptix-skipped: retriever,envelope, and no event of
+// the conversation claims to be theirs. A continuation of it (the envelope
+// reads the conversation's record) and a turn with a function tool skip
+// the retriever only; a turn with retrieval (file_search) visits both, and
+// so does an execute event a client publishes on the bus.
 func TestGatewayTurnSkipsTheRetriever(t *testing.T) {
 	var searches atomic.Int64
 	e := newEnv(t, sandbox.Options{}, func(c *Config) {
@@ -49,33 +54,71 @@ func TestGatewayTurnSkipsTheRetriever(t *testing.T) {
 	})
 	_, oc := e.gateway()
 	ctx := ctxT(t)
-	if _, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}}); err != nil {
+	first, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := e.lastTurn()
 	conv, turn := t0.ConversationId, t0.TurnId
-	if n := e.retrieverDelivered(); n != 0 || searches.Load() != 0 {
-		t.Fatalf("a transparent turn reached the retriever: %d deliveries, %d searches", n, searches.Load())
+	if r, en := e.delivered("retriever"), e.delivered("envelope"); r != 0 || en != 0 || searches.Load() != 0 {
+		t.Fatalf("a transparent turn reached the retriever or the envelope: %d, %d deliveries, %d searches", r, en, searches.Load())
 	}
 	v, err := history.LoadTurn(ctx, e.js, conv, turn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sk := v.Skipped(); len(sk) != 1 || sk[0] != "retriever" {
-		t.Fatalf("skipped %v, want [retriever]", sk)
+	if sk := v.Skipped(); !slices.Equal(sk, []string{"retriever", "envelope"}) {
+		t.Fatalf("skipped %v, want [retriever envelope]", sk)
 	}
-	if w := history.Writer(contracts.StageRetrieved, v.Msgs[contracts.StageRetrieved].Header); w != "gateway" {
+	if _, ok := v.Msgs[contracts.StageRetrieved]; ok {
+		t.Error("a turn that skipped the retriever and the envelope has a retrieved event")
+	}
+	if w := history.Writer(contracts.StageEnveloped, v.Msgs[contracts.StageEnveloped].Header); w != "gateway" {
 		t.Errorf("the entry event's writer %q, want gateway", w)
+	}
+	if env := v.Turns[contracts.StageEnveloped].Envelope; env == nil || env.Backend != "sandbox" ||
+		!strings.HasPrefix(string(env.Body), `{"model":"sandbox-1","input":[{`) || !strings.Contains(string(env.Body), `"hello"`) {
+		t.Errorf("the entry event's envelope %+v", env)
 	}
 	evs, err := history.ConversationEvents(ctx, e.js, conv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range evs {
-		if src := ev.Header[contracts.HeaderCESource]; len(src) > 0 && src[0] == "aptix/retriever" {
-			t.Errorf("event %d (%s) claims the retriever wrote it", ev.Seq, ev.Subject)
+		if src := ev.Header[contracts.HeaderCESource]; len(src) > 0 && (src[0] == "aptix/retriever" || src[0] == "aptix/envelope") {
+			t.Errorf("event %d (%s) claims %s wrote it", ev.Seq, ev.Subject, src[0])
 		}
+	}
+
+	// A continuation: the envelope reads the record, the retriever is skipped.
+	if _, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1", PreviousResponseID: openai.String(first.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("and then?")}}); err != nil {
+		t.Fatal(err)
+	}
+	t1 := e.lastTurn()
+	if v, err = history.LoadTurn(ctx, e.js, t1.ConversationId, t1.TurnId); err != nil {
+		t.Fatal(err)
+	}
+	if sk := v.Skipped(); !slices.Equal(sk, []string{"retriever"}) || e.delivered("envelope") != 1 {
+		t.Fatalf("a continuation: skipped %v, %d envelope deliveries", sk, e.delivered("envelope"))
+	}
+	if env := v.Turns[contracts.StageEnveloped].Envelope; env == nil || !strings.Contains(string(env.Body), `"previous_response_id"`) {
+		t.Errorf("a continuation's body continues nothing: %+v", env)
+	}
+
+	// A function tool: through the envelope.
+	if _, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "sandbox-1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("call it")},
+		Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "lookup", Parameters: map[string]any{"type": "object"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	t2 := e.lastTurn()
+	if v, err = history.LoadTurn(ctx, e.js, t2.ConversationId, t2.TurnId); err != nil {
+		t.Fatal(err)
+	}
+	if sk := v.Skipped(); !slices.Equal(sk, []string{"retriever"}) || e.delivered("envelope") != 2 {
+		t.Fatalf("a turn with tools: skipped %v, %d envelope deliveries", sk, e.delivered("envelope"))
 	}
 
 	// Retrieval asked for: the retriever runs.
@@ -84,13 +127,13 @@ func TestGatewayTurnSkipsTheRetriever(t *testing.T) {
 		Tools: []responses.ToolUnionParam{{OfFileSearch: &responses.FileSearchToolParam{VectorStoreIDs: []string{"aptix"}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	t1 := e.lastTurn()
-	conv, turn = t1.ConversationId, t1.TurnId
+	t3 := e.lastTurn()
+	conv, turn = t3.ConversationId, t3.TurnId
 	if v, err = history.LoadTurn(ctx, e.js, conv, turn); err != nil {
 		t.Fatal(err)
 	}
-	if sk := v.Skipped(); len(sk) != 0 || searches.Load() != 1 || e.retrieverDelivered() != 1 {
-		t.Fatalf("a file_search turn: skipped %v, %d searches, %d deliveries", sk, searches.Load(), e.retrieverDelivered())
+	if sk := v.Skipped(); len(sk) != 0 || searches.Load() != 1 || e.delivered("retriever") != 1 || e.delivered("envelope") != 3 {
+		t.Fatalf("a file_search turn: skipped %v, %d searches, %d deliveries", sk, searches.Load(), e.delivered("retriever"))
 	}
 	if w := history.Writer(contracts.StageRetrieved, v.Msgs[contracts.StageRetrieved].Header); w != "retriever" {
 		t.Errorf("a file_search turn's retrieved event is from %q", w)
@@ -98,8 +141,8 @@ func TestGatewayTurnSkipsTheRetriever(t *testing.T) {
 
 	// An execute event on the bus with retrieval: through the retriever.
 	e.turn(contracts.AgentExecuteRequest{ConversationId: "c-bus", TurnId: "t1", Instruction: "with context"})
-	if searches.Load() != 2 || e.retrieverDelivered() != 2 {
-		t.Fatalf("an execute event with retrieval: %d searches, %d deliveries", searches.Load(), e.retrieverDelivered())
+	if searches.Load() != 2 || e.delivered("retriever") != 2 || e.delivered("envelope") != 4 {
+		t.Fatalf("an execute event with retrieval: %d searches, %d deliveries", searches.Load(), e.delivered("retriever"))
 	}
 	e.settled()
 }
@@ -110,7 +153,7 @@ func TestGatewayTurnSkipsTheRetriever(t *testing.T) {
 // request past the stage that validates it).
 func TestSkippedTurnInvalidRequest(t *testing.T) {
 	e := newEnv(t, sandbox.Options{})
-	en, err := pipeline.NewEntrance(e.nc, e.cfg.Stream, "gateway")
+	en, err := pipeline.NewEntrance(e.nc, e.cfg.Stream, "gateway", pipeline.Skipping{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -988,17 +988,8 @@ func TestGatewayConcurrentContinuations(t *testing.T) {
 	}
 	conversation := func(id string) string {
 		t.Helper()
-		en, err := kv.Get(ctx, "resp."+id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m struct {
-			ConversationID string `json:"conversationId"`
-		}
-		if err := json.Unmarshal(en.Value(), &m); err != nil {
-			t.Fatal(err)
-		}
-		return m.ConversationID
+		conv, _ := turnOf(t, ctx, e, id)
+		return conv
 	}
 	create := func(prev string) (string, error) {
 		p := responses.ResponseNewParams{Model: "sandbox-1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("turn")}}

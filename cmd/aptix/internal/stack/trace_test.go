@@ -149,9 +149,10 @@ func TestGatewayTrace(t *testing.T) {
 		switch s.Name {
 		case "POST /v1/responses":
 			server = s
-		case "send aptix.requested", "send aptix.retrieved":
+		case "send aptix.requested", "send aptix.retrieved", "send aptix.enveloped":
 			// The turn's publish at its entry point: a transparent turn's
-			// skips the retriever (docs/architecture.md#entry-points).
+			// skips the retriever and the envelope
+			// (docs/architecture.md#entry-points).
 			send = s
 		}
 	}

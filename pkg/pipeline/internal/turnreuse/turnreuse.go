@@ -15,11 +15,13 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/pkg/pipeline/claim"
 	"github.com/aptix-dev/aptix/pkg/pipeline/internal/turncodec"
+	"github.com/aptix-dev/aptix/pkg/pipeline/layout"
 )
 
 // RecordedRequest returns the request a turn id was first accepted with:
-// the request section of its retrieved event (nil when there is none, or it
-// was trimmed from history).
+// the request section of the event it entered APTIX with, its retrieved
+// event or, for a turn that skipped the envelope too, its enveloped one
+// (layout.Entries); nil when there is none, or it was trimmed from history.
 func RecordedRequest(ctx context.Context, js jetstream.JetStream, conv, turnID string) (*contracts.AgentExecuteRequest, error) {
 	s, err := js.Stream(ctx, contracts.StreamName)
 	if err != nil {
@@ -32,12 +34,20 @@ func RecordedRequest(ctx context.Context, js jetstream.JetStream, conv, turnID s
 // the retriever looks every turn up, and fetching the handle each time cost
 // a STREAM.INFO round trip (and the server's JSON for it) per turn.
 func RecordedRequestIn(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, conv, turnID string) (*contracts.AgentExecuteRequest, error) {
-	m, err := s.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageRetrieved, conv, turnID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
+	var m *jetstream.RawStreamMsg
+	for _, entry := range layout.Entries()[1:] {
+		var err error
+		m, err = s.GetLastMsgForSubject(ctx, contracts.Subject(entry, conv, turnID))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("look up turn %s: %w", turnID, err)
+		}
+		break
 	}
-	if err != nil {
-		return nil, fmt.Errorf("look up turn %s: %w", turnID, err)
+	if m == nil {
+		return nil, nil
 	}
 	data, err := claim.EventData(ctx, js, m.Header, m.Data)
 	if err != nil {

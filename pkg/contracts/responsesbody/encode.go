@@ -1,4 +1,4 @@
-package request
+package responsesbody
 
 import (
 	"encoding/json"
@@ -9,11 +9,11 @@ import (
 	"github.com/aptix-dev/aptix/pkg/contracts/tooldef"
 )
 
-// encode writes the body once, with the options of marshal (no HTML
+// Encode writes the body once, with the options of Marshal (no HTML
 // escaping): the rules' fields in the order they are easiest to read in a
 // log, then the client's. Every string and verbatim item is written
 // straight into the output; nothing is encoded twice.
-func (b *Body) encode() (json.RawMessage, error) {
+func (b *Body) Encode() (json.RawMessage, error) {
 	// Through Marshal, whose pooled encoder and buffer are sized by the
 	// bodies before: the output is copied out once, at its size.
 	return jsonv2.Marshal(b, v1NoHTMLEscape)
