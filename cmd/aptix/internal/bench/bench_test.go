@@ -44,8 +44,10 @@ func TestRunSmall(t *testing.T) {
 		t.Errorf("soak: %+v", s)
 	}
 	// Every turn stores at least its five events (the request in the queue,
-	// four in APTIX), and the gateway's adds its own records.
-	if r.Writes.PerOp < 5 || r.Writes.ByStream["APTIX"] < 4 || r.GatewayWrites.PerOp <= r.Writes.PerOp {
+	// four in APTIX). The gateway row's responses start their
+	// conversations, so their records travel in the turns' events and no
+	// response record is written (docs/http-api.md#where-a-response-is-kept).
+	if r.Writes.PerOp < 5 || r.Writes.ByStream["APTIX"] < 4 || r.GatewayWrites.PerOp < 5 || r.GatewayWrites.ByStream["KV_aptix_responses"] != 0 {
 		t.Errorf("durable writes per turn: bus %s, gateway %s", r.Writes, r.GatewayWrites)
 	}
 	// The split sample's turns store what the latency run's do, cut in two:
