@@ -27,22 +27,47 @@ import (
 // question is one benchmark question: what a developer would ask, the files
 // that answer it and the symbol they would want to see.
 type question struct {
-	q       string
-	want    []string
-	symbol  string
-	heldOut bool
+	q      string
+	want   []string
+	symbol string
+	set    int // tuning, oldHeldOut or fresh
 }
+
+// The question sets. The first two passes tuned on two thirds of each
+// corpus's questions file and held out every third question; those have
+// been measured several times since, so they now join the tuning (reported
+// apart, for continuity). The third pass's held-out questions are a fresh
+// file per corpus (corpus.fresh), written and committed before its tuning,
+// measured only with APTIX_BENCH_FRESH=1.
+const (
+	tuning = iota
+	oldHeldOut
+	fresh
+)
+
+var setNames = [...]string{"tuning", "old held-out", "fresh held-out"}
 
 // corpus is a codebase the benchmark indexes and the questions asked of it.
 type corpus struct {
 	name      string
 	questions string                              // file under testdata/questions
+	fresh     string                              // the fresh held-out questions, idem
 	root      func(download bool) (string, error) // the directory to index
 }
 
 var corpora = []corpus{
-	{"stdlib", "stdlib.txt", goroot},
-	{"nats-server", "nats-server.txt", moduleDir("github.com/nats-io/nats-server/v2")},
+	{"stdlib", "stdlib.txt", "stdlib-3.txt", goroot},
+	{"nats-server", "nats-server.txt", "nats-server-3.txt", moduleDir("github.com/nats-io/nats-server/v2")},
+}
+
+// load reads the corpus's questions, the fresh held-out ones last.
+func (c corpus) load() ([]question, error) {
+	qs, err := loadQuestions(c.questions, false)
+	if err != nil {
+		return nil, err
+	}
+	f, err := loadQuestions(c.fresh, true)
+	return append(qs, f...), err
 }
 
 // goroot is $(go env GOROOT)/src.
@@ -80,8 +105,9 @@ func moduleDir(mod string) func(download bool) (string, error) {
 }
 
 // loadQuestions reads a questions file (question | files | symbol, # for
-// comments). Every third question is held out.
-func loadQuestions(name string) ([]question, error) {
+// comments). In a fresh file every question is held out; in the others every
+// third was (oldHeldOut).
+func loadQuestions(name string, isFresh bool) ([]question, error) {
 	f, err := os.Open(filepath.Join("testdata", "questions", name))
 	if err != nil {
 		return nil, err
@@ -98,8 +124,15 @@ func loadQuestions(name string) ([]question, error) {
 		if len(parts) != 3 {
 			return nil, fmt.Errorf("%s:%d: want question | files | symbol", name, n)
 		}
+		set := tuning
+		switch {
+		case isFresh:
+			set = fresh
+		case len(out)%3 == 2:
+			set = oldHeldOut
+		}
 		out = append(out, question{q: strings.TrimSpace(parts[0]), want: strings.Fields(parts[1]),
-			symbol: strings.TrimSpace(parts[2]), heldOut: len(out)%3 == 2})
+			symbol: strings.TrimSpace(parts[2]), set: set})
 	}
 	return out, sc.Err()
 }
@@ -123,9 +156,16 @@ func declares(src, symbol string) bool {
 func TestQuestions(t *testing.T) {
 	for _, c := range corpora {
 		t.Run(c.name, func(t *testing.T) {
-			qs, err := loadQuestions(c.questions)
+			qs, err := c.load()
 			if err != nil {
 				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, q := range qs { // a fresh question asked before is not fresh
+				if seen[strings.ToLower(q.q)] {
+					t.Errorf("%q is asked twice", q.q)
+				}
+				seen[strings.ToLower(q.q)] = true
 			}
 			if testing.Short() && c.name != "stdlib" {
 				t.Skip("needs the module cache")
@@ -182,7 +222,7 @@ func peakRSS() int64 {
 // builds a replica's local index from it, then measures search latency and
 // relevance over the corpus's questions. It runs once whatever b.N (the
 // index is the expensive part): go test -run '^$' -bench Retrieval -benchtime 1x.
-// Held-out questions are measured only with APTIX_BENCH_HELDOUT=1.
+// The fresh held-out questions are measured only with APTIX_BENCH_FRESH=1.
 func BenchmarkRetrieval(b *testing.B) {
 	for _, c := range corpora {
 		b.Run(c.name, func(b *testing.B) { benchCorpus(b, c) })
@@ -190,7 +230,7 @@ func BenchmarkRetrieval(b *testing.B) {
 }
 
 func benchCorpus(b *testing.B, c corpus) {
-	qs, err := loadQuestions(c.questions)
+	qs, err := c.load()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -258,14 +298,14 @@ func benchCorpus(b *testing.B, c corpus) {
 			fmt.Fprintf(os.Stderr, "%d. %s:%d-%d  %s  score %.2f\n     %s\n     matched: %s\n", i+1, h.Path, h.StartLine, h.EndLine, h.Language, h.Score, first, cli.Matches(h.Matches))
 		}
 	}
-	heldOut := os.Getenv("APTIX_BENCH_HELDOUT") != ""
+	withFresh := os.Getenv("APTIX_BENCH_FRESH") != ""
 	verbose := os.Getenv("APTIX_BENCH_VERBOSE") != ""
 	type split struct {
 		n, at5, at10, sym10 int
 		rr, ndcg            float64
 		misses              []string
 	}
-	var tune, held split
+	var splits [len(setNames)]split
 	var lat, cold []time.Duration // cold: the first round, per-term caches empty
 	const rounds = 10
 	if path := os.Getenv("APTIX_BENCH_CPUPROFILE"); path != "" && c.name == "stdlib" { // the searches only, not the indexing
@@ -281,7 +321,7 @@ func benchCorpus(b *testing.B, c corpus) {
 	cpu0 := cpuTime()
 	for round := range rounds {
 		for _, q := range qs {
-			if q.heldOut && !heldOut {
+			if q.set == fresh && !withFresh {
 				continue
 			}
 			t0 := time.Now()
@@ -296,10 +336,7 @@ func benchCorpus(b *testing.B, c corpus) {
 			if round > 0 {
 				continue
 			}
-			s := &tune
-			if q.heldOut {
-				s = &held
-			}
+			s := &splits[q.set]
 			s.n++
 			rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) })
 			if rank >= 0 {
@@ -323,7 +360,7 @@ func benchCorpus(b *testing.B, c corpus) {
 				s.misses = append(s.misses, fmt.Sprintf("  miss %q (want %s %s) got %v", q.q, strings.Join(q.want, " "), q.symbol, got[:min(3, len(got))]))
 			}
 			if verbose {
-				fmt.Fprintf(os.Stderr, "%-70q rank %2d  %v %v\n", q.q, rank+1, ix.Expansions(q.q), got[:min(5, len(got))])
+				fmt.Fprintf(os.Stderr, "%s %-70q rank %2d  %v %v\n", setNames[q.set][:5], q.q, rank+1, ix.Expansions(q.q), got[:min(5, len(got))])
 			}
 		}
 	}
@@ -339,8 +376,9 @@ func benchCorpus(b *testing.B, c corpus) {
 			return
 		}
 		n := float64(s.n)
-		b.ReportMetric(float64(s.at10)/n, name+"_recall@10")
-		b.ReportMetric(s.rr/n, name+"_MRR")
+		metric := strings.ReplaceAll(name, " ", "-") // a unit has no space
+		b.ReportMetric(float64(s.at10)/n, metric+"_recall@10")
+		b.ReportMetric(s.rr/n, metric+"_MRR")
 		fmt.Fprintf(os.Stderr, "%s %s (%d questions): recall@5 %.3f, recall@10 %.3f, MRR %.3f, nDCG@10 %.3f, symbol@10 %.3f\n",
 			c.name, name, s.n, float64(s.at5)/n, float64(s.at10)/n, s.rr/n, s.ndcg/n, float64(s.sym10)/n)
 		for _, m := range s.misses {
@@ -357,14 +395,18 @@ func benchCorpus(b *testing.B, c corpus) {
 	fmt.Fprintf(os.Stderr, "== %s: GOMAXPROCS %d; %s; stored in KV after %.1fs, searchable after %.1fs; peak heap %.0f MB, peak RSS %.0f MB; %d searches: p50 %.2f ms, p99 %.2f ms (first round alone: p50 %.2f ms, p99 %.2f ms); CPU %.2f ms a search\n",
 		c.name, runtime.GOMAXPROCS(0), sum, stored.Seconds(), searchable.Seconds(), float64(peakHeap.Load())/(1<<20),
 		float64(peakRSS())/(1<<20), len(lat), pct(0.5), pct(0.99), pctOf(cold, 0.5), pctOf(cold, 0.99), cpuPer)
-	report("tuning", tune)
-	report("held-out", held)
+	for i, s := range splits {
+		report(setNames[i], s)
+	}
 	for range b.N {
 	}
 }
 
-// grid measures the tuning questions under each of a few weight settings,
-// on the index already built: go test -bench Retrieval with APTIX_BENCH_GRID=1.
+// grid measures the tuning questions (the old held-out ones included,
+// reported apart) under each of a few weight settings, on the index already
+// built: go test -bench Retrieval with APTIX_BENCH_GRID=1. With
+// APTIX_BENCH_FRESH=1 the fresh held-out questions are measured too, in the
+// cold pass only.
 func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	base := retrieval.SetWeights(retrieval.Weights{})
 	retrieval.SetWeights(base)
@@ -372,60 +414,67 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Heavy = 0.15; w.Internal = 1; w.ExpandText = true }, // the weights before
-		func(w *retrieval.Weights) { w.Internal = 1 },
+		func(w *retrieval.Weights) { w.Heavy = 0.01; w.Group = false }, // the weights before (main's)
+		func(w *retrieval.Weights) { w.Group = false },
+		func(w *retrieval.Weights) { w.Heavy = 0.01 },
 		func(w *retrieval.Weights) { w.Heavy = 0.15 },
+		func(w *retrieval.Weights) { w.Related = 0.3 },
+		func(w *retrieval.Weights) { w.Related = 0.3; w.RelatedLift = 30 },
 		func(w *retrieval.Weights) { w.ExpandText = true },
-		func(w *retrieval.Weights) { w.Heavy = 0.03 },
 		func(w *retrieval.Weights) { w.MeanLength = true },
 	}
 	if os.Getenv("APTIX_BENCH_GRID") == "before" { // this page's weights against the ones before, for the notes
 		vary = vary[:2]
 	}
-	heldOut := os.Getenv("APTIX_BENCH_HELDOUT") != ""
+	withFresh := os.Getenv("APTIX_BENCH_FRESH") != ""
+	verbose := os.Getenv("APTIX_BENCH_VERBOSE") != ""
 	for _, v := range vary {
 		w := base
 		v(&w)
 		retrieval.SetWeights(w)
 		ix.ResetCaches()
 		for pass := range 2 { // cold (per-term caches empty), then warm
-			measure(b, ix, workspace, qs, heldOut && pass == 0, fmt.Sprintf("grid %s %+v pass %d", workspace, w, pass))
+			measure(b, ix, workspace, qs, withFresh && pass == 0, verbose && pass == 0 && w.Related > 0, fmt.Sprintf("grid %s %+v pass %d", workspace, w, pass))
 		}
 	}
 }
 
 // engines measures the questions on bleve's query evaluation and on the
 // scoring index (termindex), on the same index, alternating A, B, A, B, each
-// side cold then warm: APTIX_BENCH_ENGINES=1.
+// side cold then warm: APTIX_BENCH_ENGINES=1 (the fresh held-out questions
+// too, in the cold pass, with APTIX_BENCH_FRESH=1).
 func engines(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.UseScoringIndex(true)
 	defer ix.ResetCaches()
-	heldOut := os.Getenv("APTIX_BENCH_HELDOUT") != ""
+	withFresh := os.Getenv("APTIX_BENCH_FRESH") != ""
 	for round := range 2 {
 		for _, mem := range []bool{false, true} {
 			ix.UseScoringIndex(mem)
 			ix.ResetCaches()
 			name := map[bool]string{false: "bleve", true: "termindex"}[mem]
 			for pass := range 2 {
-				measure(b, ix, workspace, qs, heldOut && pass == 0, fmt.Sprintf("engine %s %s round %d pass %d", workspace, name, round, pass))
+				measure(b, ix, workspace, qs, withFresh && pass == 0, false, fmt.Sprintf("engine %s %s round %d pass %d", workspace, name, round, pass))
 			}
 		}
 	}
 }
 
-// measure asks the tuning questions (and the held-out ones when heldOut)
-// once and prints the relevance figures, the tuning searches' latency and
-// the CPU a search.
-func measure(b *testing.B, ix *retrieval.Index, workspace string, qs []question, heldOut bool, label string) {
+// measure asks the tuning questions (the old held-out ones included,
+// reported apart, and the fresh held-out ones when withFresh) once and
+// prints the relevance figures per set, the latency of the tuning
+// questions' searches and the CPU a search. verbose prints each question's
+// rank and expansions.
+func measure(b *testing.B, ix *retrieval.Index, workspace string, qs []question, withFresh, verbose bool, label string) {
 	type split struct {
 		n, at5, at10, sym int
 		rr, ndcg          float64
 	}
-	var tune, held split
+	var splits [len(setNames) + 1]split // the last: tuning and old held-out together
 	var lat []time.Duration
+	searches := 0
 	cpu0 := cpuTime()
 	for _, q := range qs {
-		if q.heldOut && !heldOut {
+		if q.set == fresh && !withFresh {
 			continue
 		}
 		t0 := time.Now()
@@ -433,37 +482,47 @@ func measure(b *testing.B, ix *retrieval.Index, workspace string, qs []question,
 		if err != nil {
 			b.Fatal(err)
 		}
-		s := &held
-		if !q.heldOut {
-			s = &tune
+		searches++
+		if q.set != fresh {
 			lat = append(lat, time.Since(t0))
 		}
-		s.n++
-		if rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) }); rank >= 0 {
-			s.at10++
-			if rank < 5 {
-				s.at5++
-			}
-			s.rr += 1 / float64(rank+1)
-			s.ndcg += 1 / math.Log2(float64(rank+2))
+		rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) })
+		if verbose {
+			fmt.Fprintf(os.Stderr, "  %s %-70q rank %2d  %v\n", setNames[q.set][:5], q.q, rank+1, ix.Expansions(q.q))
 		}
-		if slices.ContainsFunc(res.Chunks, func(c contracts.RagChunk) bool {
-			return slices.Contains(q.want, c.Path) && declares(c.Content, q.symbol)
-		}) {
-			s.sym++
+		for i := range splits {
+			if i != q.set && (i != len(setNames) || q.set == fresh) {
+				continue
+			}
+			s := &splits[i]
+			s.n++
+			if rank >= 0 {
+				s.at10++
+				if rank < 5 {
+					s.at5++
+				}
+				s.rr += 1 / float64(rank+1)
+				s.ndcg += 1 / math.Log2(float64(rank+2))
+			}
+			if slices.ContainsFunc(res.Chunks, func(c contracts.RagChunk) bool {
+				return slices.Contains(q.want, c.Path) && declares(c.Content, q.symbol)
+			}) {
+				s.sym++
+			}
 		}
 	}
-	cpuPer := float64((cpuTime() - cpu0).Microseconds()) / 1000 / float64(tune.n+held.n)
+	cpuPer := float64((cpuTime() - cpu0).Microseconds()) / 1000 / float64(searches)
 	slices.Sort(lat)
 	ms := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
 	fmt.Fprintf(os.Stderr, "%s: p50 %.1f ms p90 %.1f ms p99 %.1f ms max %.1f ms, CPU %.2f ms a search\n", label, ms(0.5), ms(0.9), ms(0.99), ms(1), cpuPer)
-	for _, sp := range []struct {
-		name string
-		s    split
-	}{{"tuning", tune}, {"held-out", held}} {
-		if n := float64(sp.s.n); n > 0 {
-			fmt.Fprintf(os.Stderr, "  %s (%d): recall@5 %.3f recall@10 %.3f MRR %.3f nDCG@10 %.3f symbol@10 %.3f\n", sp.name, sp.s.n,
-				float64(sp.s.at5)/n, float64(sp.s.at10)/n, sp.s.rr/n, sp.s.ndcg/n, float64(sp.s.sym)/n)
+	for i, s := range splits {
+		name := "all tuning"
+		if i < len(setNames) {
+			name = setNames[i]
+		}
+		if n := float64(s.n); n > 0 {
+			fmt.Fprintf(os.Stderr, "  %s (%d): recall@5 %.3f recall@10 %.3f MRR %.3f nDCG@10 %.3f symbol@10 %.3f\n", name, s.n,
+				float64(s.at5)/n, float64(s.at10)/n, s.rr/n, s.ndcg/n, float64(s.sym)/n)
 		}
 	}
 }

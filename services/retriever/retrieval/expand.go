@@ -213,9 +213,11 @@ func subsequence(a, w string) bool {
 	return i == len(a)
 }
 
-// expansion is a term added to a query and what it stands for.
+// expansion is a term added to a query, what it stands for and its weight
+// (0: weights.Expand, an abbreviation's).
 type expansion struct {
 	term, from string
+	weight     float64
 }
 
 // expand returns the abbreviations of terms not already among them.
@@ -230,7 +232,7 @@ func (ix *Index) expand(terms []string) ([]expansion, error) {
 		for _, a := range as {
 			if !have[a] {
 				have[a] = true
-				out = append(out, expansion{a, w})
+				out = append(out, expansion{term: a, from: w})
 			}
 		}
 		return err

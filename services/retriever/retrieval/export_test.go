@@ -13,16 +13,28 @@ type Weights = struct {
 	Package           float64
 	Internal          float64
 	ExpandText        bool
+	Related           float64
+	RelatedLift       float64
+	Group             bool
 	MeanLength        bool
 }
 
 // Expansions returns the abbreviations a query's terms are expanded with,
 // as "term←from", for the benchmark's verbose output.
 func (ix *Index) Expansions(text string) []string {
-	exps, _ := ix.expand(queryTerms(text, MaxQueryTerms))
+	terms := queryTerms(text, MaxQueryTerms)
+	exps, _ := ix.expand(terms)
+	if weights.Related > 0 {
+		rel, _ := ix.relatedTerms(terms, exps)
+		exps = append(exps, rel...)
+	}
 	var out []string
 	for _, e := range exps {
-		out = append(out, e.term+"←"+e.from)
+		arrow := "←"
+		if e.weight != 0 {
+			arrow = "~" // related, not an abbreviation
+		}
+		out = append(out, e.term+arrow+e.from)
 	}
 	return out
 }
@@ -35,7 +47,7 @@ func SetWeights(w Weights) Weights {
 }
 
 // ResetCaches drops what is cached per term, as an index batch does.
-func (ix *Index) ResetCaches() { ix.abbrevs.reset() }
+func (ix *Index) ResetCaches() { ix.abbrevs.reset(); ix.relatedWords.reset() }
 
 // UseScoringIndex makes searches run on the scoring index (termindex) or,
 // false, on bleve's query evaluation, for the benchmark's A/B

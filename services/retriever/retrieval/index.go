@@ -64,6 +64,8 @@ type Index struct {
 	err      error  // why following stopped, if it did
 	rebuilt  string // why Open discarded the local index it found, if it did
 	abbrevs  abbrevCache
+	// relatedWords: the words related to a query term (related.go)
+	relatedWords relatedCache
 }
 
 // Internal keys kept in the bleve index next to the documents.
@@ -567,6 +569,7 @@ func (b *batch) commit() error {
 	}
 	b.ix.mem.Apply(u)
 	b.ix.abbrevs.reset() // the symbol vocabulary may have changed
+	b.ix.relatedWords.reset()
 	if b.maxRev > b.ix.applied.Load() {
 		b.ix.applied.Store(b.maxRev)
 	}

@@ -32,10 +32,12 @@ func (ix *Index) useMem(scope string) bool {
 // filters and boosts, scored alike (termindex reproduces bleve's scores).
 // ok is false when nothing can match.
 func memQuery(req contracts.AgentExecuteRequest, scope, workspace string, filterWS bool, terms []string, heavy map[string]bool, exps []expansion, mode []string) (q termindex.Query, first *termindex.FirstPass, ok bool) {
-	for _, l := range lookups(terms, heavy, exps) {
-		c := make(termindex.Clause, 0, len(l.fields))
-		for _, fb := range l.fields {
-			c = append(c, termindex.Term{Field: fb.field, Term: l.term, Boost: fb.boost})
+	for _, cl := range clauses(terms, heavy, exps) {
+		var c termindex.Clause
+		for _, l := range cl {
+			for _, fb := range l.fields {
+				c = append(c, termindex.Term{Field: fb.field, Term: l.term, Boost: fb.boost})
+			}
 		}
 		if weights.Nested {
 			q.Clauses = append(q.Clauses, c)

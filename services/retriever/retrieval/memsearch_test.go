@@ -74,6 +74,44 @@ func TestScoringIndexMatchesBleve(t *testing.T) {
 		{Instruction: "message header", ActiveFiles: []string{"wire/message.go"}},
 		{Instruction: "nothing matches zzz"},
 	}
+	// The settings that change the query's shape: an abbreviation in its
+	// word's clause (weights.Group, the default) or a clause of its own,
+	// related words (a weight of their own), expansions in the text. (Not
+	// weights.Nested false: two identical chunks of two repos then tie, and
+	// the engines' sums differ in the last bit, which orders the tie.)
+	base := weights
+	defer func() { weights = base }()
+	settings := []struct {
+		name string
+		set  func(w *Weights)
+	}{
+		{"default", func(w *Weights) {}},
+		{"ungrouped", func(w *Weights) { w.Group = false }},
+		{"related", func(w *Weights) { w.Related = 0.3; w.RelatedLift = 2 }},
+		{"expand text", func(w *Weights) { w.ExpandText = true }},
+	}
+	expanded := 0 // requests whose words have an expansion: Group has something to group
+	for _, req := range reqs {
+		if len(ix.Expansions(req.Instruction)) > 0 {
+			expanded++
+		}
+	}
+	if expanded < 2 {
+		t.Fatalf("%d requests have an expansion: the fixture does not test grouping", expanded)
+	}
+	for _, st := range settings {
+		w := base
+		st.set(&w)
+		weights = w
+		compareEngines(t, ix, st.name, reqs)
+	}
+	ix.memReady.Store(true)
+}
+
+// compareEngines runs each request on bleve and on the scoring index and
+// fails on any difference of chunk, score (beyond 1e-9), text or matches.
+func compareEngines(t *testing.T, ix *Index, setting string, reqs []contracts.AgentExecuteRequest) {
+	t.Helper()
 	for _, req := range reqs {
 		req.WorkspaceId = "ws"
 		search := func(mem bool) contracts.Retrieval {
@@ -87,21 +125,20 @@ func TestScoringIndexMatchesBleve(t *testing.T) {
 		}
 		want, got := search(false), search(true)
 		if len(want.Chunks) == 0 && req.Instruction != "nothing matches zzz" {
-			t.Errorf("%q: bleve found nothing: the fixture does not test it", req.Instruction)
+			t.Errorf("%s %q: bleve found nothing: the fixture does not test it", setting, req.Instruction)
 		}
 		if len(got.Chunks) != len(want.Chunks) {
-			t.Errorf("%+v: scoring index returned %d chunks, bleve %d", req, len(got.Chunks), len(want.Chunks))
+			t.Errorf("%s %+v: scoring index returned %d chunks, bleve %d", setting, req, len(got.Chunks), len(want.Chunks))
 			continue
 		}
 		for i := range want.Chunks {
 			w, g := want.Chunks[i], got.Chunks[i]
 			if w.Id != g.Id || math.Abs(w.Score-g.Score) > 1e-9*math.Abs(w.Score) || w.Content != g.Content || w.StartLine != g.StartLine {
-				t.Errorf("%q rank %d: scoring index %s:%d %.12f, bleve %s:%d %.12f", req.Instruction, i+1, g.Path, g.StartLine, g.Score, w.Path, w.StartLine, w.Score)
+				t.Errorf("%s %q rank %d: scoring index %s:%d %.12f, bleve %s:%d %.12f", setting, req.Instruction, i+1, g.Path, g.StartLine, g.Score, w.Path, w.StartLine, w.Score)
 			}
 			if !reflect.DeepEqual(w.Matches, g.Matches) {
-				t.Errorf("%q rank %d (%s:%d): scoring index explains %+v, bleve's analysis %+v", req.Instruction, i+1, g.Path, g.StartLine, g.Matches, w.Matches)
+				t.Errorf("%s %q rank %d (%s:%d): scoring index explains %+v, bleve's analysis %+v", setting, req.Instruction, i+1, g.Path, g.StartLine, g.Matches, w.Matches)
 			}
 		}
 	}
-	ix.memReady.Store(true)
 }

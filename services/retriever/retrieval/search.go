@@ -54,8 +54,11 @@ var weights = struct {
 	Package           float64 // boost of chunks of the packages whose doc matches best, see packages; 0 turns it off
 	Internal          float64 // score factor of internal and vendored packages, see pathFactor
 	ExpandText        bool    // look learned abbreviations up in the text too, not only in symbol, doc and path
+	Related           float64 // weight of a word related by co-occurrence (related.go); 0 turns them off
+	RelatedLift       float64 // how much likelier a related word must be beside the question's word than anywhere, see related
+	Group             bool    // an expansion joins its word's clause, see clauses
 	MeanLength        bool    // BM25 length normalisation by the field's mean length, not bleve's figure (termindex.Query)
-}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.01, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false}
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -99,6 +102,13 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		if exps, err = ix.expand(terms); err != nil {
 			return res, err
 		}
+	}
+	if weights.Related > 0 {
+		rel, err := ix.relatedTerms(terms, exps)
+		if err != nil {
+			return res, err
+		}
+		exps = append(exps, rel...)
 	}
 	mode := queryTerms(req.Mode, 4)
 	sole, err := ix.soleWorkspace()
@@ -435,10 +445,12 @@ func buildQuery(req contracts.AgentExecuteRequest, scope, workspace string, filt
 		return t
 	}
 	ws := bleve.NewDisjunctionQuery()
-	for _, l := range lookups(terms, heavy, exps) {
+	for _, c := range clauses(terms, heavy, exps) {
 		var fields []query.Query
-		for _, fb := range l.fields {
-			fields = append(fields, term(textFields[fb.field], l.term, fb.boost))
+		for _, l := range c {
+			for _, fb := range l.fields {
+				fields = append(fields, term(textFields[fb.field], l.term, fb.boost))
+			}
 		}
 		if weights.Nested {
 			// One clause per term: bleve scales a disjunction's sum by the
@@ -526,7 +538,8 @@ var textFields = termindex.TextFieldNames
 
 // lookups: every term in symbol, doc and path with their weights, and in
 // the text unless it is heavy (see dropCommon) or an expansion (unless
-// weights.ExpandText); an expansion at weights.Expand of a typed word.
+// weights.ExpandText); an expansion at its weight (weights.Expand for an
+// abbreviation) of a typed word's.
 func lookups(terms []string, heavy map[string]bool, exps []expansion) []lookup {
 	all := make([]expansion, 0, len(terms)+len(exps))
 	for _, t := range terms {
@@ -536,7 +549,7 @@ func lookups(terms []string, heavy map[string]bool, exps []expansion) []lookup {
 	for _, w := range append(all, exps...) {
 		f := 1.0
 		if w.from != "" {
-			f = weights.Expand // an abbreviation counts for less than the word typed
+			f = cmp.Or(w.weight, weights.Expand) // an expansion counts for less than the word typed
 		}
 		l := lookup{term: w.term, from: w.from}
 		for _, fw := range []fieldBoost{{termindex.Symbol, weights.Symbol}, {termindex.Doc, weights.Doc}, {termindex.Path, weights.Path}} {
@@ -551,6 +564,32 @@ func lookups(terms []string, heavy map[string]bool, exps []expansion) []lookup {
 			continue
 		}
 		out = append(out, l)
+	}
+	return out
+}
+
+// clause is one clause of the query (a disjunction of its lookups' fields):
+// a word typed and, with weights.Group, the expansions that stand for it.
+type clause []lookup
+
+// clauses groups the lookups into the query's clauses, in order: one per
+// lookup, but that with weights.Group an expansion joins the clause of the
+// word it stands for. bleve scales a disjunction by the share of its
+// clauses that matched: grouped, an abbreviation is another way to match
+// its word, not one more word a chunk is scored as missing.
+func clauses(terms []string, heavy map[string]bool, exps []expansion) []clause {
+	ls := lookups(terms, heavy, exps)
+	out := make([]clause, 0, len(ls))
+	at := make(map[string]int, len(terms)) // a typed word's clause
+	for _, l := range ls {
+		if i, ok := at[l.from]; ok && l.from != "" && weights.Group {
+			out[i] = append(out[i], l)
+			continue
+		}
+		if l.from == "" {
+			at[l.term] = len(out)
+		}
+		out = append(out, clause{l})
 	}
 	return out
 }

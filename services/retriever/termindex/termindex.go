@@ -7,7 +7,7 @@
 // arrays instead of bleve's searcher tree. bleve scores every chunk that
 // holds any looked-up term through iterators, heaps and pooled matches;
 // here the same postings are walked term at a time into score
-// accumulators (figures: docs/retrieval.md, "Third pass").
+// accumulators (figures: docs/retrieval.md, "Engine pass").
 //
 // The index holds what scoring needs and no text: the stored fields stay in
 // the replica's bleve index.
