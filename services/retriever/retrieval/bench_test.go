@@ -414,14 +414,14 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Heavy = 0.01; w.Group = false }, // the weights before (main's)
+		func(w *retrieval.Weights) { w.Heavy = 0.01; w.Group = false; w.MeanLength = false }, // the second pass's weights
 		func(w *retrieval.Weights) { w.Group = false },
 		func(w *retrieval.Weights) { w.Heavy = 0.01 },
 		func(w *retrieval.Weights) { w.Heavy = 0.15 },
 		func(w *retrieval.Weights) { w.Related = 0.3 },
 		func(w *retrieval.Weights) { w.Related = 0.3; w.RelatedLift = 30 },
 		func(w *retrieval.Weights) { w.ExpandText = true },
-		func(w *retrieval.Weights) { w.MeanLength = true },
+		func(w *retrieval.Weights) { w.MeanLength = false }, // the third pass (bleve's length figure)
 	}
 	if os.Getenv("APTIX_BENCH_GRID") == "before" { // this page's weights against the ones before, for the notes
 		vary = vary[:2]

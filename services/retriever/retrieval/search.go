@@ -58,7 +58,7 @@ var weights = struct {
 	RelatedLift       float64 // how much likelier a related word must be beside the question's word than anywhere, see related
 	Group             bool    // an expansion joins its word's clause, see clauses
 	MeanLength        bool    // BM25 length normalisation by the field's mean length, not bleve's figure (termindex.Query)
-}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true}
+}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true, MeanLength: true}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
