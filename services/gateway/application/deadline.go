@@ -88,6 +88,15 @@ func (a *App) onDeadline(m jetstream.Msg) {
 		return
 	}
 	if meta == nil {
+		// The deadline is armed before its turn is submitted, and a
+		// response that starts its conversation has no record but its
+		// turn's events: on the first delivery they may not be stored
+		// yet. Look again when the limit is due; nothing then means the
+		// response is gone (deleted, never submitted, past retention).
+		if wait := d.At.Sub(a.cfg.Now()); wait > 0 {
+			_ = m.NakWithDelay(wait)
+			return
+		}
 		_ = m.Ack()
 		return
 	}
