@@ -300,12 +300,7 @@ func benchCorpus(b *testing.B, c corpus) {
 	}
 	withFresh := os.Getenv("APTIX_BENCH_FRESH") != ""
 	verbose := os.Getenv("APTIX_BENCH_VERBOSE") != ""
-	type split struct {
-		n, at5, at10, sym10 int
-		rr, ndcg            float64
-		misses              []string
-	}
-	var splits [len(setNames)]split
+	var splits [len(setNames)]tally
 	var lat, cold []time.Duration // cold: the first round, per-term caches empty
 	const rounds = 10
 	if path := os.Getenv("APTIX_BENCH_CPUPROFILE"); path != "" && c.name == "stdlib" { // the searches only, not the indexing
@@ -337,21 +332,7 @@ func benchCorpus(b *testing.B, c corpus) {
 				continue
 			}
 			s := &splits[q.set]
-			s.n++
-			rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) })
-			if rank >= 0 {
-				s.at10++
-				if rank < 5 {
-					s.at5++
-				}
-				s.rr += 1 / float64(rank+1)
-				s.ndcg += 1 / math.Log2(float64(rank+2))
-			}
-			if slices.ContainsFunc(res.Chunks, func(c contracts.RagChunk) bool {
-				return slices.Contains(q.want, c.Path) && declares(c.Content, q.symbol)
-			}) {
-				s.sym10++
-			}
+			rank := s.add(q, res)
 			var got []string
 			for _, c := range res.Chunks {
 				got = append(got, fmt.Sprintf("%s:%d", c.Path, c.StartLine))
@@ -371,7 +352,7 @@ func benchCorpus(b *testing.B, c corpus) {
 		return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000
 	}
 	pct := func(p float64) float64 { return pctOf(lat, p) }
-	report := func(name string, s split) {
+	report := func(name string, s tally) {
 		if s.n == 0 {
 			return
 		}
@@ -380,7 +361,7 @@ func benchCorpus(b *testing.B, c corpus) {
 		b.ReportMetric(float64(s.at10)/n, metric+"_recall@10")
 		b.ReportMetric(s.rr/n, metric+"_MRR")
 		fmt.Fprintf(os.Stderr, "%s %s (%d questions): recall@5 %.3f, recall@10 %.3f, MRR %.3f, nDCG@10 %.3f, symbol@10 %.3f\n",
-			c.name, name, s.n, float64(s.at5)/n, float64(s.at10)/n, s.rr/n, s.ndcg/n, float64(s.sym10)/n)
+			c.name, name, s.n, float64(s.at5)/n, float64(s.at10)/n, s.rr/n, s.ndcg/n, float64(s.sym)/n)
 		for _, m := range s.misses {
 			fmt.Fprintln(os.Stderr, m)
 		}
@@ -465,11 +446,7 @@ func engines(b *testing.B, ix *retrieval.Index, workspace string, qs []question)
 // questions' searches and the CPU a search. verbose prints each question's
 // rank and expansions.
 func measure(b *testing.B, ix *retrieval.Index, workspace string, qs []question, withFresh, verbose bool, label string) {
-	type split struct {
-		n, at5, at10, sym int
-		rr, ndcg          float64
-	}
-	var splits [len(setNames) + 1]split // the last: tuning and old held-out together
+	var splits [len(setNames) + 1]tally // the last: tuning and old held-out together
 	var lat []time.Duration
 	searches := 0
 	cpu0 := cpuTime()
@@ -486,29 +463,15 @@ func measure(b *testing.B, ix *retrieval.Index, workspace string, qs []question,
 		if q.set != fresh {
 			lat = append(lat, time.Since(t0))
 		}
-		rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) })
-		if verbose {
-			fmt.Fprintf(os.Stderr, "  %s %-70q rank %2d  %v\n", setNames[q.set][:5], q.q, rank+1, ix.Expansions(q.q))
-		}
+		rank := -1
 		for i := range splits {
 			if i != q.set && (i != len(setNames) || q.set == fresh) {
 				continue
 			}
-			s := &splits[i]
-			s.n++
-			if rank >= 0 {
-				s.at10++
-				if rank < 5 {
-					s.at5++
-				}
-				s.rr += 1 / float64(rank+1)
-				s.ndcg += 1 / math.Log2(float64(rank+2))
-			}
-			if slices.ContainsFunc(res.Chunks, func(c contracts.RagChunk) bool {
-				return slices.Contains(q.want, c.Path) && declares(c.Content, q.symbol)
-			}) {
-				s.sym++
-			}
+			rank = splits[i].add(q, res)
+		}
+		if verbose {
+			fmt.Fprintf(os.Stderr, "  %s %-70q rank %2d  %v\n", setNames[q.set][:5], q.q, rank+1, ix.Expansions(q.q))
 		}
 	}
 	cpuPer := float64((cpuTime() - cpu0).Microseconds()) / 1000 / float64(searches)
@@ -525,4 +488,34 @@ func measure(b *testing.B, ix *retrieval.Index, workspace string, qs []question,
 				float64(s.at5)/n, float64(s.at10)/n, s.rr/n, s.ndcg/n, float64(s.sym)/n)
 		}
 	}
+}
+
+// tally adds up one set's answers: a question is answered at rank r when
+// the r-th returned chunk lies in one of its files (recall@5/10, MRR and
+// nDCG@10 with one relevant file), and its symbol is found when a top
+// chunk of one of its files declares it (symbol@10).
+type tally struct {
+	n, at5, at10, sym int
+	rr, ndcg          float64
+	misses            []string
+}
+
+// add counts q's answer res and returns its rank (0-based, -1 for a miss).
+func (s *tally) add(q question, res contracts.Retrieval) int {
+	s.n++
+	rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) })
+	if rank >= 0 {
+		s.at10++
+		if rank < 5 {
+			s.at5++
+		}
+		s.rr += 1 / float64(rank+1)
+		s.ndcg += 1 / math.Log2(float64(rank+2))
+	}
+	if slices.ContainsFunc(res.Chunks, func(c contracts.RagChunk) bool {
+		return slices.Contains(q.want, c.Path) && declares(c.Content, q.symbol)
+	}) {
+		s.sym++
+	}
+	return rank
 }

@@ -116,13 +116,9 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass) ([]can
 	if len(hits) == 0 {
 		return nil, nil
 	}
-	adv, err := ix.idx.Advanced()
+	r, err := ix.reader()
 	if err != nil {
-		return nil, fmt.Errorf("local index: %w", err)
-	}
-	r, err := adv.Reader()
-	if err != nil {
-		return nil, fmt.Errorf("local index reader: %w", err)
+		return nil, err
 	}
 	defer r.Close()
 	out := make([]candidate, 0, len(hits))
@@ -144,4 +140,18 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass) ([]can
 		out = append(out, candidate{chunk: c, symbol: m.symbol})
 	}
 	return out, nil
+}
+
+// reader opens a reader of bleve's local index (stored fields, document
+// and term statistics); the caller closes it.
+func (ix *Index) reader() (index.IndexReader, error) {
+	adv, err := ix.idx.Advanced()
+	if err != nil {
+		return nil, fmt.Errorf("local index: %w", err)
+	}
+	r, err := adv.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("local index reader: %w", err)
+	}
+	return r, nil
 }

@@ -43,11 +43,7 @@ func TestScoringIndexMatchesBleve(t *testing.T) {
 	if !ix.memReady.Load() {
 		t.Fatal("the scoring index has not loaded the bucket after WaitSynced")
 	}
-	adv, err := ix.idx.Advanced()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := adv.Reader()
+	r, err := ix.reader()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,13 +79,9 @@ func (ix *Index) related(w string) ([]string, error) {
 }
 
 func (ix *Index) learnRelated(w string) ([]string, error) {
-	adv, err := ix.idx.Advanced()
+	r, err := ix.reader()
 	if err != nil {
-		return nil, fmt.Errorf("local index: %w", err)
-	}
-	r, err := adv.Reader()
-	if err != nil {
-		return nil, fmt.Errorf("local index reader: %w", err)
+		return nil, err
 	}
 	defer r.Close()
 	n, err := r.DocCount()

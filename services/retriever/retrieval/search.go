@@ -380,13 +380,9 @@ func (ix *Index) contentDF(ctx context.Context, terms []string) (uint64, map[str
 		}
 		return uint64(ix.mem.Len()), df, nil
 	}
-	adv, err := ix.idx.Advanced()
+	r, err := ix.reader()
 	if err != nil {
-		return 0, nil, fmt.Errorf("local index: %w", err)
-	}
-	r, err := adv.Reader()
-	if err != nil {
-		return 0, nil, fmt.Errorf("local index reader: %w", err)
+		return 0, nil, err
 	}
 	defer r.Close()
 	n, err := r.DocCount()

@@ -80,6 +80,25 @@ type scratch struct {
 	btouched []uint32
 }
 
+// fold adds one clause of n terms to the sums: each chunk the clause
+// touched gets the clause's sum scaled by the share of its terms it
+// matched (bleve's coordination), and one more matched clause in cnt;
+// touched lists the chunks sum holds, and is returned grown. The clause's
+// own accumulators are cleared for the next one.
+func (s *scratch) fold(n int, sum []float64, cnt []uint16, touched []uint32) []uint32 {
+	nt := float64(n)
+	for _, d := range s.ctouched {
+		if cnt[d] == 0 {
+			touched = append(touched, d)
+		}
+		sum[d] += s.csum[d] * (float64(s.ccnt[d]) / nt)
+		cnt[d]++
+		s.csum[d], s.ccnt[d] = 0, 0
+	}
+	s.ctouched = s.ctouched[:0]
+	return touched
+}
+
 func (ix *Index) scratch() *scratch {
 	s, _ := ix.pool.Get().(*scratch)
 	if s == nil {
@@ -223,16 +242,7 @@ func (ix *Index) scoreClauses(s *scratch, clauses []Clause, avg [NumText]float64
 				s.ccnt[p.doc]++
 			}
 		}
-		nt := float64(len(c))
-		for _, d := range s.ctouched {
-			if s.cnt[d] == 0 {
-				s.touched = append(s.touched, d)
-			}
-			s.acc[d] += s.csum[d] * (float64(s.ccnt[d]) / nt)
-			s.cnt[d]++
-			s.csum[d], s.ccnt[d] = 0, 0
-		}
-		s.ctouched = s.ctouched[:0]
+		s.touched = s.fold(len(c), s.acc, s.cnt, s.touched)
 	}
 	nc := float64(len(clauses))
 	for _, d := range s.touched {
@@ -267,16 +277,7 @@ func (ix *Index) addBonus(s *scratch, bonus []shouldScore) {
 				s.ccnt[d]++
 			}
 		}
-		nt := float64(len(b.terms))
-		for _, d := range s.ctouched {
-			if s.bcnt[d] == 0 {
-				s.btouched = append(s.btouched, d)
-			}
-			s.bsum[d] += s.csum[d] * (float64(s.ccnt[d]) / nt)
-			s.bcnt[d]++
-			s.csum[d], s.ccnt[d] = 0, 0
-		}
-		s.ctouched = s.ctouched[:0]
+		s.btouched = s.fold(len(b.terms), s.bsum, s.bcnt, s.btouched)
 	}
 	ns := float64(len(bonus))
 	for _, d := range s.btouched {
