@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -34,40 +36,49 @@ type question struct {
 }
 
 // The question sets. The first two passes tuned on two thirds of each
-// corpus's questions file and held out every third question; those have
-// been measured several times since, so they now join the tuning (reported
-// apart, for continuity). The third pass's held-out questions are a fresh
+// corpus's questions file and held out every third question; the third
+// pass held out a fresh file per corpus (thirdHeldOut). Both have been
+// measured several times since, so they now join the tuning (reported
+// apart, for continuity). The fourth pass's held-out questions are a new
 // file per corpus (corpus.fresh), written and committed before its tuning,
 // measured only with APTIX_BENCH_FRESH=1.
 const (
 	tuning = iota
 	oldHeldOut
+	thirdHeldOut
 	fresh
 )
 
-var setNames = [...]string{"tuning", "old held-out", "fresh held-out"}
+var setNames = [...]string{"tuning", "old held-out", "third-pass held-out", "fresh held-out"}
 
 // corpus is a codebase the benchmark indexes and the questions asked of it.
 type corpus struct {
 	name      string
 	questions string                              // file under testdata/questions
+	third     string                              // the third pass's held-out questions, idem
 	fresh     string                              // the fresh held-out questions, idem
 	root      func(download bool) (string, error) // the directory to index
 }
 
 var corpora = []corpus{
-	{"stdlib", "stdlib.txt", "stdlib-3.txt", goroot},
-	{"nats-server", "nats-server.txt", "nats-server-3.txt", moduleDir("github.com/nats-io/nats-server/v2")},
+	{"stdlib", "stdlib.txt", "stdlib-3.txt", "stdlib-4.txt", goroot},
+	{"nats-server", "nats-server.txt", "nats-server-3.txt", "nats-server-4.txt", moduleDir("github.com/nats-io/nats-server/v2")},
 }
 
 // load reads the corpus's questions, the fresh held-out ones last.
 func (c corpus) load() ([]question, error) {
-	qs, err := loadQuestions(c.questions, false)
-	if err != nil {
-		return nil, err
+	var out []question
+	for _, f := range []struct {
+		name string
+		set  int
+	}{{c.questions, tuning}, {c.third, thirdHeldOut}, {c.fresh, fresh}} {
+		qs, err := loadQuestions(f.name, f.set)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, qs...)
 	}
-	f, err := loadQuestions(c.fresh, true)
-	return append(qs, f...), err
+	return out, nil
 }
 
 // goroot is $(go env GOROOT)/src.
@@ -105,9 +116,9 @@ func moduleDir(mod string) func(download bool) (string, error) {
 }
 
 // loadQuestions reads a questions file (question | files | symbol, # for
-// comments). In a fresh file every question is held out; in the others every
-// third was (oldHeldOut).
-func loadQuestions(name string, isFresh bool) ([]question, error) {
+// comments), every question of set; in the tuning file every third one was
+// held out (oldHeldOut).
+func loadQuestions(name string, set int) ([]question, error) {
 	f, err := os.Open(filepath.Join("testdata", "questions", name))
 	if err != nil {
 		return nil, err
@@ -124,15 +135,12 @@ func loadQuestions(name string, isFresh bool) ([]question, error) {
 		if len(parts) != 3 {
 			return nil, fmt.Errorf("%s:%d: want question | files | symbol", name, n)
 		}
-		set := tuning
-		switch {
-		case isFresh:
-			set = fresh
-		case len(out)%3 == 2:
-			set = oldHeldOut
+		qset := set
+		if set == tuning && len(out)%3 == 2 {
+			qset = oldHeldOut
 		}
 		out = append(out, question{q: strings.TrimSpace(parts[0]), want: strings.Fields(parts[1]),
-			symbol: strings.TrimSpace(parts[2]), set: set})
+			symbol: strings.TrimSpace(parts[2]), set: qset})
 	}
 	return out, sc.Err()
 }
@@ -395,14 +403,13 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Heavy = 0.01; w.Group = false; w.MeanLength = false }, // the second pass's weights
-		func(w *retrieval.Weights) { w.Group = false },
-		func(w *retrieval.Weights) { w.Heavy = 0.01 },
-		func(w *retrieval.Weights) { w.Heavy = 0.15 },
-		func(w *retrieval.Weights) { w.Related = 0.3 },
-		func(w *retrieval.Weights) { w.Related = 0.3; w.RelatedLift = 30 },
-		func(w *retrieval.Weights) { w.ExpandText = true },
-		func(w *retrieval.Weights) { w.MeanLength = false }, // the third pass (bleve's length figure)
+		func(w *retrieval.Weights) { w.Usage = 0; w.Pool = 1 }, // the third pass's ranking
+		func(w *retrieval.Weights) { w.Usage = 0.8 },
+		func(w *retrieval.Weights) { w.Usage = 1.5 },
+		func(w *retrieval.Weights) { w.Usage = 0.8; w.Pool = 8 },
+	}
+	if g := os.Getenv("APTIX_BENCH_GRID"); g != "" && g != "1" && g != "before" { // one setting: APTIX_BENCH_GRID=Usage=0.2,Pool=4
+		vary = []func(w *retrieval.Weights){func(w *retrieval.Weights) { setFields(b, w, g) }}
 	}
 	if os.Getenv("APTIX_BENCH_GRID") == "before" { // this page's weights against the ones before, for the notes
 		vary = vary[:2]
@@ -416,6 +423,34 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 		ix.ResetCaches()
 		for pass := range 2 { // cold (per-term caches empty), then warm
 			measure(b, ix, workspace, qs, withFresh && pass == 0, verbose && pass == 0 && w.Related > 0, fmt.Sprintf("grid %s %+v pass %d", workspace, w, pass))
+		}
+	}
+}
+
+// setFields sets weights named in spec ("Usage=0.2,Pool=4") by reflection.
+func setFields(b *testing.B, w *retrieval.Weights, spec string) {
+	v := reflect.ValueOf(w).Elem()
+	for kv := range strings.SplitSeq(spec, ",") {
+		k, val, _ := strings.Cut(kv, "=")
+		f := v.FieldByName(k)
+		if !f.IsValid() {
+			b.Fatalf("no weight %q", k)
+		}
+		switch f.Kind() {
+		case reflect.Float64:
+			x, err := strconv.ParseFloat(val, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.SetFloat(x)
+		case reflect.Int:
+			x, err := strconv.Atoi(val)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.SetInt(int64(x))
+		case reflect.Bool:
+			f.SetBool(val == "true")
 		}
 	}
 }

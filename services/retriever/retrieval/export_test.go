@@ -2,22 +2,7 @@ package retrieval
 
 // Weights is a field boost and score factor configuration, for the
 // benchmark's grid over the tuning questions (APTIX_BENCH_GRID).
-type Weights = struct {
-	Symbol, Doc, Path float64
-	Test, Tool        float64
-	Nested            bool
-	Expand            float64
-	Common            float64
-	Heavy             float64
-	PerFile           int
-	Package           float64
-	Internal          float64
-	ExpandText        bool
-	Related           float64
-	RelatedLift       float64
-	Group             bool
-	MeanLength        bool
-}
+type Weights = weightSet
 
 // Expansions returns the abbreviations a query's terms are expanded with,
 // as "term←from", for the benchmark's verbose output.

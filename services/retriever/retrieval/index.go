@@ -22,6 +22,7 @@ import (
 
 	"github.com/aptix-dev/aptix/services/retriever/codetext"
 	"github.com/aptix-dev/aptix/services/retriever/termindex"
+	"github.com/aptix-dev/aptix/services/retriever/usage"
 )
 
 // Options configure an Index. Zero values take the defaults.
@@ -510,10 +511,19 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 	dir := path.Dir(rec.Path)
 	lang := strings.ToLower(rec.Language)
 	chunks := make([]termindex.Chunk, 0, len(rec.Chunks))
+	pkg := goPackage(rec)
 	for _, c := range rec.Chunks {
 		comment := leadingComment(rec.Language, c.Content)
 		sym := symbolWords(c.Symbol)
-		tc := termindex.Chunk{ID: c.Id, Meta: &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine}}
+		m := &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine}
+		tc := termindex.Chunk{ID: c.Id, Meta: m}
+		if rec.Language == "Go" {
+			m.use, m.decl = usage.Key(pkg, c.Symbol)
+			tc.Keyword[termindex.Uses] = internAll(usage.Refs(pkg, c.Content), intern)
+			if m.decl != "" {
+				tc.Keyword[termindex.Uses] = append(tc.Keyword[termindex.Uses], m.decl)
+			}
+		}
 		for f, text := range [termindex.NumText]string{sym, comment, rec.Path, c.Content} {
 			tc.Text[f] = analyzed(text, intern)
 		}
@@ -536,6 +546,33 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 type memMeta struct {
 	file, repo, language, symbol string
 	startLine, endLine           int
+	use, decl                    string // the declaration's keys in the Uses field, see usageFactor
+}
+
+// goPackage is the package a Go file declares, read from the first chunk
+// that holds its package clause.
+func goPackage(rec *FileRecord) string {
+	if rec.Language != "Go" {
+		return ""
+	}
+	for _, c := range rec.Chunks {
+		if p := usage.Package(c.Content); p != "" {
+			return p
+		}
+	}
+	return ""
+}
+
+// internAll replaces each string of ss by intern's copy.
+func internAll(ss []string, intern map[string]string) []string {
+	for i, s := range ss {
+		if v, ok := intern[s]; ok {
+			ss[i] = v
+		} else {
+			intern[s] = s
+		}
+	}
+	return ss
 }
 
 // analyzed is text's token stream as the index analyses it: every term,

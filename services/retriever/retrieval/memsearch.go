@@ -1,7 +1,9 @@
 package retrieval
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"path"
 	"path/filepath"
 	"slices"
@@ -17,8 +19,43 @@ import (
 // candidate is a hit of either engine before ranking: the chunk with its
 // raw score, and its symbol for explain.
 type candidate struct {
-	chunk  contracts.RagChunk
-	symbol string
+	chunk    contracts.RagChunk
+	symbol   string
+	factored bool // the score has its factors (searchMem); bleve's hits get them in Search
+}
+
+// usageFactors lifts each hit by how often the indexed code uses what it
+// declares: 1 + weights.Usage·ln(1 + uses), where uses counts the chunks
+// that refer to a function or type by its package's name (or call it
+// inside its package), and, for a method, the chunks that call a method of
+// that name divided by the methods so named. Among chunks that match a
+// question about equally, the declaration the code leans on is the one a
+// developer most likely means. The counts follow every index update (the
+// Uses field of the scoring index), so replicas agree.
+func (ix *Index) usageFactors(hits []termindex.Hit) []float64 {
+	out := make([]float64, len(hits))
+	keys := make([]string, 2*len(hits))
+	for i, h := range hits {
+		out[i] = 1
+		m := h.Meta.(*memMeta)
+		keys[2*i], keys[2*i+1] = m.use, m.decl
+	}
+	if weights.Usage == 0 {
+		return out
+	}
+	counts := make([]int, len(keys))
+	ix.mem.Counts(termindex.Uses, keys, counts)
+	for i := range hits {
+		if keys[2*i] == "" {
+			continue
+		}
+		uses := float64(counts[2*i])
+		if keys[2*i+1] != "" {
+			uses /= float64(max(counts[2*i+1], 1))
+		}
+		out[i] = 1 + weights.Usage*math.Log1p(uses)
+	}
+	return out
 }
 
 // useMem says whether a search runs on the scoring index: once it holds
@@ -110,12 +147,22 @@ func memQuery(req contracts.AgentExecuteRequest, scope, workspace string, filter
 var memAvgLength func(field string) float64
 
 // searchMem runs the query on the scoring index and reads the hits' text
-// from bleve's stored fields.
-func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass) ([]candidate, error) {
-	hits := ix.mem.Search(q, first, ix.o.K*candidatesPerHit)
+// from bleve's stored fields. The path factor (factor) and how often the
+// code uses each hit's declaration (usageFactors) are applied here, to
+// weights.Pool times the hits kept, before the text is read: a chunk the
+// factors lift can come from below the plain score's cut.
+func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor func(path string) float64) ([]candidate, error) {
+	keep := ix.o.K * candidatesPerHit
+	hits := ix.mem.Search(q, first, keep*max(weights.Pool, 1))
 	if len(hits) == 0 {
 		return nil, nil
 	}
+	use := ix.usageFactors(hits)
+	for i := range hits {
+		hits[i].Score *= factor(hits[i].Meta.(*memMeta).file) * use[i]
+	}
+	slices.SortStableFunc(hits, func(a, b termindex.Hit) int { return cmp.Compare(b.Score, a.Score) })
+	hits = hits[:min(len(hits), keep)]
 	r, err := ix.reader()
 	if err != nil {
 		return nil, err
@@ -137,7 +184,7 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass) ([]can
 				c.Content = string(f.Value())
 			}
 		})
-		out = append(out, candidate{chunk: c, symbol: m.symbol})
+		out = append(out, candidate{chunk: c, symbol: m.symbol, factored: true})
 	}
 	return out, nil
 }

@@ -98,8 +98,10 @@ func TestScoringIndexMatchesBleve(t *testing.T) {
 	for _, st := range settings {
 		w := base
 		// bleve normalises lengths by its own figure (memAvgLength above
-		// gives the scoring index the same), not by the mean.
+		// gives the scoring index the same), not by the mean; and only
+		// the scoring index counts uses (TestUsageRanksTheUsedFirst).
 		w.MeanLength = false
+		w.Usage = 0
 		st.set(&w)
 		weights = w
 		compareEngines(t, ix, st.name, reqs)
@@ -139,5 +141,53 @@ func compareEngines(t *testing.T, ix *Index, setting string, reqs []contracts.Ag
 				t.Errorf("%s %q rank %d (%s:%d): scoring index explains %+v, bleve's analysis %+v", setting, req.Instruction, i+1, g.Path, g.StartLine, g.Matches, w.Matches)
 			}
 		}
+	}
+}
+
+// TestUsageRanksTheUsedFirst: of two declarations a question matches
+// alike, the one the rest of the code uses ranks first, and only while
+// uses count (weights.Usage); a use added by re-indexing another file
+// moves the count, and deleting it moves it back.
+func TestUsageRanksTheUsedFirst(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	write(t, root, "alpha/alpha.go", "package alpha\n\n// Merge joins two sorted lists into one sorted list.\nfunc Merge(a, b []int) []int { return nil }\n")
+	write(t, root, "beta/beta.go", "package beta\n\n// Merge joins two sorted lists into one sorted list.\nfunc Merge(a, b []int) []int { return nil }\n")
+	for i := range 4 {
+		write(t, root, fmt.Sprintf("app/use%d.go", i), fmt.Sprintf("package app\n\nimport \"x/beta\"\n\nfunc use%d() { beta.Merge(nil, nil) }\n", i))
+	}
+	e.index(root, "ws", "app")
+	ix := e.open()
+	if err := ix.WaitSynced(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	req := contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "join two sorted lists"}
+	top := func() string {
+		t.Helper()
+		res, err := ix.Search(context.Background(), req)
+		if err != nil || len(res.Chunks) == 0 {
+			t.Fatalf("search: %v, %d chunks", err, len(res.Chunks))
+		}
+		return res.Chunks[0].Path
+	}
+	base := weights
+	defer func() { weights = base }()
+	weights.Usage = 0
+	if got := top(); got != "alpha/alpha.go" { // equal scores: ties go by path
+		t.Fatalf("without uses the first is %s, want the tie's first, alpha/alpha.go", got)
+	}
+	weights.Usage = base.Usage
+	if got := top(); got != "beta/beta.go" {
+		t.Fatalf("the used Merge is not first: %s", got)
+	}
+	for i := range 8 { // alpha.Merge used more than beta.Merge now
+		write(t, root, fmt.Sprintf("app/alpha%d.go", i), fmt.Sprintf("package app\n\nfunc alpha%d() { alpha.Merge(nil, nil) }\n", i))
+	}
+	e.index(root, "ws", "app")
+	if err := ix.WaitSynced(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := top(); got != "alpha/alpha.go" {
+		t.Fatalf("after alpha.Merge gained uses the first is %s", got)
 	}
 }

@@ -43,7 +43,7 @@ const (
 // weights are the fields' boosts (BM25 per field, summed, as in BM25F) and
 // the factors that rank tests and tool sources below library code. They
 // were chosen on the tuning questions of the benchmark (bench_test.go).
-var weights = struct {
+type weightSet struct {
 	Symbol, Doc, Path float64 // relative to a match in the chunk's text
 	Test, Tool        float64 // score factors, see pathFactor
 	Nested            bool    // one disjunction per query term, see buildQuery
@@ -58,7 +58,11 @@ var weights = struct {
 	RelatedLift       float64 // how much likelier a related word must be beside the question's word than anywhere, see related
 	Group             bool    // an expansion joins its word's clause, see clauses
 	MeanLength        bool    // BM25 length normalisation by the field's mean length, not bleve's figure (termindex.Query)
-}{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true, MeanLength: true}
+	Usage             float64 // weight of how often the code uses a chunk's declaration, see usageFactors; 0 turns it off
+	Pool              int     // hits scored before the factors, in candidates per hit, see searchMem
+}
+
+var weights = weightSet{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true, MeanLength: true, Usage: 0.8, Pool: 4}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -116,6 +120,9 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		return res, err
 	}
 	filterWS := sole != workspace
+	wantTests := slices.ContainsFunc(terms, func(t string) bool { return t == "test" || t == "exampl" })
+	wantTools := slices.ContainsFunc(terms, func(t string) bool { return toolWords[t] })
+	factor := func(path string) float64 { return pathFactor(path, wantTests, wantTools) }
 	var cands []candidate
 	var memLines map[string][2]int // a scoring-index hit's own lines, see explain
 	if ix.useMem(scope) {
@@ -123,7 +130,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		if !ok {
 			return res, nil
 		}
-		if cands, err = ix.searchMem(q, first); err != nil {
+		if cands, err = ix.searchMem(q, first, factor); err != nil {
 			return res, fmt.Errorf("search %s: %w", workspace, err)
 		}
 		memLines = make(map[string][2]int, len(cands))
@@ -138,13 +145,13 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 			return res, nil
 		}
 	}
-	wantTests := slices.ContainsFunc(terms, func(t string) bool { return t == "test" || t == "exampl" })
-	wantTools := slices.ContainsFunc(terms, func(t string) bool { return toolWords[t] })
 	hits := make([]contracts.RagChunk, 0, len(cands))
 	symbols := make(map[string]string, len(cands))
 	for _, h := range cands {
 		c := h.chunk
-		c.Score *= pathFactor(c.Path, wantTests, wantTools)
+		if !h.factored {
+			c.Score *= factor(c.Path)
+		}
 		symbols[c.Id] = h.symbol
 		hits = append(hits, c)
 	}

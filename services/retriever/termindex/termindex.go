@@ -31,7 +31,9 @@ const (
 // TextFieldNames are the text fields' names, in field order.
 var TextFieldNames = [NumText]string{"symbol", "doc", "path", "content"}
 
-// Keyword fields: one value each (Tags: several), matched whole.
+// Keyword fields: one value each (Tags and Uses: several), matched whole.
+// Uses holds the names a chunk refers to (package usage), counted with
+// Counts: how many chunks use a declaration.
 const (
 	Workspace = iota
 	Repo
@@ -40,11 +42,12 @@ const (
 	Dir
 	Kind
 	Tags
+	Uses
 	NumKeyword
 )
 
 // KeywordFieldNames are the keyword fields' names, in field order.
-var KeywordFieldNames = [NumKeyword]string{"workspace", "repo", "lang", "file", "dir", "kind", "tags"}
+var KeywordFieldNames = [NumKeyword]string{"workspace", "repo", "lang", "file", "dir", "kind", "tags", "uses"}
 
 // BM25 parameters, bleve's (search.BM25_k1, search.BM25_b).
 const (
@@ -102,7 +105,7 @@ type doc struct {
 	terms   []uint32         // distinct terms of each field, for deletion
 	termOff [NumText + 1]uint32
 	kw      []uint32 // keyword value numbers of each field
-	kwOff   [NumKeyword + 1]uint8
+	kwOff   [NumKeyword + 1]uint16
 	meta    any
 }
 
@@ -263,9 +266,9 @@ func (ix *Index) add(c *Chunk) {
 	nd.termOff[NumText] = uint32(len(nd.terms))
 	nd.terms = slices.Clip(nd.terms)
 	for f := range NumKeyword {
-		nd.kwOff[f] = uint8(len(nd.kw))
+		nd.kwOff[f] = uint16(len(nd.kw))
 		k := &ix.kw[f]
-		for _, v := range c.Keyword[f] {
+		for _, v := range c.Keyword[f][:min(len(c.Keyword[f]), MaxKeywords-len(nd.kw))] {
 			id, ok := k.ids[v]
 			if !ok {
 				id = uint32(len(k.df))
@@ -273,7 +276,9 @@ func (ix *Index) add(c *Chunk) {
 				k.df = append(k.df, 0)
 				k.post = append(k.post, nil)
 			}
-			k.post[id] = append(k.post[id], d)
+			if f != Uses { // counted, never filtered on
+				k.post[id] = append(k.post[id], d)
+			}
 			if k.df[id] == 0 {
 				k.vocab++
 			}
@@ -281,7 +286,7 @@ func (ix *Index) add(c *Chunk) {
 			nd.kw = append(nd.kw, id)
 		}
 	}
-	nd.kwOff[NumKeyword] = uint8(len(nd.kw))
+	nd.kwOff[NumKeyword] = uint16(len(nd.kw))
 	ix.docs = append(ix.docs, nd)
 	ix.byID[c.ID] = d
 	ix.live++
@@ -370,6 +375,20 @@ func (ix *Index) KeywordValues(field int) map[string]int {
 		}
 	}
 	return out
+}
+
+// MaxKeywords bounds a chunk's keyword values, all fields together; values
+// beyond it are dropped.
+const MaxKeywords = math.MaxUint16
+
+// Counts sets out[i] to the number of live chunks whose keyword field holds
+// values[i] (0 for ""), under one read lock.
+func (ix *Index) Counts(field int, values []string, out []int) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for i, v := range values {
+		out[i] = ix.kw[field].count(v)
+	}
 }
 
 // Has reports whether the index holds the chunk.
