@@ -60,8 +60,8 @@ func TestKey(t *testing.T) {
 func TestPackage(t *testing.T) {
 	for src, want := range map[string]string{
 		"// Copyright\n\n// Package strings does.\npackage strings\n\nimport \"io\"\n": "strings",
-		"package main // import \"x\"\n": "main",
-		"func f() {}\n":                    "",
+		"package main // import \"x\"\n":                                               "main",
+		"func f() {}\n":                                                                "",
 	} {
 		if got := Package(src); got != want {
 			t.Errorf("Package(%q) = %q, want %q", src, got, want)
