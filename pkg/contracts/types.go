@@ -203,6 +203,11 @@ type RagChunk struct {
 	// terms matched which of the chunk's fields. Optional: older retrievers
 	// leave it out, and nothing downstream depends on it but the console.
 	Matches []RagMatch `json:"matches,omitempty"`
+	// Uses counts the chunks of the index that use what this chunk
+	// declares (a call, a qualified name; for a method, the calls of that
+	// name per method so named): the retriever lifts the declarations the
+	// code leans on. Optional, like Matches.
+	Uses float64 `json:"uses,omitempty"`
 }
 
 // RagMatch is one field of a chunk that matched the query.

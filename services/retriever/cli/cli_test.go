@@ -61,6 +61,15 @@ func TestIndexThenSearch(t *testing.T) {
 	if !strings.Contains(out, "query terms: pars durat") || !strings.Contains(out, "matched: symbol[durat pars] doc[durat pars]") {
 		t.Errorf("explained output %q", out)
 	}
+	// A use elsewhere: the explanation says how many chunks use the hit.
+	if err := os.WriteFile(filepath.Join(src, "use.go"), []byte("package d\n\nfunc use() { ParseDuration(\"1s\") }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, url, data, "index", src, "--workspace", "w", "--repo", "r")
+	out = run(t, url, data, "search", "parse a duration", "--workspace", "w", "--explain")
+	if !strings.Contains(out, "1. dur.go:3-4") || !strings.Contains(out, "  used by 1\n2. use.go") {
+		t.Errorf("explained output with a use %q", out)
+	}
 	out = run(t, url, data, "search", "parse a duration", "--workspace", "elsewhere")
 	if !strings.Contains(out, "no hits") {
 		t.Errorf("empty workspace output %q", out)

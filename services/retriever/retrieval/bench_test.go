@@ -303,7 +303,7 @@ func benchCorpus(b *testing.B, c corpus) {
 		fmt.Fprintf(os.Stderr, "%s: %q\nquery terms: %s\n", c.name, q, res.Query)
 		for i, h := range res.Chunks[:min(3, len(res.Chunks))] {
 			first, _, _ := strings.Cut(strings.TrimSpace(h.Content), "\n")
-			fmt.Fprintf(os.Stderr, "%d. %s:%d-%d  %s  score %.2f\n     %s\n     matched: %s\n", i+1, h.Path, h.StartLine, h.EndLine, h.Language, h.Score, first, cli.Matches(h.Matches))
+			fmt.Fprintf(os.Stderr, "%d. %s:%d-%d  %s  score %.2f\n     %s\n     matched: %s%s\n", i+1, h.Path, h.StartLine, h.EndLine, h.Language, h.Score, first, cli.Matches(h.Matches), cli.UsedBy(h.Uses))
 		}
 	}
 	withFresh := os.Getenv("APTIX_BENCH_FRESH") != ""
@@ -403,10 +403,16 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Usage = 0; w.Pool = 1 }, // the third pass's ranking
-		func(w *retrieval.Weights) { w.Usage = 0.8 },
+		func(w *retrieval.Weights) { w.Usage = 0; w.Pool = 1; w.Coord = 0 }, // the third pass's ranking
+		func(w *retrieval.Weights) { w.Usage = 0; w.Pool = 1 },              // without uses
+		func(w *retrieval.Weights) { w.Coord = 0 },                          // bleve's coordination
+		func(w *retrieval.Weights) { w.Pool = 1 },
+		func(w *retrieval.Weights) { w.Usage = 0.4 },
 		func(w *retrieval.Weights) { w.Usage = 1.5 },
-		func(w *retrieval.Weights) { w.Usage = 0.8; w.Pool = 8 },
+		func(w *retrieval.Weights) { w.Coord = 2 },
+		func(w *retrieval.Weights) { w.K1 = 0.6 },
+		func(w *retrieval.Weights) { w.IDF = 3 },
+		func(w *retrieval.Weights) { w.Related = 0.3 },
 	}
 	if g := os.Getenv("APTIX_BENCH_GRID"); g != "" && g != "1" && g != "before" { // one setting: APTIX_BENCH_GRID=Usage=0.2,Pool=4
 		vary = []func(w *retrieval.Weights){func(w *retrieval.Weights) { setFields(b, w, g) }}

@@ -24,7 +24,7 @@ type candidate struct {
 	factored bool // the score has its factors (searchMem); bleve's hits get them in Search
 }
 
-// usageFactors lifts each hit by how often the indexed code uses what it
+// usageFactors returns each hit's uses and its lift by how often the indexed code uses what it
 // declares: 1 + weights.Usage·ln(1 + uses), where uses counts the chunks
 // that refer to a function or type by its package's name (or call it
 // inside its package), and, for a method, the chunks that call a method of
@@ -32,30 +32,32 @@ type candidate struct {
 // question about equally, the declaration the code leans on is the one a
 // developer most likely means. The counts follow every index update (the
 // Uses field of the scoring index), so replicas agree.
-func (ix *Index) usageFactors(hits []termindex.Hit) []float64 {
-	out := make([]float64, len(hits))
+func (ix *Index) usageFactors(hits []termindex.Hit) (uses map[string]float64, lift []float64) {
+	lift = make([]float64, len(hits))
 	keys := make([]string, 2*len(hits))
 	for i, h := range hits {
-		out[i] = 1
+		lift[i] = 1
 		m := h.Meta.(*memMeta)
 		keys[2*i], keys[2*i+1] = m.use, m.decl
 	}
 	if weights.Usage == 0 {
-		return out
+		return nil, lift
 	}
 	counts := make([]int, len(keys))
 	ix.mem.Counts(termindex.Uses, keys, counts)
-	for i := range hits {
+	uses = make(map[string]float64, len(hits))
+	for i, h := range hits {
 		if keys[2*i] == "" {
 			continue
 		}
-		uses := float64(counts[2*i])
+		n := float64(counts[2*i])
 		if keys[2*i+1] != "" {
-			uses /= float64(max(counts[2*i+1], 1))
+			n /= float64(max(counts[2*i+1], 1))
 		}
-		out[i] = 1 + weights.Usage*math.Log1p(uses)
+		uses[h.ID] = n
+		lift[i] = 1 + weights.Usage*math.Log1p(n)
 	}
-	return out
+	return uses, lift
 }
 
 // useMem says whether a search runs on the scoring index: once it holds
@@ -91,6 +93,7 @@ func memQuery(req contracts.AgentExecuteRequest, scope, workspace string, filter
 		return q, nil, false
 	}
 	q.MeanLength = weights.MeanLength
+	q.K1, q.B, q.Coord, q.IDF = weights.K1, weights.B, weights.Coord, weights.IDF
 	q.AvgLength = memAvgLength
 	var scoped []termindex.Filter // what the package lookup is scoped by too
 	if filterWS {
@@ -157,9 +160,9 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 	if len(hits) == 0 {
 		return nil, nil
 	}
-	use := ix.usageFactors(hits)
+	use, lift := ix.usageFactors(hits)
 	for i := range hits {
-		hits[i].Score *= factor(hits[i].Meta.(*memMeta).file) * use[i]
+		hits[i].Score *= factor(hits[i].Meta.(*memMeta).file) * lift[i]
 	}
 	slices.SortStableFunc(hits, func(a, b termindex.Hit) int { return cmp.Compare(b.Score, a.Score) })
 	hits = hits[:min(len(hits), keep)]
@@ -171,7 +174,7 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 	out := make([]candidate, 0, len(hits))
 	for _, h := range hits {
 		m := h.Meta.(*memMeta)
-		c := contracts.RagChunk{Id: h.ID, Path: m.file, Repo: m.repo, Language: m.language, StartLine: m.startLine, EndLine: m.endLine, Score: h.Score}
+		c := contracts.RagChunk{Id: h.ID, Path: m.file, Repo: m.repo, Language: m.language, StartLine: m.startLine, EndLine: m.endLine, Score: h.Score, Uses: use[h.ID]}
 		d, err := r.Document(h.ID)
 		if err != nil {
 			return nil, fmt.Errorf("chunk %s: %w", h.ID, err)

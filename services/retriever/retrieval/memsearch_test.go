@@ -101,6 +101,7 @@ func TestScoringIndexMatchesBleve(t *testing.T) {
 		// gives the scoring index the same), not by the mean; and only
 		// the scoring index counts uses (TestUsageRanksTheUsedFirst).
 		w.MeanLength = false
+		w.Coord, w.IDF, w.K1, w.B = 0, 0, 0, 0 // bleve's BM25 and coordination
 		w.Usage = 0
 		st.set(&w)
 		weights = w
@@ -179,6 +180,9 @@ func TestUsageRanksTheUsedFirst(t *testing.T) {
 	weights.Usage = base.Usage
 	if got := top(); got != "beta/beta.go" {
 		t.Fatalf("the used Merge is not first: %s", got)
+	}
+	if res, _ := ix.Search(context.Background(), req); res.Chunks[0].Uses != 4 {
+		t.Fatalf("beta.Merge is used by %v chunks, want 4 (shown with the chunk)", res.Chunks[0].Uses)
 	}
 	for i := range 8 { // alpha.Merge used more than beta.Merge now
 		write(t, root, fmt.Sprintf("app/alpha%d.go", i), fmt.Sprintf("package app\n\nfunc alpha%d() { alpha.Merge(nil, nil) }\n", i))

@@ -60,9 +60,12 @@ type weightSet struct {
 	MeanLength        bool    // BM25 length normalisation by the field's mean length, not bleve's figure (termindex.Query)
 	Usage             float64 // weight of how often the code uses a chunk's declaration, see usageFactors; 0 turns it off
 	Pool              int     // hits scored before the factors, in candidates per hit, see searchMem
+	K1, B             float64 // BM25's parameters on the scoring index, 0 for bleve's (termindex.Query)
+	Coord             float64 // power of the share of clauses matched, 0 for bleve's 1 (termindex.Query)
+	IDF               float64 // power of a term's idf in its weight, 0 for bleve's 2 (termindex.Query)
 }
 
-var weights = weightSet{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true, MeanLength: true, Usage: 0.8, Pool: 4}
+var weights = weightSet{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true, MeanLength: true, Usage: 0.8, Pool: 4, Coord: 1.5}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request

@@ -1,6 +1,7 @@
 package termindex
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -50,6 +51,14 @@ type Query struct {
 	// AvgLength, when set and not 0 for a field (by name), replaces the
 	// average length: a test sets bleve's own figure to compare scores.
 	AvgLength func(field string) float64
+	// K1 and B replace BM25's parameters (bleve's K1 and B) when not 0.
+	K1, B float64
+	// Coord raises the share of clauses a chunk matched to this power
+	// before it scales the chunk's score (bleve: 1, taken for 0).
+	Coord float64
+	// IDF is the power of a term's idf in its weight (bleve: 2, the idf
+	// of the term's score times the idf of the query's term; taken for 0).
+	IDF float64
 }
 
 // FirstPass ranks the chunks that pass Filters by the query's clauses
@@ -171,7 +180,7 @@ func (ix *Index) Search(q Query, first *FirstPass, k int) []Hit {
 			sumSq += w * w
 		}
 	}
-	ix.scoreClauses(s, q.Clauses, avg)
+	ix.scoreClauses(s, q.Clauses, avg, cmp.Or(q.K1, K1), cmp.Or(q.B, B), cmp.Or(q.Coord, 1), cmp.Or(q.IDF, 2))
 	if first != nil {
 		hits := ix.top(s, first.Filters, first.K, nil, 1)
 		if sh := first.Should(hits); len(sh) > 0 {
@@ -210,7 +219,7 @@ type shouldScore struct{ terms []kwScore }
 
 // scoreClauses accumulates each touched chunk's score from the clauses
 // (without the query norm, a common factor applied in top).
-func (ix *Index) scoreClauses(s *scratch, clauses []Clause, avg [NumText]float64) {
+func (ix *Index) scoreClauses(s *scratch, clauses []Clause, avg [NumText]float64, k1, bb, coord, idfPow float64) {
 	n := ix.live
 	for _, c := range clauses {
 		for _, t := range c {
@@ -221,8 +230,11 @@ func (ix *Index) scoreClauses(s *scratch, clauses []Clause, avg [NumText]float64
 			}
 			i := idf(n, int(tf.df[id]))
 			w := t.Boost * i * i
-			a := K1 * (1 - B)
-			b := K1 * B / avg[t.Field]
+			if idfPow != 2 {
+				w = t.Boost * math.Pow(i, idfPow)
+			}
+			a := k1 * (1 - bb)
+			b := k1 * bb / avg[t.Field]
 			for _, p := range tf.post[id] {
 				d := &ix.docs[p.doc]
 				if !d.live {
@@ -234,7 +246,7 @@ func (ix *Index) scoreClauses(s *scratch, clauses []Clause, avg [NumText]float64
 				} else {
 					x = math.Sqrt(float64(p.tf))
 				}
-				sc := w * (x * K1) / (x + (a + b*d.lens[t.Field]))
+				sc := w * (x * k1) / (x + (a + b*d.lens[t.Field]))
 				if s.ccnt[p.doc] == 0 {
 					s.ctouched = append(s.ctouched, p.doc)
 				}
@@ -246,7 +258,11 @@ func (ix *Index) scoreClauses(s *scratch, clauses []Clause, avg [NumText]float64
 	}
 	nc := float64(len(clauses))
 	for _, d := range s.touched {
-		s.acc[d] *= float64(s.cnt[d]) / nc
+		if coord == 1 {
+			s.acc[d] *= float64(s.cnt[d]) / nc
+		} else {
+			s.acc[d] *= math.Pow(float64(s.cnt[d])/nc, coord)
+		}
 	}
 }
 
