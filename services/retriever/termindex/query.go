@@ -256,13 +256,12 @@ func (ix *Index) scoreClauses(s *scratch, clauses []Clause, avg [NumText]float64
 		}
 		s.touched = s.fold(len(c), s.acc, s.cnt, s.touched)
 	}
-	nc := float64(len(clauses))
+	share := make([]float64, len(clauses)+1) // by clauses matched
+	for i := range share {
+		share[i] = math.Pow(float64(i)/float64(len(clauses)), coord)
+	}
 	for _, d := range s.touched {
-		if coord == 1 {
-			s.acc[d] *= float64(s.cnt[d]) / nc
-		} else {
-			s.acc[d] *= math.Pow(float64(s.cnt[d])/nc, coord)
-		}
+		s.acc[d] *= share[s.cnt[d]]
 	}
 }
 
