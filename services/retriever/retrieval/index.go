@@ -511,7 +511,7 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 	dir := path.Dir(rec.Path)
 	lang := strings.ToLower(rec.Language)
 	chunks := make([]termindex.Chunk, 0, len(rec.Chunks))
-	pkg := goPackage(rec)
+	pkg, imports := goPackage(rec)
 	for _, c := range rec.Chunks {
 		comment := leadingComment(rec.Language, c.Content)
 		sym := symbolWords(c.Symbol)
@@ -519,7 +519,7 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 		tc := termindex.Chunk{ID: c.Id, Meta: m}
 		if rec.Language == "Go" {
 			m.use, m.decl = usage.Key(pkg, c.Symbol)
-			tc.Keyword[termindex.Uses] = internAll(usage.Refs(pkg, c.Content), intern)
+			tc.Keyword[termindex.Uses] = internAll(usage.Refs(pkg, imports, c.Content), intern)
 			if m.decl != "" {
 				tc.Keyword[termindex.Uses] = append(tc.Keyword[termindex.Uses], m.decl)
 			}
@@ -549,18 +549,22 @@ type memMeta struct {
 	use, decl                    string // the declaration's keys in the Uses field, see usageFactor
 }
 
-// goPackage is the package a Go file declares, read from the first chunk
-// that holds its package clause.
-func goPackage(rec *FileRecord) string {
+// goPackage is the package a Go file declares and the names its imports
+// are known by, read from its chunks before the first declaration (the
+// package clause and the import declarations are there).
+func goPackage(rec *FileRecord) (pkg string, imports map[string]bool) {
 	if rec.Language != "Go" {
-		return ""
+		return "", nil
 	}
+	var head strings.Builder
 	for _, c := range rec.Chunks {
-		if p := usage.Package(c.Content); p != "" {
-			return p
+		if c.Symbol != "" && head.Len() > 0 {
+			break
 		}
+		head.WriteString(c.Content)
+		head.WriteByte('\n')
 	}
-	return ""
+	return usage.Package(head.String()), usage.Imports(head.String())
 }
 
 // internAll replaces each string of ss by intern's copy.

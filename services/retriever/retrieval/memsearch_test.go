@@ -185,7 +185,7 @@ func TestUsageRanksTheUsedFirst(t *testing.T) {
 		t.Fatalf("beta.Merge is used by %v chunks, want 4 (shown with the chunk)", res.Chunks[0].Uses)
 	}
 	for i := range 8 { // alpha.Merge used more than beta.Merge now
-		write(t, root, fmt.Sprintf("app/alpha%d.go", i), fmt.Sprintf("package app\n\nfunc alpha%d() { alpha.Merge(nil, nil) }\n", i))
+		write(t, root, fmt.Sprintf("app/alpha%d.go", i), fmt.Sprintf("package app\n\nimport \"x/alpha\"\n\nfunc alpha%d() { alpha.Merge(nil, nil) }\n", i))
 	}
 	e.index(root, "ws", "app")
 	if err := ix.WaitSynced(context.Background()); err != nil {

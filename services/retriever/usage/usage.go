@@ -28,18 +28,17 @@ func Package(src string) string {
 
 // Refs returns the distinct names a chunk of Go source in package pkg refers
 // to, in order of first use:
-//   - "x.Name" for a qualified exported name (strings.Join,
-//     b.WriteString: the qualifier is usually a package, and when it is a
-//     variable the key simply names no declaration);
+//   - "x.Name" for a name qualified by one of the file's imports
+//     (strings.Join);
 //   - "pkg.Name" for an unqualified call or exported name, a use inside the
 //     declaring package;
-//   - ".Name" for every selector, the only trace a method call leaves
-//     without type checking.
+//   - ".Name" for any other selector that is called (b.WriteString()),
+//     the only trace a method call leaves without type checking.
 //
 // The names a chunk declares are not uses and are left out. Comments and
 // strings are skipped (go/scanner), and a chunk cut mid-declaration scans
 // as well as it can: scan errors are ignored.
-func Refs(pkg, src string) []string {
+func Refs(pkg string, imports map[string]bool, src string) []string {
 	toks := scan(src)
 	decl := declared(toks)
 	seen := map[string]bool{}
@@ -57,10 +56,11 @@ func Refs(pkg, src string) []string {
 		prev, next := at(toks, i-1), at(toks, i+1)
 		switch {
 		case prev.tok == token.PERIOD:
-			if q := at(toks, i-2); q.tok == token.IDENT && exported(t.lit) {
-				add(q.lit + "." + t.lit) // a package's name is only ever followed by an exported one
+			if q := at(toks, i-2); q.tok == token.IDENT && imports[q.lit] {
+				add(q.lit + "." + t.lit)
+			} else if next.tok == token.LPAREN {
+				add("." + t.lit) // a method call (a field read is no use of a declaration)
 			}
-			add("." + t.lit)
 		case next.tok == token.PERIOD:
 			// A qualifier: its name is counted with what it qualifies.
 		case pkg != "" && (next.tok == token.LPAREN && !predeclared[t.lit] || exported(t.lit)):
@@ -68,6 +68,48 @@ func Refs(pkg, src string) []string {
 		}
 	}
 	return out
+}
+
+// Imports returns the names a Go file's imports are known by (the alias,
+// or the path's last element, a major version suffix skipped), read from
+// the import declarations in src; the file's chunks up to its first
+// declaration hold them all.
+func Imports(src string) map[string]bool {
+	out := map[string]bool{}
+	toks := scan(src)
+	for i := 0; i < len(toks); i++ {
+		if toks[i].tok != token.IMPORT {
+			continue
+		}
+		specs := toks[i+1:]
+		if at(specs, 0).tok == token.LPAREN {
+			specs = specs[1:]
+		} else {
+			specs = specs[:min(len(specs), 2)]
+		}
+		for j := 0; j < len(specs) && specs[j].tok != token.RPAREN; j++ {
+			if specs[j].tok != token.STRING {
+				continue
+			}
+			if a := at(specs, j-1); a.tok == token.IDENT {
+				out[a.lit] = true
+				continue
+			}
+			out[importName(strings.Trim(specs[j].lit, "`\""))] = true
+		}
+	}
+	return out
+}
+
+// importName is the name an import path is known by without an alias:
+// its last element, or the one before a major version suffix (v2).
+func importName(p string) string {
+	parts := strings.Split(p, "/")
+	name := parts[len(parts)-1]
+	if len(parts) > 1 && len(name) > 1 && name[0] == 'v' && strings.Trim(name[1:], "0123456789") == "" {
+		name = parts[len(parts)-2]
+	}
+	return name
 }
 
 // Key returns the name under which uses of a chunk's declaration are

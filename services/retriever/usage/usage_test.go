@@ -14,8 +14,8 @@ func Join(elems []string, sep string) string {
 	s := fmt.Sprintf("%d os.Exit", n)
 	return strings.ToUpper(b.String() + s)
 }`
-	got := Refs("strings", src)
-	want := []string{"strings.Builder", "b.WriteString", ".WriteString", "strings.helper", "fmt.Sprintf", ".Sprintf", "strings.ToUpper", ".ToUpper", "b.String", ".String"}
+	got := Refs("strings", map[string]bool{"fmt": true, "strings": true}, src)
+	want := []string{"strings.Builder", ".WriteString", "strings.helper", "fmt.Sprintf", "strings.ToUpper", ".String"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Refs:\n got %q\nwant %q", got, want)
 	}
@@ -27,16 +27,16 @@ func TestRefsLeavesDeclarationsOut(t *testing.T) {
 		"func Map[K comparable, V any](m map[K]V) {}",
 		"type Reader struct{ r io.Reader }",
 	} {
-		for _, k := range Refs("p", src) {
+		for _, k := range Refs("p", nil, src) {
 			if k == "p.WriteString" || k == "p.Map" || k == "p.Reader" {
 				t.Errorf("%q: the declared name %q counted as a use", src, k)
 			}
 		}
 	}
-	if got := Refs("p", "func (b *Builder) WriteString(s string) { b.grow(len(s)) }"); !slices.Contains(got, "p.Builder") || !slices.Contains(got, ".grow") {
+	if got := Refs("p", nil, "func (b *Builder) WriteString(s string) { b.grow(len(s)) }"); !slices.Contains(got, "p.Builder") || !slices.Contains(got, ".grow") {
 		t.Errorf("a method's receiver type and calls: %q", got)
 	}
-	if got := Refs("p", "f := func(x int) { run(x) }"); !slices.Contains(got, "p.run") {
+	if got := Refs("p", nil, "f := func(x int) { run(x) }"); !slices.Contains(got, "p.run") {
 		t.Errorf("a call inside a func literal: %q", got)
 	}
 }
@@ -66,5 +66,26 @@ func TestPackage(t *testing.T) {
 		if got := Package(src); got != want {
 			t.Errorf("Package(%q) = %q, want %q", src, got, want)
 		}
+	}
+}
+
+func TestRefsFieldsAreNoUses(t *testing.T) {
+	got := Refs("p", map[string]bool{"sync": true}, "func f(s *S) { s.mu.Lock(); _ = s.n; var m sync.Mutex; m.Unlock() }")
+	want := []string{"p.S", ".Lock", "sync.Mutex", ".Unlock"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Refs = %q, want %q", got, want)
+	}
+}
+
+func TestImports(t *testing.T) {
+	src := "// Copyright\n\npackage p\n\nimport (\n\t\"fmt\"\n\tstr \"strings\"\n\t\"github.com/nats-io/nats-server/v2/server\"\n\t\"math/rand/v2\"\n)\n\nimport \"os\"\n"
+	got := Imports(src)
+	for _, n := range []string{"fmt", "str", "server", "rand", "os"} {
+		if !got[n] {
+			t.Errorf("Imports misses %q: %v", n, got)
+		}
+	}
+	if got["strings"] || got["v2"] || len(got) != 5 {
+		t.Errorf("Imports = %v", got)
 	}
 }
