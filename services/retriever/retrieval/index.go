@@ -546,7 +546,7 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 type memMeta struct {
 	file, repo, language, symbol string
 	startLine, endLine           int
-	use, decl                    string // the declaration's keys in the Uses field, see usageFactor
+	use, decl                    string // the declaration's keys in the Uses field, see usageFactors
 }
 
 // goPackage is the package a Go file declares and the names its imports

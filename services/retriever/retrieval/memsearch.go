@@ -24,14 +24,14 @@ type candidate struct {
 	factored bool // the score has its factors (searchMem); bleve's hits get them in Search
 }
 
-// usageFactors returns each hit's uses and its lift by how often the indexed code uses what it
-// declares: 1 + weights.Usage·ln(1 + uses), where uses counts the chunks
-// that refer to a function or type by its package's name (or call it
-// inside its package), and, for a method, the chunks that call a method of
-// that name divided by the methods so named. Among chunks that match a
-// question about equally, the declaration the code leans on is the one a
-// developer most likely means. The counts follow every index update (the
-// Uses field of the scoring index), so replicas agree.
+// usageFactors returns each hit's uses and its lift by them,
+// 1 + weights.Usage·ln(1 + uses). For a function or type, uses counts the
+// chunks that name it qualified by an import of theirs (or use it inside
+// its package); for a method, the chunks that call a method of that name,
+// divided by the methods so named (package usage). Among chunks that match
+// a question about equally, the declaration the code leans on is the one
+// a developer most likely means. The counts follow every index update
+// (the Uses field of the scoring index), so replicas agree.
 func (ix *Index) usageFactors(hits []termindex.Hit) (uses map[string]float64, lift []float64) {
 	lift = make([]float64, len(hits))
 	keys := make([]string, 2*len(hits))

@@ -102,7 +102,7 @@ func TestScoringIndexMatchesBleve(t *testing.T) {
 		// the scoring index counts uses (TestUsageRanksTheUsedFirst).
 		w.MeanLength = false
 		w.Coord, w.IDF, w.K1, w.B = 0, 0, 0, 0 // bleve's BM25 and coordination
-		w.Usage = 0
+		w.Usage, w.Pool = 0, 1                 // bleve applies the path factor to the hits it keeps
 		st.set(&w)
 		weights = w
 		compareEngines(t, ix, st.name, reqs)
