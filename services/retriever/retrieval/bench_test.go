@@ -407,7 +407,7 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Usage = 0; w.Pool = 1; w.Coord = 0 }, // the third pass's ranking
+		func(w *retrieval.Weights) { w.Usage = 0; w.Pool = 1; w.Coord = 0 }, // the fourth pass's ranking (before the fifth)
 		func(w *retrieval.Weights) { w.Usage = 0; w.Pool = 1 },              // without uses
 		func(w *retrieval.Weights) { w.Coord = 0 },                          // bleve's coordination
 		func(w *retrieval.Weights) { w.Pool = 1 },
