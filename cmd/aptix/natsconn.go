@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -191,6 +190,13 @@ func cliAuthOptions() ([]nats.Option, error) {
 	return pipeline.AuthOptions(natsCreds, nkey)
 }
 
+// embeddedReadyWait bounds the embedded server's start. JetStream's start
+// fsyncs its store, which a disk busy flushing other writes can hold up for
+// seconds (a `make run` once missed the earlier 10 s bound right after a
+// benchmark had written hundreds of megabytes); a server that cannot start
+// at all still fails, only later.
+const embeddedReadyWait = 60 * time.Second
+
 // startEmbedded runs a JetStream-enabled nats-server storing under storeDir;
 // with users, only their nkeys may connect; sync is its fsync policy.
 // port -1 means no TCP listener (in-process clients only).
@@ -214,9 +220,9 @@ func startEmbedded(storeDir string, port int, host string, users []*server.NkeyU
 		return nil, fmt.Errorf("embedded NATS: %w", err)
 	}
 	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	if !srv.ReadyForConnections(embeddedReadyWait) {
 		srv.Shutdown()
-		return nil, errors.New("embedded NATS did not become ready within 10s")
+		return nil, fmt.Errorf("embedded NATS did not become ready within %s", embeddedReadyWait)
 	}
 	return srv, nil
 }
