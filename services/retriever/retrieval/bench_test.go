@@ -407,9 +407,9 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Usage = 0; w.Pool = 1; w.Coord = 0 }, // the fourth pass's ranking (before the fifth)
-		func(w *retrieval.Weights) { w.Usage = 0; w.Pool = 1 },              // without uses
-		func(w *retrieval.Weights) { w.Coord = 0 },                          // bleve's coordination
+		func(w *retrieval.Weights) { w.Usage = 0; w.Pool = 1; w.Coord = 0; w.AbbrevShape = false }, // the fourth pass's ranking (before the fifth)
+		func(w *retrieval.Weights) { w.Usage = 0; w.Pool = 1 },                                     // without uses
+		func(w *retrieval.Weights) { w.Coord = 0 },                                                 // bleve's coordination
 		func(w *retrieval.Weights) { w.Pool = 1 },
 		func(w *retrieval.Weights) { w.Usage = 0.4 },
 		func(w *retrieval.Weights) { w.Usage = 1.5 },
@@ -417,6 +417,7 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 		func(w *retrieval.Weights) { w.K1 = 0.6 },
 		func(w *retrieval.Weights) { w.IDF = 3 },
 		func(w *retrieval.Weights) { w.Related = 0.3 },
+		func(w *retrieval.Weights) { w.AbbrevShape = false },
 	}
 	if g := os.Getenv("APTIX_BENCH_GRID"); g != "" && g != "1" && g != "before" { // one setting: APTIX_BENCH_GRID=Usage=0.2,Pool=4
 		vary = []func(w *retrieval.Weights){func(w *retrieval.Weights) { setFields(b, w, g) }}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/blevesearch/bleve/v2"
@@ -122,7 +123,8 @@ func (ix *Index) abbreviations(w string) ([]string, error) {
 	var maxDF uint64
 	fits := func(term string, count uint64) bool {
 		n := len(term)
-		return n >= 3 && n <= 5 && n+3 <= len(w) && count >= minAbbrevDF && count <= maxDF && subsequence(term, w)
+		return n >= 3 && n <= 5 && n+3 <= len(w) && count >= minAbbrevDF && count <= maxDF && subsequence(term, w) &&
+			(!weights.AbbrevShape || shapedLike(term, w))
 	}
 	// A word in more than maxAbbrevShare of the symbols (func, type, the
 	// receiver of every method of a big type) abbreviates nothing useful.
@@ -243,4 +245,15 @@ func (ix *Index) expand(terms []string) ([]expansion, error) {
 		}
 	}
 	return out, nil
+}
+
+// shapedLike reports whether a is written as abbreviations are: the start
+// of w (str, num, req), or w's first letter and then consonants only (cfg,
+// msg, ctx, ptr). Letters that merely occur in order (sig in string, than
+// in toolchain, pin in pointer) are no abbreviation.
+func shapedLike(a, w string) bool {
+	if strings.HasPrefix(w, a) {
+		return true
+	}
+	return !strings.ContainsAny(a[1:], "aeiou")
 }

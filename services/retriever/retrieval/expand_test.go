@@ -184,3 +184,23 @@ func TestPathFactor(t *testing.T) {
 		t.Errorf("a question about tools lifts the tool factor: %v, %v", a, b)
 	}
 }
+
+func TestShapedLike(t *testing.T) {
+	for _, c := range []struct {
+		a, w string
+		ok   bool
+	}{
+		{"str", "string", true},   // the start of the word
+		{"num", "number", true},   // idem, a vowel in it
+		{"cfg", "configur", true}, // first letter, then consonants
+		{"msg", "messag", true},
+		{"ctx", "context", true},
+		{"sig", "string", false}, // letters in order, not an abbreviation
+		{"than", "toolchain", false},
+		{"pin", "pointer", false},
+	} {
+		if got := shapedLike(c.a, c.w); got != c.ok {
+			t.Errorf("shapedLike(%q, %q) = %v, want %v", c.a, c.w, got, c.ok)
+		}
+	}
+}
