@@ -96,7 +96,7 @@ func (tr *Trimmer) Trim(ctx context.Context) (TrimResult, error) {
 		if cut <= st.FirstSeq {
 			break
 		}
-		for _, p := range tr.plan(ctx, s, st.LastSeq, cut, grace, ageCut) {
+		for _, p := range tr.plan(ctx, s, cut, grace, ageCut) {
 			if p.below <= st.FirstSeq {
 				continue
 			}
@@ -153,7 +153,7 @@ func (tr *Trimmer) relieve(ctx context.Context, s jetstream.Stream, res *TrimRes
 		return err
 	}
 	for _, name := range completionReaders(ctx, s) {
-		limit = min(limit, max(tr.floor(ctx, s, name, st.LastSeq), ageCut))
+		limit = min(limit, max(tr.floor(ctx, s, name), ageCut))
 	}
 	before := st
 	filter := contracts.StageFilter(contracts.StageCompleted)
@@ -189,17 +189,17 @@ type purge struct {
 // its first unacknowledged event on, completions and dead letters within
 // their grace, and completions a durable reader of them (the gateway's
 // webhooks) has yet to take or acknowledge, up to the history age.
-func (tr *Trimmer) plan(ctx context.Context, s jetstream.Stream, lastSeq, cut, grace, ageCut uint64) []purge {
+func (tr *Trimmer) plan(ctx context.Context, s jetstream.Stream, cut, grace, ageCut uint64) []purge {
 	var out []purge
 	for _, st := range layout.Stages {
 		if contracts.StreamOf(st.In) != contracts.StreamName {
 			continue
 		}
-		out = append(out, purge{contracts.StageFilter(st.In), min(cut, tr.floor(ctx, s, layout.Durable(st.Name), lastSeq))})
+		out = append(out, purge{contracts.StageFilter(st.In), min(cut, tr.floor(ctx, s, layout.Durable(st.Name)))})
 	}
 	completed := min(cut, grace)
 	for _, name := range completionReaders(ctx, s) {
-		completed = min(completed, max(tr.floor(ctx, s, name, lastSeq), ageCut))
+		completed = min(completed, max(tr.floor(ctx, s, name), ageCut))
 	}
 	out = append(out,
 		purge{contracts.StageFilter(contracts.StageCompleted), completed},
@@ -232,15 +232,18 @@ func completionReaders(ctx context.Context, s jetstream.Stream) []string {
 
 // floor is the first stream sequence a stage consumer may still need. A
 // consumer that cannot be read protects everything.
-func (tr *Trimmer) floor(ctx context.Context, s jetstream.Stream, durable string, lastSeq uint64) uint64 {
+func (tr *Trimmer) floor(ctx context.Context, s jetstream.Stream, durable string) uint64 {
 	c, err := s.Consumer(ctx, durable)
 	if err != nil {
 		return 0
 	}
 	ci := c.CachedInfo()
 	if ci.NumPending == 0 && ci.NumAckPending == 0 && ci.NumRedelivered == 0 {
-		// Everything up to lastSeq (read before the consumer) is done.
-		return lastSeq + 1
+		// Everything it was handed is done. Not the stream's last + 1: its
+		// pending count can lag events stored a moment before (it read 0
+		// with 40 new events waiting, and the trim took 7 of them), and
+		// what it has not been handed yet lies past Delivered.
+		return max(ci.Delivered.Stream, ci.AckFloor.Stream) + 1
 	}
 	return ci.AckFloor.Stream + 1
 }
