@@ -132,37 +132,23 @@ func (a *App) derive(ctx context.Context, id, conv, turn string) (*responses.Met
 // event.
 func (a *App) request(ctx context.Context, conv, turn string) (*contracts.AgentExecuteRequest, error) {
 	for _, st := range layout.Entries()[1:] {
-		m, err := a.stream.GetLastMsgForSubject(ctx, contracts.Subject(st, conv, turn))
-		switch {
-		case err == nil:
-			data, err := claim.EventData(ctx, a.js, m.Header, m.Data)
-			if err != nil {
-				return nil, err
-			}
-			var t contracts.Turn
-			if err := jsonv2.Unmarshal(data, &t, jsonCodec); err != nil {
-				return nil, fmt.Errorf("decode %s event of %s: %w", st, turn, err)
-			}
+		var t contracts.Turn
+		found, err := a.lastEvent(ctx, a.stream, contracts.Subject(st, conv, turn), &t, st+" event of "+turn)
+		if err != nil {
+			return nil, err
+		}
+		if found {
 			return &t.Request, nil
-		case !errors.Is(err, jetstream.ErrMsgNotFound):
-			return nil, fmt.Errorf("read %s event of %s: %w", st, turn, err)
 		}
 	}
 	if a.queue != nil {
-		m, err := a.queue.GetLastMsgForSubject(ctx, contracts.Subject(contracts.StageRequested, conv, turn))
-		switch {
-		case err == nil:
-			data, err := claim.EventData(ctx, a.js, m.Header, m.Data)
-			if err != nil {
-				return nil, err
-			}
-			var r contracts.AgentExecuteRequest
-			if err := jsonv2.Unmarshal(data, &r, jsonCodec); err != nil {
-				return nil, fmt.Errorf("decode queued request of %s: %w", turn, err)
-			}
+		var r contracts.AgentExecuteRequest
+		found, err := a.lastEvent(ctx, a.queue, contracts.Subject(contracts.StageRequested, conv, turn), &r, "queued request of "+turn)
+		if err != nil {
+			return nil, err
+		}
+		if found {
 			return &r, nil
-		case !errors.Is(err, jetstream.ErrMsgNotFound):
-			return nil, fmt.Errorf("read queued request of %s: %w", turn, err)
 		}
 	}
 	_, t, _, err := a.turnAt(ctx, conv, turn)
@@ -170,6 +156,27 @@ func (a *App) request(ctx context.Context, conv, turn string) (*contracts.AgentE
 		return nil, err
 	}
 	return &t.Request, nil
+}
+
+// lastEvent decodes into v the last message on subject in s, its body
+// fetched when claim-checked; found is false when there is none. what
+// names it in errors.
+func (a *App) lastEvent(ctx context.Context, s jetstream.Stream, subject string, v any, what string) (found bool, err error) {
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", what, err)
+	}
+	data, err := claim.EventData(ctx, a.js, m.Header, m.Data)
+	if err != nil {
+		return false, err
+	}
+	if err := jsonv2.Unmarshal(data, v, jsonCodec); err != nil {
+		return false, fmt.Errorf("decode %s: %w", what, err)
+	}
+	return true, nil
 }
 
 // writeRecord starts writing meta's record to the bucket and returns the

@@ -17,11 +17,11 @@ import (
 )
 
 // candidate is a hit of either engine before ranking: the chunk with its
-// raw score, and its symbol for explain.
+// score (the path factor applied, and on the scoring index the uses), and
+// its symbol for explain.
 type candidate struct {
-	chunk    contracts.RagChunk
-	symbol   string
-	factored bool // the score has its factors (searchMem); bleve's hits get them in Search
+	chunk  contracts.RagChunk
+	symbol string
 }
 
 // usageFactors returns each hit's uses and its lift by them,
@@ -34,14 +34,16 @@ type candidate struct {
 // (the Uses field of the scoring index), so replicas agree.
 func (ix *Index) usageFactors(hits []termindex.Hit) (uses map[string]float64, lift []float64) {
 	lift = make([]float64, len(hits))
-	keys := make([]string, 2*len(hits))
-	for i, h := range hits {
+	for i := range lift {
 		lift[i] = 1
-		m := h.Meta.(*memMeta)
-		keys[2*i], keys[2*i+1] = m.use, m.decl
 	}
 	if weights.Usage == 0 {
 		return nil, lift
+	}
+	keys := make([]string, 2*len(hits))
+	for i, h := range hits {
+		m := h.Meta.(*memMeta)
+		keys[2*i], keys[2*i+1] = m.use, m.decl
 	}
 	counts := make([]int, len(keys))
 	ix.mem.Counts(termindex.Uses, keys, counts)
@@ -187,7 +189,7 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 				c.Content = string(f.Value())
 			}
 		})
-		out = append(out, candidate{chunk: c, symbol: m.symbol, factored: true})
+		out = append(out, candidate{chunk: c, symbol: m.symbol})
 	}
 	return out, nil
 }

@@ -143,7 +143,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		}
 	} else {
 		var ok bool
-		if cands, ok, err = ix.searchBleve(ctx, req, scope, workspace, filterWS, terms, heavy, exps, mode); err != nil {
+		if cands, ok, err = ix.searchBleve(ctx, req, scope, workspace, filterWS, terms, heavy, exps, mode, factor); err != nil {
 			return res, fmt.Errorf("search %s: %w", workspace, err)
 		} else if !ok {
 			return res, nil
@@ -153,9 +153,6 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 	symbols := make(map[string]string, len(cands))
 	for _, h := range cands {
 		c := h.chunk
-		if !h.factored {
-			c.Score *= factor(c.Path)
-		}
 		symbols[c.Id] = h.symbol
 		hits = append(hits, c)
 	}
@@ -177,7 +174,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 // searchBleve runs the query on bleve: before the scoring index has loaded
 // the bucket, and for the activeFiles scope. ok is false when nothing can
 // match.
-func (ix *Index) searchBleve(ctx context.Context, req contracts.AgentExecuteRequest, scope, workspace string, filterWS bool, terms []string, heavy map[string]bool, exps []expansion, mode []string) ([]candidate, bool, error) {
+func (ix *Index) searchBleve(ctx context.Context, req contracts.AgentExecuteRequest, scope, workspace string, filterWS bool, terms []string, heavy map[string]bool, exps []expansion, mode []string, factor func(path string) float64) ([]candidate, bool, error) {
 	q, words, ok := buildQuery(req, scope, workspace, filterWS, terms, heavy, exps, mode, nil)
 	if !ok {
 		return nil, false, nil
@@ -197,9 +194,10 @@ func (ix *Index) searchBleve(ctx context.Context, req contracts.AgentExecuteRequ
 	}
 	cands := make([]candidate, 0, len(out.Hits))
 	for _, h := range out.Hits {
+		file := str(h.Fields["file"])
 		cands = append(cands, candidate{chunk: contracts.RagChunk{
-			Id: h.ID, Path: str(h.Fields["file"]), Repo: str(h.Fields["repo"]), Language: str(h.Fields["language"]),
-			StartLine: num(h.Fields["startLine"]), EndLine: num(h.Fields["endLine"]), Content: str(h.Fields["content"]), Score: h.Score,
+			Id: h.ID, Path: file, Repo: str(h.Fields["repo"]), Language: str(h.Fields["language"]),
+			StartLine: num(h.Fields["startLine"]), EndLine: num(h.Fields["endLine"]), Content: str(h.Fields["content"]), Score: h.Score * factor(file),
 		}, symbol: str(h.Fields["symbol"])})
 	}
 	return cands, true, nil
