@@ -38,3 +38,23 @@ func (ix *Index) ResetCaches() { ix.abbrevs.reset(); ix.relatedWords.reset() }
 // false, on bleve's query evaluation, for the benchmark's A/B
 // (APTIX_BENCH_ENGINES). The scoring index must have loaded the bucket.
 func (ix *Index) UseScoringIndex(on bool) { ix.memReady.Store(on) }
+
+// NumFeatures is the reranker's feature count.
+const NumFeatures = numFeatures
+
+// FeatureNames names the reranker's features, in weights.Rerank's order.
+var FeatureNames = featureNames
+
+// TracePool hands fn each hit of a search's pool (file and features), or
+// stops with nil: the benchmark's training reads the pools through it.
+func TracePool(fn func(file string, f [NumFeatures]float64)) {
+	if fn == nil {
+		tracePool = nil
+		return
+	}
+	tracePool = func(file string, f features) { fn(file, f) }
+}
+
+// IdentityRerank ranks by the factored BM25F score alone (the ranking
+// before the reranker).
+var IdentityRerank = identityRerank

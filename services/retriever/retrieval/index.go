@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -304,6 +305,27 @@ func leadingComment(language, content string) string {
 	return b.String()
 }
 
+// firstSentence is a doc comment's summary: up to its first full stop
+// followed by a space or a line's end, or its first paragraph. Go's doc
+// convention puts what a declaration does there, in the words a question
+// would use; the rest of a long doc comment matches questions about other
+// things (see rerank).
+func firstSentence(comment string) string {
+	for i := 0; i < len(comment); i++ {
+		switch comment[i] {
+		case '.':
+			if i+1 == len(comment) || comment[i+1] == ' ' || comment[i+1] == '\n' {
+				return comment[:i]
+			}
+		case '\n':
+			if i+1 < len(comment) && comment[i+1] == '\n' {
+				return comment[:i]
+			}
+		}
+	}
+	return comment
+}
+
 // Per-file internal keys: the stored hash and the chunk ids a file has in the index.
 func hashKey(fileKey string) []byte { return []byte("hash:" + fileKey) }
 func idsKey(fileKey string) []byte  { return []byte("ids:" + fileKey) }
@@ -515,7 +537,7 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 	for _, c := range rec.Chunks {
 		comment := leadingComment(rec.Language, c.Content)
 		sym := symbolWords(c.Symbol)
-		m := &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine}
+		m := &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine, shape: shapeOf(c.Symbol)}
 		tc := termindex.Chunk{ID: c.Id, Meta: m}
 		if rec.Language == "Go" {
 			m.use, m.decl = usage.Key(pkg, c.Symbol)
@@ -527,6 +549,8 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 		for f, text := range [termindex.NumText]string{sym, comment, rec.Path, c.Content} {
 			tc.Text[f] = analyzed(text, intern)
 		}
+		tc.Summary = analyzed(firstSentence(comment), intern)
+		m.symbolLen = uint8(min(len(tc.Text[termindex.Symbol]), math.MaxUint8))
 		tc.Keyword[termindex.Workspace] = []string{rec.Workspace}
 		tc.Keyword[termindex.Repo] = []string{rec.Repo}
 		tc.Keyword[termindex.Lang] = []string{lang}
@@ -547,6 +571,8 @@ type memMeta struct {
 	file, repo, language, symbol string
 	startLine, endLine           int
 	use, decl                    string // the declaration's keys in the Uses field, see usageFactors
+	shape                        uint8  // shapeFunc, shapeMethod..., see rerank
+	symbolLen                    uint8  // the symbol field's terms, see rerank
 }
 
 // goPackage is the package a Go file declares and the names its imports

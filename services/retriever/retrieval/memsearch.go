@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -116,8 +115,7 @@ func memQuery(req contracts.AgentExecuteRequest, scope, workspace string, filter
 	}
 	if len(req.ActiveFiles) > 0 {
 		var files termindex.Should
-		for _, f := range req.ActiveFiles {
-			f = strings.TrimPrefix(path.Clean(filepath.ToSlash(f)), "/")
+		for _, f := range cleanPaths(req.ActiveFiles) {
 			files = append(files, termindex.Keyword{Field: termindex.File, Value: f, Boost: boostActiveFile})
 		}
 		q.Should = append(q.Should, files)
@@ -156,15 +154,30 @@ var memAvgLength func(field string) float64
 // code uses each hit's declaration (usageFactors) are applied here, to
 // weights.Pool times the hits kept, before the text is read: a chunk the
 // factors lift can come from below the plain score's cut.
-func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor func(path string) float64) ([]candidate, error) {
+func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor func(path string) float64, terms []string, exps []expansion, active []string) ([]candidate, error) {
 	keep := ix.o.K * candidatesPerHit
 	hits := ix.mem.Search(q, first, keep*max(weights.Pool, 1))
 	if len(hits) == 0 {
 		return nil, nil
 	}
 	use, lift := ix.usageFactors(hits)
-	for i := range hits {
-		hits[i].Score *= factor(hits[i].Meta.(*memMeta).file) * lift[i]
+	if weights.Rerank == identityRerank && tracePool == nil {
+		for i := range hits {
+			hits[i].Score *= factor(hits[i].Meta.(*memMeta).file) * lift[i]
+		}
+	} else {
+		groups, idf := ix.termGroups(terms, exps)
+		top := 0.0
+		for i, s := range ix.rerank(hits, lift, factor, groups, idf) {
+			hits[i].Score, top = s, max(top, s)
+		}
+		// The request's active files come first, as the query's boost
+		// made them before reranking: the client said they matter.
+		for i := range hits {
+			if slices.Contains(active, hits[i].Meta.(*memMeta).file) {
+				hits[i].Score += top
+			}
+		}
 	}
 	slices.SortStableFunc(hits, func(a, b termindex.Hit) int { return cmp.Compare(b.Score, a.Score) })
 	hits = hits[:min(len(hits), keep)]

@@ -103,6 +103,7 @@ func TestScoringIndexMatchesBleve(t *testing.T) {
 		w.MeanLength = false
 		w.Coord, w.IDF, w.K1, w.B = 0, 0, 0, 0 // bleve's BM25 and coordination
 		w.Usage, w.Pool = 0, 1                 // bleve applies the path factor to the hits it keeps
+		w.Rerank = identityRerank              // and does not rerank
 		st.set(&w)
 		weights = w
 		compareEngines(t, ix, st.name, reqs)

@@ -44,29 +44,30 @@ const (
 // the factors that rank tests and tool sources below library code. They
 // were chosen on the tuning questions of the benchmark (bench_test.go).
 type weightSet struct {
-	Symbol, Doc, Path float64 // relative to a match in the chunk's text
-	Test, Tool        float64 // score factors, see pathFactor
-	Nested            bool    // one disjunction per query term, see buildQuery
-	Expand            float64 // weight of a learned abbreviation (expand.go); 0 turns them off
-	Common            float64 // share of chunks above which a term is dropped, see dropCommon
-	Heavy             float64 // share of chunks above which a kept term skips the text field, see dropCommon
-	PerFile           int     // chunks of one file before others, see spread; 0 for no limit
-	Package           float64 // boost of chunks of the packages whose doc matches best, see packages; 0 turns it off
-	Internal          float64 // score factor of internal and vendored packages, see pathFactor
-	ExpandText        bool    // look learned abbreviations up in the text too, not only in symbol, doc and path
-	Related           float64 // weight of a word related by co-occurrence (related.go); 0 turns them off
-	RelatedLift       float64 // how much likelier a related word must be beside the question's word than anywhere, see related
-	Group             bool    // an expansion joins its word's clause, see clauses
-	MeanLength        bool    // BM25 length normalisation by the field's mean length, not bleve's figure (termindex.Query)
-	Usage             float64 // weight of how often the code uses a chunk's declaration, see usageFactors; 0 turns it off
-	Pool              int     // hits scored before the factors, in candidates per hit, see searchMem
-	K1, B             float64 // BM25's parameters on the scoring index, 0 for bleve's (termindex.Query)
-	Coord             float64 // power of the share of clauses matched, 0 for bleve's 1 (termindex.Query)
-	IDF               float64 // power of a term's idf in its weight, 0 for bleve's 2 (termindex.Query)
-	AbbrevShape       bool    // an abbreviation must be shaped like one, see shapedLike
+	Symbol, Doc, Path float64  // relative to a match in the chunk's text
+	Test, Tool        float64  // score factors, see pathFactor
+	Nested            bool     // one disjunction per query term, see buildQuery
+	Expand            float64  // weight of a learned abbreviation (expand.go); 0 turns them off
+	Common            float64  // share of chunks above which a term is dropped, see dropCommon
+	Heavy             float64  // share of chunks above which a kept term skips the text field, see dropCommon
+	PerFile           int      // chunks of one file before others, see spread; 0 for no limit
+	Package           float64  // boost of chunks of the packages whose doc matches best, see packages; 0 turns it off
+	Internal          float64  // score factor of internal and vendored packages, see pathFactor
+	ExpandText        bool     // look learned abbreviations up in the text too, not only in symbol, doc and path
+	Related           float64  // weight of a word related by co-occurrence (related.go); 0 turns them off
+	RelatedLift       float64  // how much likelier a related word must be beside the question's word than anywhere, see related
+	Group             bool     // an expansion joins its word's clause, see clauses
+	MeanLength        bool     // BM25 length normalisation by the field's mean length, not bleve's figure (termindex.Query)
+	Usage             float64  // weight of how often the code uses a chunk's declaration, see usageFactors; 0 turns it off
+	Pool              int      // hits scored before the factors, in candidates per hit, see searchMem
+	K1, B             float64  // BM25's parameters on the scoring index, 0 for bleve's (termindex.Query)
+	Coord             float64  // power of the share of clauses matched, 0 for bleve's 1 (termindex.Query)
+	IDF               float64  // power of a term's idf in its weight, 0 for bleve's 2 (termindex.Query)
+	AbbrevShape       bool     // an abbreviation must be shaped like one, see shapedLike
+	Rerank            features // the reranker's weights, see rerank; identityRerank ranks by the factored score
 }
 
-var weights = weightSet{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true, MeanLength: true, Usage: 0.8, Pool: 4, Coord: 1.5, AbbrevShape: true}
+var weights = weightSet{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true, MeanLength: true, Usage: 0.8, Pool: 4, Coord: 1.5, AbbrevShape: true, Rerank: learnedRerank}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -134,7 +135,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		if !ok {
 			return res, nil
 		}
-		if cands, err = ix.searchMem(q, first, factor); err != nil {
+		if cands, err = ix.searchMem(q, first, factor, terms, exps, cleanPaths(req.ActiveFiles)); err != nil {
 			return res, fmt.Errorf("search %s: %w", workspace, err)
 		}
 		memLines = make(map[string][2]int, len(cands))
@@ -606,11 +607,20 @@ func activeFiles(files []string, term func(field, v string, boost float64) query
 		return nil
 	}
 	q := bleve.NewDisjunctionQuery()
-	for _, f := range files {
-		f = strings.TrimPrefix(path.Clean(filepath.ToSlash(f)), "/")
+	for _, f := range cleanPaths(files) {
 		q.AddQuery(term("file", f, boostActiveFile))
 	}
 	return q
+}
+
+// cleanPaths are paths as the index keeps them: relative to the repository
+// root, slashed, cleaned.
+func cleanPaths(files []string) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = strings.TrimPrefix(path.Clean(filepath.ToSlash(f)), "/")
+	}
+	return out
 }
 
 // rank orders by score, then path, start line and repo: equal scores (common

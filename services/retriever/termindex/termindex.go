@@ -62,6 +62,10 @@ type Chunk struct {
 	ID      string
 	Text    [NumText][]string
 	Keyword [NumKeyword][]string
+	// Summary is the analysed terms of the doc comment's first sentence,
+	// a subset of the Doc field's: Matched reports them as field Summary;
+	// they are not searched.
+	Summary []string
 	// Meta is the caller's, returned with a hit (path, lines, language...).
 	Meta any
 }
@@ -102,8 +106,8 @@ type doc struct {
 	id      string
 	live    bool
 	lens    [NumText]float64 // field length as bleve recovers it from its float32 norm
-	terms   []uint32         // distinct terms of each field, for deletion
-	termOff [NumText + 1]uint32
+	terms   []uint32         // distinct terms of each field, sorted, for deletion and Matched
+	termOff [NumText + 2]uint32 // the last segment: the summary's terms (Chunk.Summary)
 	kw      []uint32 // keyword value numbers of each field
 	kwOff   [NumKeyword + 1]uint16
 	meta    any
@@ -262,8 +266,16 @@ func (ix *Index) add(c *Chunk) {
 			tf.df[id]++
 			nd.terms = append(nd.terms, id)
 		}
+		slices.Sort(nd.terms[nd.termOff[f]:]) // Matched searches them
 	}
 	nd.termOff[NumText] = uint32(len(nd.terms))
+	for _, t := range c.Summary { // ids of the doc field's terms, no postings
+		if id, ok := ix.text[Doc].ids[t]; ok && !slices.Contains(nd.terms[nd.termOff[NumText]:], id) {
+			nd.terms = append(nd.terms, id)
+		}
+	}
+	slices.Sort(nd.terms[nd.termOff[NumText]:])
+	nd.termOff[NumText+1] = uint32(len(nd.terms))
 	nd.terms = slices.Clip(nd.terms)
 	for f := range NumKeyword {
 		nd.kwOff[f] = uint16(len(nd.kw))
@@ -413,7 +425,63 @@ func (ix *Index) Holds(id string, field int, term string) (holds, known bool) {
 		return false, true
 	}
 	nd := &ix.docs[d]
-	return slices.Contains(nd.terms[nd.termOff[field]:nd.termOff[field+1]], t), true
+	_, found := slices.BinarySearch(nd.terms[nd.termOff[field]:nd.termOff[field+1]], t)
+	return found, true
+}
+
+// Summary is the pseudo-field Matched reports after the text fields: the
+// doc comment's first sentence (Chunk.Summary). NumMatched counts them all.
+const (
+	Summary    = NumText
+	NumMatched = NumText + 1
+)
+
+// MaxGroups is the most term groups Matched can report.
+const MaxGroups = 64
+
+// Matched sets out[i][f] bit g when hit i's text field f holds one of
+// groups[g]'s terms (a question's word or its expansions): which of the
+// question's words a chunk answers, and in which field, for reranking. A
+// hit no longer in the index matches nothing. Groups past MaxGroups are
+// not looked up.
+func (ix *Index) Matched(hits []Hit, groups [][]string, out [][NumMatched]uint64) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	groups = groups[:min(len(groups), MaxGroups)]
+	var ids [NumMatched][][]uint32 // each group's term ids per field
+	for f := range NumMatched {
+		dict := f
+		if f == Summary {
+			dict = Doc
+		}
+		ids[f] = make([][]uint32, len(groups))
+		for g, ts := range groups {
+			for _, t := range ts {
+				if id, ok := ix.text[dict].ids[t]; ok {
+					ids[f][g] = append(ids[f][g], id)
+				}
+			}
+		}
+	}
+	for i, h := range hits {
+		out[i] = [NumMatched]uint64{}
+		d, ok := ix.byID[h.ID]
+		if !ok {
+			continue
+		}
+		nd := &ix.docs[d]
+		for f := range NumMatched {
+			held := nd.terms[nd.termOff[f]:nd.termOff[f+1]]
+			for g, want := range ids[f] {
+				for _, id := range want {
+					if _, found := slices.BinarySearch(held, id); found {
+						out[i][f] |= 1 << g
+						break
+					}
+				}
+			}
+		}
+	}
 }
 
 // MaxShort is the longest term ShortTerms can list.

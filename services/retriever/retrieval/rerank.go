@@ -1,0 +1,205 @@
+package retrieval
+
+import (
+	"math"
+	"math/bits"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/aptix-dev/aptix/services/retriever/termindex"
+)
+
+// A hit's features for the learned reranking. BM25F sums what each field
+// matched; it cannot say that a chunk answering every word of a question
+// in its doc comment beats one that repeats two of them in a long body, or
+// that a question usually means an exported function rather than a type
+// that many files name. The reranker scores the scoring index's pool of
+// hits by a weighted sum of these features, weights learned on the
+// benchmark's tuning questions (bench_test.go, APTIX_BENCH_TRAIN) and kept
+// in weights.Rerank.
+const (
+	fScore       = iota // ln of the BM25F score (the package bonus included)
+	fLift               // ln of the usage lift (usageFactors)
+	fPath               // ln of the path factor (pathFactor)
+	fSymbol             // share of the question's words the symbol holds, each word weighed by its idf
+	fDoc                // idem, the doc comment
+	fSummary            // idem, the doc comment's first sentence (firstSentence)
+	fPathWords          // idem, the path
+	fContent            // idem, the text
+	fAny                // idem, any field
+	fAll                // 1 when every word is held somewhere
+	fSymbolShare        // share of the symbol's words the question holds (a name that says no more than was asked)
+	fFunc               // a function (no receiver)
+	fMethod             // a method
+	fType               // a type declaration
+	fExported           // what it declares is exported
+	fLines              // ln of its length in lines
+	fSameFile           // ln(1 + other hits of the pool in the same file)
+	fFileAny            // share of the question's words the pool's hits of the same file hold together
+	fFileSummary        // idem, in their doc comments' first sentences
+	numFeatures
+)
+
+// featureNames name the features in weights.Rerank's order, for the
+// benchmark's training output.
+var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary"}
+
+// features is one hit's feature vector; weights.Rerank is one of them too.
+type features [numFeatures]float64
+
+// identityRerank ranks as the factored BM25F score alone.
+var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
+
+// learnedRerank are the weights TestTrainRerank learned on the tuning
+// questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
+// docs/retrieval.md has the run), rounded.
+var learnedRerank = features{
+	fScore: 1.32, fLift: 2.17, fPath: 4.37,
+	fSymbol: -0.54, fDoc: -0.68, fSummary: 1.40, fPathWords: 2.06, fContent: 1.44, fAny: 2.16, fAll: -0.65, fSymbolShare: 0.12,
+	fFunc: -0.28, fMethod: -0.91, fType: -1.51, fExported: 0.53, fLines: -0.09,
+	fSameFile: -0.08, fFileAny: 1.96, fFileSummary: 1.80,
+}
+
+// Shapes of a declaration, in memMeta.shape.
+const (
+	shapeFunc = 1 << iota
+	shapeMethod
+	shapeType
+	shapeExported
+)
+
+var shapeFeatures = [...]struct {
+	shape   uint8
+	feature int
+}{{shapeFunc, fFunc}, {shapeMethod, fMethod}, {shapeType, fType}, {shapeExported, fExported}}
+
+// shapeOf reads a chunk's shape from its symbol ("func Name",
+// "func (*T).Name", "type Name").
+func shapeOf(symbol string) uint8 {
+	var s uint8
+	name := ""
+	switch {
+	case strings.HasPrefix(symbol, "func ("):
+		s = shapeMethod
+		if i := strings.LastIndexByte(symbol, '.'); i >= 0 {
+			name = symbol[i+1:]
+		}
+	case strings.HasPrefix(symbol, "func "):
+		s, name = shapeFunc, symbol[len("func "):]
+	case strings.HasPrefix(symbol, "type "):
+		s, name = shapeType, symbol[len("type "):]
+	default:
+		return 0
+	}
+	if r, _ := utf8.DecodeRuneInString(name); unicode.IsUpper(r) {
+		s |= shapeExported
+	}
+	return s
+}
+
+// termGroups are a question's words, each with its expansions: a field
+// holding any of them answers the word. idf weighs each word by how rare
+// it is in the text (in the symbols for a word the text never has).
+func (ix *Index) termGroups(terms []string, exps []expansion) (groups [][]string, idf []float64) {
+	n := float64(max(ix.mem.Len(), 1))
+	for _, t := range terms[:min(len(terms), termindex.MaxGroups)] {
+		g := []string{t}
+		for _, e := range exps {
+			if e.from == t {
+				g = append(g, e.term)
+			}
+		}
+		df := ix.mem.DocFreq(termindex.Content, t)
+		if df == 0 {
+			df = ix.mem.DocFreq(termindex.Symbol, t)
+		}
+		groups = append(groups, g)
+		idf = append(idf, math.Log(1+n/float64(1+df)))
+	}
+	return groups, idf
+}
+
+// rerank rescores hits (their Score the BM25F score, lift and path factor
+// given apart) as weights.Rerank's weighted sum of their features, and
+// returns the new scores, exp of the sum so they stay positive: with the
+// identity weights, the factored score itself.
+func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path string) float64, groups [][]string, idf []float64) []float64 {
+	matched := make([][termindex.NumMatched]uint64, len(hits))
+	ix.mem.Matched(hits, groups, matched)
+	var total float64
+	for _, w := range idf {
+		total += w
+	}
+	share := func(mask uint64) float64 {
+		if total == 0 {
+			return 0
+		}
+		var s float64
+		for m := mask; m != 0; m &= m - 1 {
+			s += idf[bits.TrailingZeros64(m)]
+		}
+		return s / total
+	}
+	type evidence struct {
+		hits         int
+		any, summary uint64
+	}
+	perFile := make(map[string]evidence, len(hits))
+	for i, h := range hits {
+		mm := matched[i]
+		file := h.Meta.(*memMeta).file
+		e := perFile[file]
+		e.hits++
+		e.any |= mm[termindex.Symbol] | mm[termindex.Doc] | mm[termindex.Path] | mm[termindex.Content]
+		e.summary |= mm[termindex.Summary]
+		perFile[file] = e
+	}
+	all := uint64(1)<<len(groups) - 1
+	out := make([]float64, len(hits))
+	for i, h := range hits {
+		m := h.Meta.(*memMeta)
+		var f features
+		f[fScore] = math.Log(max(h.Score, 1e-9))
+		f[fLift] = math.Log(lift[i])
+		f[fPath] = math.Log(factor(m.file))
+		mm := matched[i]
+		f[fSymbol] = share(mm[termindex.Symbol])
+		if m.symbolLen > 0 {
+			f[fSymbolShare] = min(float64(bits.OnesCount64(mm[termindex.Symbol]))/float64(m.symbolLen), 1)
+		}
+		f[fDoc] = share(mm[termindex.Doc])
+		f[fSummary] = share(mm[termindex.Summary])
+		f[fPathWords] = share(mm[termindex.Path])
+		f[fContent] = share(mm[termindex.Content])
+		any := mm[termindex.Symbol] | mm[termindex.Doc] | mm[termindex.Path] | mm[termindex.Content]
+		f[fAny] = share(any)
+		if any == all {
+			f[fAll] = 1
+		}
+		for _, sf := range shapeFeatures {
+			if m.shape&sf.shape != 0 {
+				f[sf.feature] = 1
+			}
+		}
+		f[fLines] = math.Log1p(float64(m.endLine - m.startLine))
+		e := perFile[m.file]
+		f[fSameFile] = math.Log(float64(e.hits))
+		f[fFileAny] = share(e.any)
+		f[fFileSummary] = share(e.summary)
+
+		if tracePool != nil {
+			tracePool(m.file, f)
+		}
+		var s float64
+		for k, w := range weights.Rerank {
+			s += w * f[k]
+		}
+		out[i] = math.Exp(s)
+	}
+	return out
+}
+
+// tracePool, when set, is handed each pool hit's file and features: the
+// benchmark's training reads the pools through it.
+var tracePool func(file string, f features)

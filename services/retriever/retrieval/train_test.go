@@ -1,0 +1,283 @@
+package retrieval_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+
+	"github.com/aptix-dev/aptix/services/retriever/retrieval"
+)
+
+// The reranker's weights are learned on the tuning questions, in two steps
+// (docs/retrieval.md): APTIX_BENCH_TRAIN=DIR make bench-retriever writes each
+// tuning question's pool of hits with their features to DIR/<corpus>.jsonl
+// (never the fresh held-out questions), then APTIX_TRAIN_POOLS=DIR go test
+// -run TestTrainRerank learns the weights by coordinate ascent on the mean
+// MRR of the corpora, reports them with a two-fold cross-validation, and
+// prints them as Go.
+
+// pool is one question's pool as dumpPools writes it.
+type pool struct {
+	Q    string   `json:"q"`
+	Want []string `json:"want"`
+	Rows []struct {
+		File string                         `json:"file"`
+		F    [retrieval.NumFeatures]float64 `json:"f"`
+	} `json:"rows"`
+}
+
+func dumpPools(b *testing.B, ix *retrieval.Index, corpus string, qs []question, dir string) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, corpus+".jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	defer w.Flush()
+	enc := json.NewEncoder(w)
+	defer retrieval.TracePool(nil)
+	if spec := os.Getenv("APTIX_BENCH_TRAIN_WEIGHTS"); spec != "" { // e.g. Pool=8: the pools of other weights
+		w := retrieval.SetWeights(retrieval.Weights{})
+		defer retrieval.SetWeights(w)
+		setFields(b, &w, spec)
+		retrieval.SetWeights(w)
+	}
+	for _, q := range qs {
+		if q.set == fresh {
+			continue // never trained on
+		}
+		p := pool{Q: q.q, Want: q.want}
+		retrieval.TracePool(func(file string, f [retrieval.NumFeatures]float64) {
+			p.Rows = append(p.Rows, struct {
+				File string                         `json:"file"`
+				F    [retrieval.NumFeatures]float64 `json:"f"`
+			}{file, f})
+		})
+		if _, err := ix.Search(context.Background(), contracts.AgentExecuteRequest{WorkspaceId: corpus, Instruction: q.q}); err != nil {
+			b.Fatal(err)
+		}
+		if err := enc.Encode(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// rr is the reciprocal rank of q's first wanted file when its pool is
+// scored by w, files ranked by their best hit (one hit a file, as the
+// search's spread), 0 past the tenth file.
+func (q *pool) rr(w [retrieval.NumFeatures]float64) float64 {
+	best := map[string]float64{}
+	for _, r := range q.Rows {
+		var s float64
+		for k := range w {
+			s += w[k] * r.F[k]
+		}
+		if v, ok := best[r.File]; !ok || s > v {
+			best[r.File] = s
+		}
+	}
+	target := math.Inf(-1)
+	for _, f := range q.Want {
+		if v, ok := best[f]; ok && v > target {
+			target = v
+		}
+	}
+	if math.IsInf(target, -1) {
+		return 0
+	}
+	above := 0
+	for f, v := range best {
+		if v > target && !slices.Contains(q.Want, f) {
+			above++
+		}
+	}
+	if above >= 10 {
+		return 0
+	}
+	return 1 / float64(above+1)
+}
+
+// objective is the mean over corpora of the MRR of the questions keep keeps.
+func objective(corpora map[string][]pool, w [retrieval.NumFeatures]float64, keep func(i int) bool) float64 {
+	var sum float64
+	for _, qs := range corpora {
+		var s float64
+		n := 0
+		for i := range qs {
+			if keep(i) {
+				s += qs[i].rr(w)
+				n++
+			}
+		}
+		sum += s / float64(max(n, 1))
+	}
+	return sum / float64(len(corpora))
+}
+
+// ascend is coordinate ascent from w: each weight but the BM25F score's
+// (the scale) in turn moves by the step that most improves the objective,
+// until no step does.
+func ascend(corpora map[string][]pool, w [retrieval.NumFeatures]float64, keep func(i int) bool) [retrieval.NumFeatures]float64 {
+	steps := []float64{-2, -1, -0.5, -0.25, -0.1, -0.05, 0.05, 0.1, 0.25, 0.5, 1, 2}
+	best := objective(corpora, w, keep)
+	for round := 0; round < 20; round++ {
+		improved := false
+		for k := 1; k < len(w); k++ {
+			for _, d := range steps {
+				v := w
+				v[k] += d
+				if o := objective(corpora, v, keep); o > best+1e-9 {
+					best, w, improved = o, v, true
+				}
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+	return w
+}
+
+// fit minimises the softmax cross-entropy of the wanted files' hits in
+// each pool (ListNet's top-one loss: smooth, so it generalises better than
+// ascending the MRR itself), each corpus weighing alike, plus an L2 pull
+// towards start, by gradient descent with momentum.
+func fit(corpora map[string][]pool, start [retrieval.NumFeatures]float64, keep func(i int) bool, l2 float64) [retrieval.NumFeatures]float64 {
+	w := start
+	var vel [retrieval.NumFeatures]float64
+	const lr, mom = 0.05, 0.9
+	for range 1500 {
+		var grad [retrieval.NumFeatures]float64
+		for _, qs := range corpora {
+			n := 0
+			var g [retrieval.NumFeatures]float64
+			for i := range qs {
+				if !keep(i) {
+					continue
+				}
+				q := &qs[i]
+				s := make([]float64, len(q.Rows))
+				top := math.Inf(-1)
+				for j, r := range q.Rows {
+					for k := range w {
+						s[j] += w[k] * r.F[k]
+					}
+					top = max(top, s[j])
+				}
+				var zAll, zWant float64
+				var eAll, eWant [retrieval.NumFeatures]float64
+				for j, r := range q.Rows {
+					e := math.Exp(s[j] - top)
+					zAll += e
+					want := slices.Contains(q.Want, r.File)
+					if want {
+						zWant += e
+					}
+					for k := range w {
+						eAll[k] += e * r.F[k]
+						if want {
+							eWant[k] += e * r.F[k]
+						}
+					}
+				}
+				if zWant == 0 {
+					continue // the wanted file is not in the pool: nothing to learn
+				}
+				n++
+				for k := range w {
+					g[k] += eAll[k]/zAll - eWant[k]/zWant
+				}
+			}
+			for k := range w {
+				grad[k] += g[k] / float64(max(n, 1)) / float64(len(corpora))
+			}
+		}
+		for k := range w {
+			grad[k] += l2 * (w[k] - start[k])
+			vel[k] = mom*vel[k] - lr*grad[k]
+			w[k] += vel[k]
+		}
+	}
+	return w
+}
+
+func TestTrainRerank(t *testing.T) {
+	dir := os.Getenv("APTIX_TRAIN_POOLS")
+	if dir == "" {
+		t.Skip("APTIX_TRAIN_POOLS names the pools APTIX_BENCH_TRAIN wrote")
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	corpora := map[string][]pool{}
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(f)
+		var qs []pool
+		for dec.More() {
+			var p pool
+			if err := dec.Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			qs = append(qs, p)
+		}
+		f.Close()
+		corpora[strings.TrimSuffix(filepath.Base(name), ".jsonl")] = qs
+	}
+	start := [retrieval.NumFeatures]float64{1, 1, 1}
+	all := func(int) bool { return true }
+	report := func(label string, w [retrieval.NumFeatures]float64, keep func(int) bool) {
+		var parts []string
+		for name, qs := range corpora {
+			var s float64
+			n := 0
+			for i := range qs {
+				if keep(i) {
+					s += qs[i].rr(w)
+					n++
+				}
+			}
+			parts = append(parts, fmt.Sprintf("%s MRR %.3f (%d)", name, s/float64(max(n, 1)), n))
+		}
+		slices.Sort(parts)
+		t.Logf("%s: %s", label, strings.Join(parts, ", "))
+	}
+	report("identity, all", start, all)
+	l2, _ := strconv.ParseFloat(os.Getenv("APTIX_TRAIN_L2"), 64)
+	learn := func(keep func(int) bool) [retrieval.NumFeatures]float64 {
+		if os.Getenv("APTIX_TRAIN_ASCEND") != "" {
+			return ascend(corpora, start, keep)
+		}
+		return fit(corpora, start, keep, l2)
+	}
+	for fold := range 2 {
+		train := func(i int) bool { return i%2 != fold }
+		test := func(i int) bool { return i%2 == fold }
+		w := learn(train)
+		report(fmt.Sprintf("fold %d identity on its test half", fold), start, test)
+		report(fmt.Sprintf("fold %d learned on its test half", fold), w, test)
+	}
+	w := learn(all)
+	report("learned on all, all", w, all)
+	var b strings.Builder
+	for k, v := range w {
+		if v != 0 {
+			fmt.Fprintf(&b, "f%s: %g, ", strings.ToUpper(retrieval.FeatureNames[k][:1])+retrieval.FeatureNames[k][1:], v)
+		}
+	}
+	t.Logf("Rerank: features{%s}", strings.TrimSuffix(b.String(), ", "))
+}
