@@ -38,12 +38,14 @@ const (
 	fSameFile           // ln(1 + other hits of the pool in the same file)
 	fFileAny            // share of the question's words the pool's hits of the same file hold together
 	fFileSummary        // idem, in their doc comments' first sentences
+	fPairs              // share of the question's consecutive word pairs its doc comment's first sentence repeats in order
+	fDocLen             // ln(1 + the doc comment's length in terms)
 	numFeatures
 )
 
 // featureNames name the features in weights.Rerank's order, for the
 // benchmark's training output.
-var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary"}
+var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen"}
 
 // features is one hit's feature vector; weights.Rerank is one of them too.
 type features [numFeatures]float64
@@ -55,10 +57,10 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 1.32, fLift: 2.17, fPath: 4.37,
-	fSymbol: -0.54, fDoc: -0.68, fSummary: 1.40, fPathWords: 2.06, fContent: 1.44, fAny: 2.16, fAll: -0.65, fSymbolShare: 0.12,
-	fFunc: -0.28, fMethod: -0.91, fType: -1.51, fExported: 0.53, fLines: -0.09,
-	fSameFile: -0.08, fFileAny: 1.96, fFileSummary: 1.80,
+	fScore: 1.29, fLift: 2.19, fPath: 4.55,
+	fSymbol: -0.60, fDoc: 0.52, fSummary: 0.89, fPathWords: 2.03, fContent: 1.35, fAny: 1.96, fAll: -0.93, fSymbolShare: 0.10,
+	fFunc: -0.15, fMethod: -0.79, fType: -1.46, fExported: 0.60, fLines: 0.03,
+	fSameFile: -0.07, fFileAny: 1.89, fFileSummary: 1.81, fPairs: 0.91, fDocLen: -0.33,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -125,7 +127,7 @@ func (ix *Index) termGroups(terms []string, exps []expansion) (groups [][]string
 // returns the new scores, exp of the sum so they stay positive: with the
 // identity weights, the factored score itself.
 func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path string) float64, groups [][]string, idf []float64) []float64 {
-	matched := make([][termindex.NumMatched]uint64, len(hits))
+	matched := make([]termindex.Match, len(hits))
 	ix.mem.Matched(hits, groups, matched)
 	var total float64
 	for _, w := range idf {
@@ -147,7 +149,7 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 	}
 	perFile := make(map[string]evidence, len(hits))
 	for i, h := range hits {
-		mm := matched[i]
+		mm := matched[i].Fields
 		file := h.Meta.(*memMeta).file
 		e := perFile[file]
 		e.hits++
@@ -163,7 +165,7 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		f[fScore] = math.Log(max(h.Score, 1e-9))
 		f[fLift] = math.Log(lift[i])
 		f[fPath] = math.Log(factor(m.file))
-		mm := matched[i]
+		mm := matched[i].Fields
 		f[fSymbol] = share(mm[termindex.Symbol])
 		if m.symbolLen > 0 {
 			f[fSymbolShare] = min(float64(bits.OnesCount64(mm[termindex.Symbol]))/float64(m.symbolLen), 1)
@@ -187,6 +189,10 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		f[fSameFile] = math.Log(float64(e.hits))
 		f[fFileAny] = share(e.any)
 		f[fFileSummary] = share(e.summary)
+		f[fDocLen] = math.Log1p(matched[i].Lens[termindex.Doc])
+		if len(groups) > 1 {
+			f[fPairs] = float64(matched[i].Pairs) / float64(len(groups)-1)
+		}
 
 		if tracePool != nil {
 			tracePool(m.file, f)

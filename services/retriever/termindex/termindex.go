@@ -106,8 +106,8 @@ type doc struct {
 	id      string
 	live    bool
 	lens    [NumText]float64 // field length as bleve recovers it from its float32 norm
-	terms   []uint32         // distinct terms of each field, sorted, for deletion and Matched
-	termOff [NumText + 2]uint32 // the last segment: the summary's terms (Chunk.Summary)
+	terms   []uint32         // distinct terms of each field, sorted, for deletion and Matched; then the summary's
+	termOff [NumText + 2]uint32 // the last segment: the summary's terms in order (Chunk.Summary)
 	kw      []uint32 // keyword value numbers of each field
 	kwOff   [NumKeyword + 1]uint16
 	meta    any
@@ -269,12 +269,11 @@ func (ix *Index) add(c *Chunk) {
 		slices.Sort(nd.terms[nd.termOff[f]:]) // Matched searches them
 	}
 	nd.termOff[NumText] = uint32(len(nd.terms))
-	for _, t := range c.Summary { // ids of the doc field's terms, no postings
-		if id, ok := ix.text[Doc].ids[t]; ok && !slices.Contains(nd.terms[nd.termOff[NumText]:], id) {
+	for _, t := range c.Summary[:min(len(c.Summary), maxSummary)] { // ids of the doc field's terms, in order, no postings
+		if id, ok := ix.text[Doc].ids[t]; ok {
 			nd.terms = append(nd.terms, id)
 		}
 	}
-	slices.Sort(nd.terms[nd.termOff[NumText]:])
 	nd.termOff[NumText+1] = uint32(len(nd.terms))
 	nd.terms = slices.Clip(nd.terms)
 	for f := range NumKeyword {
@@ -436,48 +435,85 @@ const (
 	NumMatched = NumText + 1
 )
 
+// maxSummary bounds the summary terms a chunk keeps.
+const maxSummary = 48
+
 // MaxGroups is the most term groups Matched can report.
 const MaxGroups = 64
 
-// Matched sets out[i][f] bit g when hit i's text field f holds one of
-// groups[g]'s terms (a question's word or its expansions): which of the
-// question's words a chunk answers, and in which field, for reranking. A
-// hit no longer in the index matches nothing. Groups past MaxGroups are
-// not looked up.
-func (ix *Index) Matched(hits []Hit, groups [][]string, out [][NumMatched]uint64) {
+// Match is what Matched reports of a hit.
+type Match struct {
+	// Fields has bit g of field f set when the field holds one of
+	// groups[g]'s terms.
+	Fields [NumMatched]uint64
+	// Pairs counts the question's consecutive words (groups g and g+1)
+	// that the summary holds in that order, at most one word apart: a
+	// phrase of the question said again.
+	Pairs int
+	// Lens are the text fields' lengths in terms (0 for an empty field).
+	Lens [NumText]float64
+}
+
+// Matched reports, for each hit, which of the term groups (a question's
+// words, each with its expansions) each text field and the summary hold,
+// and the question's word pairs the summary repeats: which of the
+// question's words a chunk answers, and where, for reranking. A hit no
+// longer in the index matches nothing. Groups past MaxGroups are not looked
+// up.
+func (ix *Index) Matched(hits []Hit, groups [][]string, out []Match) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	groups = groups[:min(len(groups), MaxGroups)]
-	var ids [NumMatched][][]uint32 // each group's term ids per field
-	for f := range NumMatched {
-		dict := f
-		if f == Summary {
-			dict = Doc
-		}
+	var ids [NumText][][]uint32 // each group's term ids per field
+	for f := range NumText {
 		ids[f] = make([][]uint32, len(groups))
 		for g, ts := range groups {
 			for _, t := range ts {
-				if id, ok := ix.text[dict].ids[t]; ok {
+				if id, ok := ix.text[f].ids[t]; ok {
 					ids[f][g] = append(ids[f][g], id)
 				}
 			}
 		}
 	}
+	inGroups := map[uint32]uint64{} // a doc term's groups, for the summary
+	for g, want := range ids[Doc] {
+		for _, id := range want {
+			inGroups[id] |= 1 << g
+		}
+	}
+	var seq []uint64
 	for i, h := range hits {
-		out[i] = [NumMatched]uint64{}
+		out[i] = Match{}
 		d, ok := ix.byID[h.ID]
 		if !ok {
 			continue
 		}
 		nd := &ix.docs[d]
-		for f := range NumMatched {
+		for f := range NumText {
+			if !math.IsInf(nd.lens[f], 1) {
+				out[i].Lens[f] = nd.lens[f]
+			}
 			held := nd.terms[nd.termOff[f]:nd.termOff[f+1]]
 			for g, want := range ids[f] {
 				for _, id := range want {
 					if _, found := slices.BinarySearch(held, id); found {
-						out[i][f] |= 1 << g
+						out[i].Fields[f] |= 1 << g
 						break
 					}
+				}
+			}
+		}
+		seq = seq[:0]
+		for _, id := range nd.terms[nd.termOff[Summary]:nd.termOff[Summary+1]] {
+			seq = append(seq, inGroups[id])
+			out[i].Fields[Summary] |= inGroups[id]
+		}
+		for p, gs := range seq {
+			next := gs << 1 // the groups that would follow these
+			for q := p + 1; q < min(p+3, len(seq)); q++ {
+				if seq[q]&next != 0 {
+					out[i].Pairs++
+					break
 				}
 			}
 		}

@@ -228,25 +228,35 @@ func TestMatched(t *testing.T) {
 	ix.Apply(&u)
 	groups := [][]string{{"merge"}, {"sort", "order"}, {"split"}, {"absent"}}
 	hits := []Hit{{ID: "a1"}, {ID: "a2"}, {ID: "gone"}}
-	out := make([][NumMatched]uint64, len(hits))
+	out := make([]Match, len(hits))
 	ix.Matched(hits, groups, out)
-	if out[0][Symbol] != 0 || out[0][Content] != 0b011 {
-		t.Errorf("a1: symbol %b content %b, want 0 and 11 (Merge is not lower-cased here)", out[0][Symbol], out[0][Content])
+	if out[0].Fields[Symbol] != 0 || out[0].Fields[Content] != 0b011 {
+		t.Errorf("a1: symbol %b content %b, want 0 and 11 (Merge is not lower-cased here)", out[0].Fields[Symbol], out[0].Fields[Content])
 	}
-	if out[1][Symbol] != 0 || out[1][Content] != 0b100 {
-		t.Errorf("a2: content %b, want 100", out[1][Content])
+	if out[1].Fields[Symbol] != 0 || out[1].Fields[Content] != 0b100 {
+		t.Errorf("a2: content %b, want 100", out[1].Fields[Content])
 	}
-	if out[2] != ([NumMatched]uint64{}) {
+	if out[2] != (Match{}) {
 		t.Errorf("a chunk the index does not hold matches %v", out[2])
 	}
 	d := chunk("a3", "a", "Sort", "")
-	d.Text[Doc] = strings.Fields("sort words by length then split them")
-	d.Summary = []string{"sort", "words", "nothere"}
+	d.Text[Doc] = strings.Fields("merge then sort the words by length then split them")
+	d.Summary = []string{"merge", "then", "sort", "words", "nothere"}
 	u.Replace("b", "1", []Chunk{d})
 	ix.Apply(&u)
 	ix.Matched([]Hit{{ID: "a3"}}, groups, out)
-	if out[0][Doc] != 0b110 || out[0][Summary] != 0b010 {
-		t.Errorf("a3: doc %b summary %b, want 110 and 10 (split is past the summary)", out[0][Doc], out[0][Summary])
+	if out[0].Fields[Doc] != 0b111 || out[0].Fields[Summary] != 0b011 {
+		t.Errorf("a3: doc %b summary %b, want 111 and 11 (split is past the summary)", out[0].Fields[Doc], out[0].Fields[Summary])
+	}
+	if out[0].Pairs != 1 { // merge, then one word, sort: groups 0 and 1 in order
+		t.Errorf("a3: %d pairs, want 1", out[0].Pairs)
+	}
+	d.Summary = []string{"sort", "merge"} // the wrong order
+	u.Replace("b", "2", []Chunk{d})
+	ix.Apply(&u)
+	ix.Matched([]Hit{{ID: "a3"}}, groups, out)
+	if out[0].Pairs != 0 || out[0].Fields[Summary] != 0b011 {
+		t.Errorf("a3 reordered: %d pairs, summary %b; want 0 and 11", out[0].Pairs, out[0].Fields[Summary])
 	}
 	if h, _ := ix.Holds("a1", Content, "zeta"); !h { // the sorted terms still answer Holds
 		t.Error("a1 holds zeta")
