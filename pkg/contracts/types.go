@@ -212,7 +212,8 @@ type RagChunk struct {
 
 // RagMatch is one field of a chunk that matched the query.
 type RagMatch struct {
-	// Field is symbol, doc (the leading comment), path or content.
+	// Field is symbol, doc (the leading comment), summary (the doc
+	// comment's first sentence), path or content.
 	Field string `json:"field"`
 	// Terms are the query's terms (analyzed: lower case, stemmed) found there.
 	Terms []string `json:"terms"`

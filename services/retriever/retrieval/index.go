@@ -547,9 +547,14 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 			}
 		}
 		for f, text := range [termindex.NumText]string{sym, comment, rec.Path, c.Content} {
+			if f == termindex.Doc {
+				var n int
+				tc.Text[f], n = analyzedUpTo(text, len(firstSentence(text)), intern)
+				tc.Summary = tc.Text[f][:n] // the first sentence's terms lead the doc's
+				continue
+			}
 			tc.Text[f] = analyzed(text, intern)
 		}
-		tc.Summary = analyzed(firstSentence(comment), intern)
 		m.symbolLen = uint8(min(len(tc.Text[termindex.Symbol]), math.MaxUint8))
 		tc.Keyword[termindex.Workspace] = []string{rec.Workspace}
 		tc.Keyword[termindex.Repo] = []string{rec.Repo}
@@ -608,11 +613,18 @@ func internAll(ss []string, intern map[string]string) []string {
 // analyzed is text's token stream as the index analyses it: every term,
 // repeats included, each distinct term one string of intern.
 func analyzed(text string, intern map[string]string) []string {
+	out, _ := analyzedUpTo(text, 0, intern)
+	return out
+}
+
+// analyzedUpTo is analyzed, and how many of the terms come from text's
+// first cut bytes.
+func analyzedUpTo(text string, cut int, intern map[string]string) (out []string, n int) {
 	if text == "" {
-		return nil
+		return nil, 0
 	}
 	ts := analyzer().Analyze([]byte(text))
-	out := make([]string, len(ts))
+	out = make([]string, len(ts))
 	for i, t := range ts {
 		s, ok := intern[string(t.Term)]
 		if !ok {
@@ -620,8 +632,11 @@ func analyzed(text string, intern map[string]string) []string {
 			intern[s] = s
 		}
 		out[i] = s
+		if t.End <= cut {
+			n = i + 1
+		}
 	}
-	return out
+	return out, n
 }
 
 // commit applies the batch to bleve and, once bleve has it, to the scoring

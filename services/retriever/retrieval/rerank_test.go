@@ -81,3 +81,20 @@ func TestRerankerWeighsTheFeatures(t *testing.T) {
 		t.Errorf("without the coverage features %s is first: the test does not see them", got)
 	}
 }
+
+// TestSummaryLeadsTheDoc: the summary's terms are the doc field's that come
+// from its first sentence, as analysing the sentence alone gives them.
+func TestSummaryLeadsTheDoc(t *testing.T) {
+	for _, doc := range []string{
+		"ParseDuration parses a duration string. A duration string is a sequence.\n",
+		"Weekday returns the day of the week t falls on.\n",
+		"No full stop here\nbut two lines\n\nThen a paragraph.\n",
+	} {
+		intern := map[string]string{}
+		all, n := analyzedUpTo(doc, len(firstSentence(doc)), intern)
+		want := analyzed(firstSentence(doc), intern)
+		if got := all[:n]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%q: summary %v, want %v", doc, got, want)
+		}
+	}
+}

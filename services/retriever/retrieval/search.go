@@ -288,7 +288,8 @@ func isTest(p string) bool {
 var testPaths sync.Map // path → isTest
 
 // explain says which of the query's terms each field of a returned chunk
-// holds, as the query looked them up (heavy terms and, unless
+// holds (and its doc comment's first sentence, "summary", which the
+// reranker weighs), as the query looked them up (heavy terms and, unless
 // weights.ExpandText, expansions are not looked up in the text). It
 // analyzes the K chunks returned or, given holds, asks the scoring index,
 // which has their fields' terms (analysing 10 chunks' text was a fifth of
@@ -303,16 +304,16 @@ func explain(c contracts.RagChunk, symbol string, terms []string, heavy map[stri
 		want[e.term], expanded[e.term] = true, true
 	}
 	var out []contracts.RagMatch
+	doc := leadingComment(c.Language, c.Content)
 	for _, f := range []struct{ name, text string }{
-		{"symbol", symbol}, {"doc", leadingComment(c.Language, c.Content)}, {"path", c.Path}, {"content", c.Content},
+		{"symbol", symbol}, {"doc", doc}, {"summary", firstSentence(doc)}, {"path", c.Path}, {"content", c.Content},
 	} {
 		if f.text == "" {
 			continue
 		}
 		var found, added []string
 		distinct := func() []string { return queryTerms(f.text, math.MaxInt) }
-		if holds != nil {
-			field := slices.Index(textFields[:], f.name)
+		if field := slices.Index(textFields[:], f.name); holds != nil && field >= 0 { // the summary is short: analysed again
 			distinct = func() []string {
 				var in []string
 				for t := range want {
