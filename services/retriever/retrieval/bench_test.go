@@ -416,8 +416,9 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Rerank = retrieval.IdentityRerank }, // the fifth pass's ranking (before the sixth)
-		func(w *retrieval.Weights) { w.Pool = 2 },                          // the reranker's pool
+		func(w *retrieval.Weights) { w.Rerank = retrieval.SixthPassRerank }, // the sixth pass's ranking (before the seventh)
+		func(w *retrieval.Weights) { w.Rerank = retrieval.IdentityRerank },  // the fifth pass's ranking (before the sixth)
+		func(w *retrieval.Weights) { w.Pool = 2 },                           // the reranker's pool
 		func(w *retrieval.Weights) { w.Pool = 8 },
 		func(w *retrieval.Weights) { w.Usage = 0 },
 		func(w *retrieval.Weights) { w.Coord = 0 },
@@ -433,7 +434,7 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 		vary = []func(w *retrieval.Weights){func(w *retrieval.Weights) { setFields(b, w, g) }}
 	}
 	if os.Getenv("APTIX_BENCH_GRID") == "before" { // this page's weights against the ones before, for the notes
-		vary = vary[:2]
+		vary = vary[:3]
 	}
 	withFresh := os.Getenv("APTIX_BENCH_FRESH") != ""
 	verbose := os.Getenv("APTIX_BENCH_VERBOSE") != ""

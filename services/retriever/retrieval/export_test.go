@@ -58,3 +58,12 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // IdentityRerank ranks by the factored BM25F score alone (the ranking
 // before the reranker).
 var IdentityRerank = identityRerank
+
+// SixthPassRerank are the sixth pass's learned weights (0ea9f68), the
+// ranking before the seventh pass's, for the benchmark's grid.
+var SixthPassRerank = features{
+	fScore: 1.29, fLift: 2.19, fPath: 4.55,
+	fSymbol: -0.60, fDoc: 0.52, fSummary: 0.89, fPathWords: 2.03, fContent: 1.35, fAny: 1.96, fAll: -0.93, fSymbolShare: 0.10,
+	fFunc: -0.15, fMethod: -0.79, fType: -1.46, fExported: 0.60, fLines: 0.03,
+	fSameFile: -0.07, fFileAny: 1.89, fFileSummary: 1.81, fPairs: 0.91, fDocLen: -0.33,
+}

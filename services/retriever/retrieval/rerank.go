@@ -40,12 +40,14 @@ const (
 	fFileSummary        // idem, in their doc comments' first sentences
 	fPairs              // share of the question's consecutive word pairs its doc comment's first sentence repeats in order
 	fDocLen             // ln(1 + the doc comment's length in terms)
+	fLeadSymbol         // the question's first word (mostly its verb: split, parse, read) is in the symbol
+	fLeadSummary        // idem, in the doc comment's first sentence
 	numFeatures
 )
 
 // featureNames name the features in weights.Rerank's order, for the
 // benchmark's training output.
-var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen"}
+var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary"}
 
 // features is one hit's feature vector; weights.Rerank is one of them too.
 type features [numFeatures]float64
@@ -57,10 +59,11 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 1.29, fLift: 2.19, fPath: 4.55,
-	fSymbol: -0.60, fDoc: 0.52, fSummary: 0.89, fPathWords: 2.03, fContent: 1.35, fAny: 1.96, fAll: -0.93, fSymbolShare: 0.10,
-	fFunc: -0.15, fMethod: -0.79, fType: -1.46, fExported: 0.60, fLines: 0.03,
-	fSameFile: -0.07, fFileAny: 1.89, fFileSummary: 1.81, fPairs: 0.91, fDocLen: -0.33,
+	fScore: 1.37, fLift: 2.20, fPath: 4.51,
+	fSymbol: -0.90, fDoc: 0.37, fSummary: 0.51, fPathWords: 2.05, fContent: 1.53, fAny: 1.64, fAll: -0.75, fSymbolShare: 0.18,
+	fFunc: 0, fMethod: -0.72, fType: -1.45, fExported: 0.55, fLines: 0.03,
+	fSameFile: -0.07, fFileAny: 2.17, fFileSummary: 1.83, fPairs: 0.71, fDocLen: -0.25,
+	fLeadSymbol: 0.24, fLeadSummary: 0.32,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -190,6 +193,9 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		f[fFileAny] = share(e.any)
 		f[fFileSummary] = share(e.summary)
 		f[fDocLen] = math.Log1p(matched[i].Lens[termindex.Doc])
+		f[fLeadSymbol] = float64(mm[termindex.Symbol] & 1)
+		f[fLeadSummary] = float64(mm[termindex.Summary] & 1)
+
 		if len(groups) > 1 {
 			f[fPairs] = float64(matched[i].Pairs) / float64(len(groups)-1)
 		}

@@ -206,6 +206,9 @@ func fit(corpora map[string][]pool, start [retrieval.NumFeatures]float64, keep f
 			}
 		}
 		for k := range w {
+			if dropped[k] {
+				continue
+			}
 			grad[k] += l2 * (w[k] - start[k])
 			vel[k] = mom*vel[k] - lr*grad[k]
 			w[k] += vel[k]
@@ -213,6 +216,10 @@ func fit(corpora map[string][]pool, start [retrieval.NumFeatures]float64, keep f
 	}
 	return w
 }
+
+// dropped are features TestTrainRerank leaves at 0 (APTIX_TRAIN_DROP=a,b:
+// what the others do without them).
+var dropped [retrieval.NumFeatures]bool
 
 func TestTrainRerank(t *testing.T) {
 	dir := os.Getenv("APTIX_TRAIN_POOLS")
@@ -258,6 +265,13 @@ func TestTrainRerank(t *testing.T) {
 	}
 	report("identity, all", start, all)
 	l2, _ := strconv.ParseFloat(os.Getenv("APTIX_TRAIN_L2"), 64)
+	for name := range strings.SplitSeq(os.Getenv("APTIX_TRAIN_DROP"), ",") {
+		if k := slices.Index(retrieval.FeatureNames[:], name); k >= 0 {
+			dropped[k] = true
+		} else if name != "" {
+			t.Fatalf("no feature %q", name)
+		}
+	}
 	learn := func(keep func(int) bool) [retrieval.NumFeatures]float64 {
 		if os.Getenv("APTIX_TRAIN_ASCEND") != "" {
 			return ascend(corpora, start, keep)
