@@ -105,10 +105,10 @@ func (f *textField) termID(t string) uint32 {
 type doc struct {
 	id      string
 	live    bool
-	lens    [NumText]float64 // field length as bleve recovers it from its float32 norm
-	terms   []uint32         // distinct terms of each field, sorted, for deletion and Matched; then the summary's
+	lens    [NumText]float64    // field length as bleve recovers it from its float32 norm
+	terms   []uint32            // distinct terms of each field, sorted, for deletion and Matched; then the summary's
 	termOff [NumText + 2]uint32 // the last segment: the summary's terms in order (Chunk.Summary)
-	kw      []uint32 // keyword value numbers of each field
+	kw      []uint32            // keyword value numbers of each field
 	kwOff   [NumKeyword + 1]uint16
 	meta    any
 }
