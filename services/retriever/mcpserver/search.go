@@ -36,13 +36,13 @@ type Chunk struct {
 	StartLine int     `json:"startLine" jsonschema:"first line of the chunk (1-based)"`
 	EndLine   int     `json:"endLine" jsonschema:"last line of the chunk (inclusive)"`
 	Language  string  `json:"language" jsonschema:"the file's language"`
-	Score     float64 `json:"score" jsonschema:"relevance (BM25; higher is better)"`
+	Score     float64 `json:"score" jsonschema:"relevance, higher is better: the best hit 1 once the index is loaded (a learned reranking of BM25's hits), a BM25 score before"`
 	Content   string  `json:"content" jsonschema:"the chunk's text"`
 }
 
 var searchTool = &mcp.Tool{
 	Name: "search_code",
-	Description: "Search the indexed source code (BM25 over code-aware terms; function, type and file names weigh more). " +
+	Description: "Search the indexed source code (BM25 over code-aware terms, then a learned reranking; function, type and file names weigh more). " +
 		"Returns the best-matching chunks, each with its id, repository, path, start and end line, language, score and content. " +
 		"Use read_file_lines with a hit's path to read around it.",
 	Annotations: readOnly("Search code"),

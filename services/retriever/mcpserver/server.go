@@ -4,7 +4,7 @@
 // the index and the chunk store, never from the local disk: a path that was
 // not indexed cannot be read, whatever it names.
 //
-// Tools: search_code (BM25 search, as the retriever does for a turn),
+// Tools: search_code (the retriever's search, as it runs for a turn),
 // read_file_lines (numbered lines of an indexed file) and list_repos.
 // A tool failure is a tool result with IsError set and a message the model
 // can act on, not a protocol error.

@@ -305,6 +305,30 @@ func leadingComment(language, content string) string {
 	return b.String()
 }
 
+// summarySpan is where a doc comment's summary lies in it: its first
+// sentence, after a licence header when the comment starts with one (a
+// file's first chunk holds the licence, then the package's doc comment,
+// which leadingComment joins). A licence with no package doc comment after
+// it has no summary.
+func summarySpan(comment string) [2]int {
+	from := 0
+	first, _, _ := strings.Cut(comment, "\n")
+	if strings.HasPrefix(strings.ToLower(first), "copyright") || strings.HasPrefix(first, "SPDX-") {
+		i := strings.Index(comment, "\nPackage ")
+		if i < 0 {
+			return [2]int{}
+		}
+		from = i + 1
+	}
+	return [2]int{from, from + len(firstSentence(comment[from:]))}
+}
+
+// summary is the doc comment's summary text (summarySpan).
+func summary(comment string) string {
+	sp := summarySpan(comment)
+	return comment[sp[0]:sp[1]]
+}
+
 // firstSentence is a doc comment's summary: up to its first full stop
 // followed by a space or a line's end, or its first paragraph. Go's doc
 // convention puts what a declaration does there, in the words a question
@@ -548,9 +572,9 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 		}
 		for f, text := range [termindex.NumText]string{sym, comment, rec.Path, c.Content} {
 			if f == termindex.Doc {
-				var n int
-				tc.Text[f], n = analyzedUpTo(text, len(firstSentence(text)), intern)
-				tc.Summary = tc.Text[f][:n] // the first sentence's terms lead the doc's
+				var i, j int
+				tc.Text[f], i, j = analyzedSpan(text, summarySpan(text), intern)
+				tc.Summary = tc.Text[f][i:j] // the summary's terms are a run of the doc's
 				continue
 			}
 			tc.Text[f] = analyzed(text, intern)
@@ -613,30 +637,34 @@ func internAll(ss []string, intern map[string]string) []string {
 // analyzed is text's token stream as the index analyses it: every term,
 // repeats included, each distinct term one string of intern.
 func analyzed(text string, intern map[string]string) []string {
-	out, _ := analyzedUpTo(text, 0, intern)
+	out, _, _ := analyzedSpan(text, [2]int{}, intern)
 	return out
 }
 
-// analyzedUpTo is analyzed, and how many of the terms come from text's
-// first cut bytes.
-func analyzedUpTo(text string, cut int, intern map[string]string) (out []string, n int) {
+// analyzedSpan is analyzed, and which of the terms, out[i:j], come from
+// text[span[0]:span[1]].
+func analyzedSpan(text string, span [2]int, intern map[string]string) (out []string, i, j int) {
 	if text == "" {
-		return nil, 0
+		return nil, 0, 0
 	}
 	ts := analyzer().Analyze([]byte(text))
 	out = make([]string, len(ts))
-	for i, t := range ts {
+	i = len(ts)
+	for k, t := range ts {
 		s, ok := intern[string(t.Term)]
 		if !ok {
 			s = string(t.Term)
 			intern[s] = s
 		}
-		out[i] = s
-		if t.End <= cut {
-			n = i + 1
+		out[k] = s
+		if t.Start >= span[0] && t.End <= span[1] {
+			i, j = min(i, k), k+1
 		}
 	}
-	return out, n
+	if j == 0 {
+		return out, 0, 0
+	}
+	return out, i, j
 }
 
 // commit applies the batch to bleve and, once bleve has it, to the scoring

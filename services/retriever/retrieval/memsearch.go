@@ -150,10 +150,12 @@ func memQuery(req contracts.AgentExecuteRequest, scope, workspace string, filter
 var memAvgLength func(field string) float64
 
 // searchMem runs the query on the scoring index and reads the hits' text
-// from bleve's stored fields. The path factor (factor) and how often the
-// code uses each hit's declaration (usageFactors) are applied here, to
-// weights.Pool times the hits kept, before the text is read: a chunk the
-// factors lift can come from below the plain score's cut.
+// from bleve's stored fields. The pool, weights.Pool times the hits kept,
+// is reranked (rerank: the path factor, how often the code uses each hit's
+// declaration and the hit's other features) before the cut and before the
+// text is read, so a chunk the reranker lifts can come from below the
+// plain score's cut. The active files' hits stay first, and the scores
+// are divided by the best one.
 func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor func(path string) float64, terms []string, exps []expansion, active []string) ([]candidate, error) {
 	keep := ix.o.K * candidatesPerHit
 	hits := ix.mem.Search(q, first, keep*max(weights.Pool, 1))
@@ -173,10 +175,15 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 		}
 		// The request's active files come first, as the query's boost
 		// made them before reranking: the client said they matter.
+		best := top
 		for i := range hits {
 			if slices.Contains(active, hits[i].Meta.(*memMeta).file) {
 				hits[i].Score += top
+				best = max(best, hits[i].Score)
 			}
+		}
+		for i := range hits { // the best hit 1: a reranked score says only how far below the best a hit is
+			hits[i].Score /= best
 		}
 	}
 	slices.SortStableFunc(hits, func(a, b termindex.Hit) int { return cmp.Compare(b.Score, a.Score) })

@@ -19,17 +19,17 @@ import (
 // benchmark's tuning questions (bench_test.go, APTIX_BENCH_TRAIN) and kept
 // in weights.Rerank.
 const (
-	fScore       = iota // ln of the BM25F score (the package bonus included)
+	fScore       = iota // ln of the BM25F score (the package bonus, the active-file and repo boosts included)
 	fLift               // ln of the usage lift (usageFactors)
 	fPath               // ln of the path factor (pathFactor)
 	fSymbol             // share of the question's words the symbol holds, each word weighed by its idf
 	fDoc                // idem, the doc comment
-	fSummary            // idem, the doc comment's first sentence (firstSentence)
+	fSummary            // idem, the doc comment's first sentence (summarySpan: after a licence header)
 	fPathWords          // idem, the path
 	fContent            // idem, the text
 	fAny                // idem, any field
 	fAll                // 1 when every word is held somewhere
-	fSymbolShare        // share of the symbol's words the question holds (a name that says no more than was asked)
+	fSymbolShare        // share of the symbol's terms (its words and the whole identifier) the question holds
 	fFunc               // a function (no receiver)
 	fMethod             // a method
 	fType               // a type declaration
@@ -40,7 +40,7 @@ const (
 	fFileSummary        // idem, in their doc comments' first sentences
 	fPairs              // share of the question's consecutive word pairs its doc comment's first sentence repeats in order
 	fDocLen             // ln(1 + the doc comment's length in terms)
-	fLeadSymbol         // the question's first word (mostly its verb: split, parse, read) is in the symbol
+	fLeadSymbol         // the question's first term (after stop words and common words; mostly its verb: split, parse, read) is in the symbol
 	fLeadSummary        // idem, in the doc comment's first sentence
 	numFeatures
 )
@@ -59,11 +59,11 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 1.37, fLift: 2.20, fPath: 4.51,
-	fSymbol: -0.90, fDoc: 0.37, fSummary: 0.51, fPathWords: 2.05, fContent: 1.53, fAny: 1.64, fAll: -0.75, fSymbolShare: 0.18,
-	fFunc: 0, fMethod: -0.72, fType: -1.45, fExported: 0.55, fLines: 0.03,
-	fSameFile: -0.07, fFileAny: 2.17, fFileSummary: 1.83, fPairs: 0.71, fDocLen: -0.25,
-	fLeadSymbol: 0.24, fLeadSummary: 0.32,
+	fScore: 1.35, fLift: 2.21, fPath: 4.50,
+	fSymbol: -0.84, fDoc: 0.26, fSummary: 0.54, fPathWords: 2.09, fContent: 1.56, fAny: 1.66, fAll: -0.79, fSymbolShare: 0.17,
+	fFunc: 0.10, fMethod: -0.62, fType: -1.37, fExported: 0.54, fLines: 0.03,
+	fSameFile: -0.08, fFileAny: 2.08, fFileSummary: 1.96, fPairs: 1.03, fDocLen: -0.24,
+	fLeadSymbol: 0.29, fLeadSummary: 0.28,
 }
 
 // Shapes of a declaration, in memMeta.shape.

@@ -15,7 +15,7 @@ func TestShapeOf(t *testing.T) {
 		{"func Join", shapeFunc | shapeExported},
 		{"func split", shapeFunc},
 		{"func (*Server).Serve", shapeMethod | shapeExported},
-		{"func (c *client).flush", shapeMethod},
+		{"func (*client).flush", shapeMethod},
 		{"type Time", shapeType | shapeExported},
 		{"type entry", shapeType},
 		{"const", 0},
@@ -82,19 +82,96 @@ func TestRerankerWeighsTheFeatures(t *testing.T) {
 	}
 }
 
-// TestSummaryLeadsTheDoc: the summary's terms are the doc field's that come
-// from its first sentence, as analysing the sentence alone gives them.
-func TestSummaryLeadsTheDoc(t *testing.T) {
-	for _, doc := range []string{
-		"ParseDuration parses a duration string. A duration string is a sequence.\n",
-		"Weekday returns the day of the week t falls on.\n",
-		"No full stop here\nbut two lines\n\nThen a paragraph.\n",
+// TestSummaryIsARunOfTheDoc: the summary's terms are the doc field's that
+// come from its first sentence, as analysing the sentence alone gives them,
+// and a licence header is not a summary.
+func TestSummaryIsARunOfTheDoc(t *testing.T) {
+	for _, tt := range []struct{ doc, summary string }{
+		{"ParseDuration parses a duration string. A duration string is a sequence.\n", "ParseDuration parses a duration string"},
+		{"Weekday returns the day of the week t falls on.\n", "Weekday returns the day of the week t falls on"},
+		{"No full stop here\nbut two lines\n\nThen a paragraph.\n", "No full stop here\nbut two lines"},
+		{"Copyright 2009 The Go Authors. All rights reserved.\nUse of this source code is governed by a BSD-style\nlicense that can be found in the LICENSE file.\nPackage crc32 implements the 32-bit cyclic redundancy check. See more.\n", "Package crc32 implements the 32-bit cyclic redundancy check"},
+		{"Copyright 2012-2025 The NATS Authors\nLicensed under the Apache License, Version 2.0 (the \"License\");\n", ""},
+		{"SPDX-License-Identifier: MIT\n", ""},
 	} {
-		intern := map[string]string{}
-		all, n := analyzedUpTo(doc, len(firstSentence(doc)), intern)
-		want := analyzed(firstSentence(doc), intern)
-		if got := all[:n]; fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%q: summary %v, want %v", doc, got, want)
+		if got := summary(tt.doc); got != tt.summary {
+			t.Errorf("summary(%q) = %q, want %q", tt.doc, got, tt.summary)
 		}
+		intern := map[string]string{}
+		all, i, j := analyzedSpan(tt.doc, summarySpan(tt.doc), intern)
+		want := analyzed(tt.summary, intern)
+		if got := all[i:j]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%q: summary terms %v, want %v", tt.doc, got, want)
+		}
+	}
+}
+
+// TestRerankFeatures reads the features the reranker computes for two
+// chunks of a question: the one whose first sentence says the question's
+// words in its order, the first of them in its symbol, and one that holds
+// two of them the other way round.
+func TestRerankFeatures(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	write(t, root, "split/words.go", "package split\n\n// Split splits the words of a line.\nfunc Split(s string) []string { return nil }\n")
+	write(t, root, "count/count.go", "package count\n\n// Tally takes a line and counts its words.\nfunc Tally(s string) int { return 0 }\n")
+	for i := range 10 { // so that no word is common
+		write(t, root, fmt.Sprintf("filler/f%d.go", i), fmt.Sprintf("package filler\n\n// F%d does nothing.\nfunc F%d() {}\n", i, i))
+	}
+	e.index(root, "ws", "app")
+	ix := e.open()
+	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "x"}) // waits for the index
+	if !ix.memReady.Load() {
+		t.Fatal("the scoring index is not ready after the bucket's sync")
+	}
+	got := map[string]features{}
+	tracePool = func(file string, f features) { // each file's function, not its package clause
+		if _, ok := got[file]; !ok || f[fFunc] == 1 {
+			got[file] = f
+		}
+	}
+	defer func() { tracePool = nil }()
+	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "split the words of a line"})
+	split, count := got["split/words.go"], got["count/count.go"]
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"split: pairs", split[fPairs], 1}, // split→word, word→line of two pairs
+		{"split: lead in symbol", split[fLeadSymbol], 1},
+		{"split: lead in summary", split[fLeadSummary], 1},
+		{"split: all words", split[fAll], 1},
+		{"split: summary share", split[fSummary], 1},
+		{"split: function", split[fFunc], 1},
+		{"split: exported", split[fExported], 1},
+		{"count: pairs", count[fPairs], 0}, // line before words: the wrong order
+		{"count: lead in symbol", count[fLeadSymbol], 0},
+		{"count: lead in summary", count[fLeadSummary], 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if s := count[fSummary]; s <= 0 || s >= 1 {
+		t.Errorf("count: summary share %v, want between 0 and 1 (line and words, not split)", s)
+	}
+
+	groups, idf := ix.termGroups([]string{"configur", "line"}, []expansion{{term: "cfg", from: "configur"}, {term: "ln", from: "line"}})
+	if fmt.Sprint(groups) != "[[configur cfg] [line ln]]" || len(idf) != 2 || idf[1] <= 0 {
+		t.Errorf("termGroups = %v, %v: want each word with its expansion, and a positive idf", groups, idf)
+	}
+
+	hits := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "split the words of a line"})
+	if hits[0].Path != "split/words.go" || hits[0].Score != 1 {
+		t.Fatalf("first hit %s scored %v, want split/words.go at 1", hits[0].Path, hits[0].Score)
+	}
+	var summary []string
+	for _, m := range hits[0].Matches {
+		if m.Field == "summary" {
+			summary = m.Terms
+		}
+	}
+	if fmt.Sprint(summary) != "[line split word]" {
+		t.Errorf("explain's summary %v, want [line split word] (%+v)", summary, hits[0].Matches)
 	}
 }

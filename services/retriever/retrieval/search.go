@@ -306,7 +306,7 @@ func explain(c contracts.RagChunk, symbol string, terms []string, heavy map[stri
 	var out []contracts.RagMatch
 	doc := leadingComment(c.Language, c.Content)
 	for _, f := range []struct{ name, text string }{
-		{"symbol", symbol}, {"doc", doc}, {"summary", firstSentence(doc)}, {"path", c.Path}, {"content", c.Content},
+		{"symbol", symbol}, {"doc", doc}, {"summary", summary(doc)}, {"path", c.Path}, {"content", c.Content},
 	} {
 		if f.text == "" {
 			continue

@@ -19,12 +19,14 @@ import (
 )
 
 // The reranker's weights are learned on the tuning questions, in two steps
-// (docs/retrieval.md): APTIX_BENCH_TRAIN=DIR make bench-retriever writes each
-// tuning question's pool of hits with their features to DIR/<corpus>.jsonl
-// (never the fresh held-out questions), then APTIX_TRAIN_POOLS=DIR go test
-// -run TestTrainRerank learns the weights by coordinate ascent on the mean
-// MRR of the corpora, reports them with a two-fold cross-validation, and
-// prints them as Go.
+// (docs/retrieval.md, step 11): APTIX_BENCH_TRAIN=DIR make bench-retriever
+// writes each tuning question's pool of hits with their features to
+// DIR/<corpus>.jsonl (never the fresh held-out questions), then
+// APTIX_TRAIN_POOLS=DIR go test -v -run TestTrainRerank learns the weights
+// by gradient descent on ListNet's loss (fit; APTIX_TRAIN_ASCEND=1 for
+// coordinate ascent on the MRR, which over-fits), an L2 pull of
+// APTIX_TRAIN_L2 (0.001 unless set) towards the plain ranking, reports a
+// two-fold cross-validation and prints the weights as Go.
 
 // pool is one question's pool as dumpPools writes it.
 type pool struct {
@@ -217,8 +219,9 @@ func fit(corpora map[string][]pool, start [retrieval.NumFeatures]float64, keep f
 	return w
 }
 
-// dropped are features TestTrainRerank leaves at 0 (APTIX_TRAIN_DROP=a,b:
-// what the others do without them).
+// dropped are features fit does not move from their start, 0 but for the
+// score, lift and path factor (APTIX_TRAIN_DROP=a,b: what the others do
+// without them).
 var dropped [retrieval.NumFeatures]bool
 
 func TestTrainRerank(t *testing.T) {
@@ -264,7 +267,13 @@ func TestTrainRerank(t *testing.T) {
 		t.Logf("%s: %s", label, strings.Join(parts, ", "))
 	}
 	report("identity, all", start, all)
-	l2, _ := strconv.ParseFloat(os.Getenv("APTIX_TRAIN_L2"), 64)
+	l2 := 0.001
+	if v := os.Getenv("APTIX_TRAIN_L2"); v != "" {
+		var err error
+		if l2, err = strconv.ParseFloat(v, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name := range strings.SplitSeq(os.Getenv("APTIX_TRAIN_DROP"), ",") {
 		if k := slices.Index(retrieval.FeatureNames[:], name); k >= 0 {
 			dropped[k] = true

@@ -15,6 +15,7 @@ package termindex
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 	"sync"
 )
@@ -446,9 +447,9 @@ type Match struct {
 	// Fields has bit g of field f set when the field holds one of
 	// groups[g]'s terms.
 	Fields [NumMatched]uint64
-	// Pairs counts the question's consecutive words (groups g and g+1)
-	// that the summary holds in that order, at most one word apart: a
-	// phrase of the question said again.
+	// Pairs counts the question's consecutive word pairs (groups g and
+	// g+1) that the summary holds in that order, at most one word apart,
+	// each pair once: a phrase of the question said again.
 	Pairs int
 	// Lens are the text fields' lengths in terms (0 for an empty field).
 	Lens [NumText]float64
@@ -508,15 +509,14 @@ func (ix *Index) Matched(hits []Hit, groups [][]string, out []Match) {
 			seq = append(seq, inGroups[id])
 			out[i].Fields[Summary] |= inGroups[id]
 		}
+		var pairs uint64 // bit g: groups g and g+1 follow each other
 		for p, gs := range seq {
 			next := gs << 1 // the groups that would follow these
 			for q := p + 1; q < min(p+3, len(seq)); q++ {
-				if seq[q]&next != 0 {
-					out[i].Pairs++
-					break
-				}
+				pairs |= (seq[q] & next) >> 1
 			}
 		}
+		out[i].Pairs = bits.OnesCount64(pairs)
 	}
 }
 

@@ -251,6 +251,13 @@ func TestMatched(t *testing.T) {
 	if out[0].Pairs != 1 { // merge, then one word, sort: groups 0 and 1 in order
 		t.Errorf("a3: %d pairs, want 1", out[0].Pairs)
 	}
+	d.Summary = []string{"merge", "sort", "merge", "sort"} // the same pair twice counts once
+	u.Replace("b", "3", []Chunk{d})
+	ix.Apply(&u)
+	ix.Matched([]Hit{{ID: "a3"}}, groups, out)
+	if out[0].Pairs != 1 {
+		t.Errorf("a3 with a pair repeated: %d pairs, want 1", out[0].Pairs)
+	}
 	d.Summary = []string{"sort", "merge"} // the wrong order
 	u.Replace("b", "2", []Chunk{d})
 	ix.Apply(&u)
