@@ -152,12 +152,11 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 	}
 	perFile := make(map[string]evidence, len(hits))
 	for i, h := range hits {
-		mm := matched[i].Fields
 		file := h.Meta.(*memMeta).file
 		e := perFile[file]
 		e.hits++
-		e.any |= mm[termindex.Symbol] | mm[termindex.Doc] | mm[termindex.Path] | mm[termindex.Content]
-		e.summary |= mm[termindex.Summary]
+		e.any |= matched[i].Text()
+		e.summary |= matched[i].Fields[termindex.Summary]
 		perFile[file] = e
 	}
 	all := uint64(1)<<len(groups) - 1
@@ -177,7 +176,7 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		f[fSummary] = share(mm[termindex.Summary])
 		f[fPathWords] = share(mm[termindex.Path])
 		f[fContent] = share(mm[termindex.Content])
-		any := mm[termindex.Symbol] | mm[termindex.Doc] | mm[termindex.Path] | mm[termindex.Content]
+		any := matched[i].Text()
 		f[fAny] = share(any)
 		if any == all {
 			f[fAll] = 1
@@ -195,11 +194,9 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		f[fDocLen] = math.Log1p(matched[i].Lens[termindex.Doc])
 		f[fLeadSymbol] = float64(mm[termindex.Symbol] & 1)
 		f[fLeadSummary] = float64(mm[termindex.Summary] & 1)
-
 		if len(groups) > 1 {
 			f[fPairs] = float64(matched[i].Pairs) / float64(len(groups)-1)
 		}
-
 		if tracePool != nil {
 			tracePool(m.file, f)
 		}

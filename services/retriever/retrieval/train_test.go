@@ -30,12 +30,24 @@ import (
 
 // pool is one question's pool as dumpPools writes it.
 type pool struct {
-	Q    string   `json:"q"`
-	Want []string `json:"want"`
-	Rows []struct {
-		File string                         `json:"file"`
-		F    [retrieval.NumFeatures]float64 `json:"f"`
-	} `json:"rows"`
+	Q    string    `json:"q"`
+	Want []string  `json:"want"`
+	Rows []poolRow `json:"rows"`
+}
+
+// poolRow is a hit of a pool: its file and features.
+type poolRow struct {
+	File string                         `json:"file"`
+	F    [retrieval.NumFeatures]float64 `json:"f"`
+}
+
+// score is the reranker's sum of r's features weighted by w (before exp).
+func (r poolRow) score(w [retrieval.NumFeatures]float64) float64 {
+	var s float64
+	for k := range w {
+		s += w[k] * r.F[k]
+	}
+	return s
 }
 
 func dumpPools(b *testing.B, ix *retrieval.Index, corpus string, qs []question, dir string) {
@@ -63,10 +75,7 @@ func dumpPools(b *testing.B, ix *retrieval.Index, corpus string, qs []question, 
 		}
 		p := pool{Q: q.q, Want: q.want}
 		retrieval.TracePool(func(file string, f [retrieval.NumFeatures]float64) {
-			p.Rows = append(p.Rows, struct {
-				File string                         `json:"file"`
-				F    [retrieval.NumFeatures]float64 `json:"f"`
-			}{file, f})
+			p.Rows = append(p.Rows, poolRow{file, f})
 		})
 		if _, err := ix.Search(context.Background(), contracts.AgentExecuteRequest{WorkspaceId: corpus, Instruction: q.q}); err != nil {
 			b.Fatal(err)
@@ -83,10 +92,7 @@ func dumpPools(b *testing.B, ix *retrieval.Index, corpus string, qs []question, 
 func (q *pool) rr(w [retrieval.NumFeatures]float64) float64 {
 	best := map[string]float64{}
 	for _, r := range q.Rows {
-		var s float64
-		for k := range w {
-			s += w[k] * r.F[k]
-		}
+		s := r.score(w)
 		if v, ok := best[r.File]; !ok || s > v {
 			best[r.File] = s
 		}
@@ -112,19 +118,26 @@ func (q *pool) rr(w [retrieval.NumFeatures]float64) float64 {
 	return 1 / float64(above+1)
 }
 
+// mrr is the MRR under w of the questions of qs that keep keeps, and how
+// many those are.
+func mrr(qs []pool, w [retrieval.NumFeatures]float64, keep func(i int) bool) (float64, int) {
+	var s float64
+	n := 0
+	for i := range qs {
+		if keep(i) {
+			s += qs[i].rr(w)
+			n++
+		}
+	}
+	return s / float64(max(n, 1)), n
+}
+
 // objective is the mean over corpora of the MRR of the questions keep keeps.
 func objective(corpora map[string][]pool, w [retrieval.NumFeatures]float64, keep func(i int) bool) float64 {
 	var sum float64
 	for _, qs := range corpora {
-		var s float64
-		n := 0
-		for i := range qs {
-			if keep(i) {
-				s += qs[i].rr(w)
-				n++
-			}
-		}
-		sum += s / float64(max(n, 1))
+		m, _ := mrr(qs, w, keep)
+		sum += m
 	}
 	return sum / float64(len(corpora))
 }
@@ -174,9 +187,7 @@ func fit(corpora map[string][]pool, start [retrieval.NumFeatures]float64, keep f
 				s := make([]float64, len(q.Rows))
 				top := math.Inf(-1)
 				for j, r := range q.Rows {
-					for k := range w {
-						s[j] += w[k] * r.F[k]
-					}
+					s[j] = r.score(w)
 					top = max(top, s[j])
 				}
 				var zAll, zWant float64
@@ -248,20 +259,13 @@ func TestTrainRerank(t *testing.T) {
 		f.Close()
 		corpora[strings.TrimSuffix(filepath.Base(name), ".jsonl")] = qs
 	}
-	start := [retrieval.NumFeatures]float64{1, 1, 1}
+	var start [retrieval.NumFeatures]float64 = retrieval.IdentityRerank
 	all := func(int) bool { return true }
 	report := func(label string, w [retrieval.NumFeatures]float64, keep func(int) bool) {
 		var parts []string
 		for name, qs := range corpora {
-			var s float64
-			n := 0
-			for i := range qs {
-				if keep(i) {
-					s += qs[i].rr(w)
-					n++
-				}
-			}
-			parts = append(parts, fmt.Sprintf("%s MRR %.3f (%d)", name, s/float64(max(n, 1)), n))
+			m, n := mrr(qs, w, keep)
+			parts = append(parts, fmt.Sprintf("%s MRR %.3f (%d)", name, m, n))
 		}
 		slices.Sort(parts)
 		t.Logf("%s: %s", label, strings.Join(parts, ", "))

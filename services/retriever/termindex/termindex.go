@@ -455,6 +455,15 @@ type Match struct {
 	Lens [NumText]float64
 }
 
+// Text is the groups any text field holds.
+func (m Match) Text() uint64 {
+	var all uint64
+	for _, g := range m.Fields[:NumText] {
+		all |= g
+	}
+	return all
+}
+
 // Matched reports, for each hit, which of the term groups (a question's
 // words, each with its expansions) each text field and the summary hold,
 // and the question's word pairs the summary repeats: which of the

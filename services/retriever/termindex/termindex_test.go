@@ -248,6 +248,9 @@ func TestMatched(t *testing.T) {
 	if out[0].Fields[Doc] != 0b111 || out[0].Fields[Summary] != 0b011 {
 		t.Errorf("a3: doc %b summary %b, want 111 and 11 (split is past the summary)", out[0].Fields[Doc], out[0].Fields[Summary])
 	}
+	if out[0].Text() != 0b111 { // the doc's groups; the summary is not a text field of its own
+		t.Errorf("a3: text %b, want 111", out[0].Text())
+	}
 	if out[0].Pairs != 1 { // merge, then one word, sort: groups 0 and 1 in order
 		t.Errorf("a3: %d pairs, want 1", out[0].Pairs)
 	}
