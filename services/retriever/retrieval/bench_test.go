@@ -32,52 +32,57 @@ type question struct {
 	q      string
 	want   []string
 	symbol string
-	set    int // tuning, oldHeldOut, thirdHeldOut, fifthHeldOut, sixthHeldOut or fresh
+	set    int // tuning, oldHeldOut, a pass's held-out (thirdHeldOut + i) or fresh
 }
 
 // The question sets. The first two passes tuned on two thirds of each
-// corpus's questions file and held out every third question; the third,
-// fifth and sixth passes each held out a fresh file per corpus
-// (thirdHeldOut, fifthHeldOut, sixthHeldOut; docs/retrieval.md numbers the
-// engine pass fourth). All of them have been measured since, so they now
-// join the tuning (reported apart, for continuity). The seventh pass's
-// held-out questions are a new file per corpus (corpus.fresh), written and
-// committed before its tuning, measured only with APTIX_BENCH_FRESH=1.
+// corpus's questions file and held out every third question; the third and
+// each pass from the fifth on held out a fresh file per corpus
+// (corpus.heldOut; docs/retrieval.md numbers the engine pass fourth). All
+// of them have been measured since, so they now join the tuning (reported
+// apart, for continuity). The eighth pass's held-out questions are a new
+// file per corpus (corpus.fresh), written and committed before its tuning,
+// measured only with APTIX_BENCH_FRESH=1.
 const (
 	tuning = iota
 	oldHeldOut
-	thirdHeldOut
-	fifthHeldOut
-	sixthHeldOut
-	fresh
+	thirdHeldOut // then the fifth pass's, the sixth's, the seventh's
+	fresh        = thirdHeldOut + len(passes)
 )
 
-var setNames = [...]string{"tuning", "old held-out", "third-pass held-out", "fifth-pass held-out", "sixth-pass held-out", "fresh held-out"}
+// passes are the passes whose held-out files have joined the tuning.
+var passes = [...]string{"third", "fifth", "sixth", "seventh"}
+
+var setNames = func() (n [fresh + 1]string) {
+	n[tuning], n[oldHeldOut], n[fresh] = "tuning", "old held-out", "fresh held-out"
+	for i, p := range passes {
+		n[thirdHeldOut+i] = p + "-pass held-out"
+	}
+	return n
+}()
 
 // corpus is a codebase the benchmark indexes and the questions asked of it.
 type corpus struct {
 	name      string
 	questions string                              // file under testdata/questions
-	third     string                              // the third pass's held-out questions, idem
-	fifth     string                              // the fifth pass's, idem
-	sixth     string                              // the sixth pass's, idem
+	heldOut   [len(passes)]string                 // the held-out questions of each of passes, idem
 	fresh     string                              // the fresh held-out questions, idem
 	root      func(download bool) (string, error) // the directory to index
 }
 
 var corpora = []corpus{
-	{"stdlib", "stdlib.txt", "stdlib-3.txt", "stdlib-4.txt", "stdlib-5.txt", "stdlib-6.txt", goroot},
-	{"nats-server", "nats-server.txt", "nats-server-3.txt", "nats-server-4.txt", "nats-server-5.txt", "nats-server-6.txt", moduleDir("github.com/nats-io/nats-server/v2")},
+	{"stdlib", "stdlib.txt", [...]string{"stdlib-3.txt", "stdlib-4.txt", "stdlib-5.txt", "stdlib-6.txt"}, "stdlib-7.txt", goroot},
+	{"nats-server", "nats-server.txt", [...]string{"nats-server-3.txt", "nats-server-4.txt", "nats-server-5.txt", "nats-server-6.txt"}, "nats-server-7.txt", moduleDir("github.com/nats-io/nats-server/v2")},
 }
 
 // load reads the corpus's questions, the fresh held-out ones last.
 func (c corpus) load() ([]question, error) {
-	var out []question
-	for _, f := range []struct {
-		name string
-		set  int
-	}{{c.questions, tuning}, {c.third, thirdHeldOut}, {c.fifth, fifthHeldOut}, {c.sixth, sixthHeldOut}, {c.fresh, fresh}} {
-		qs, err := loadQuestions(f.name, f.set)
+	out, err := loadQuestions(c.questions, tuning)
+	if err != nil {
+		return nil, err
+	}
+	for i, name := range append(c.heldOut[:], c.fresh) {
+		qs, err := loadQuestions(name, thirdHeldOut+i)
 		if err != nil {
 			return nil, err
 		}
@@ -416,9 +421,9 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	vary := []func(w *retrieval.Weights){
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Rerank = retrieval.SixthPassRerank }, // the sixth pass's ranking (before the seventh)
-		func(w *retrieval.Weights) { w.Rerank = retrieval.IdentityRerank },  // the fifth pass's ranking (before the sixth)
-		func(w *retrieval.Weights) { w.Pool = 2 },                           // the reranker's pool
+		func(w *retrieval.Weights) { w.Rerank = retrieval.SeventhPassRerank }, // the seventh pass's ranking (before the eighth)
+		func(w *retrieval.Weights) { w.Rerank = retrieval.IdentityRerank },    // the fifth pass's ranking (before the sixth)
+		func(w *retrieval.Weights) { w.Pool = 2 },                             // the reranker's pool
 		func(w *retrieval.Weights) { w.Pool = 8 },
 		func(w *retrieval.Weights) { w.Usage = 0 },
 		func(w *retrieval.Weights) { w.Coord = 0 },

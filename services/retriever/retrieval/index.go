@@ -558,10 +558,15 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 	lang := strings.ToLower(rec.Language)
 	chunks := make([]termindex.Chunk, 0, len(rec.Chunks))
 	pkg, imports := goPackage(rec)
+	var head string
+	if len(rec.Chunks) > 0 {
+		head = rec.Chunks[0].Content
+	}
+	fs := fileShape(rec.Path, head)
 	for _, c := range rec.Chunks {
 		comment := leadingComment(rec.Language, c.Content)
 		sym := symbolWords(c.Symbol)
-		m := &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine, shape: shapeOf(c.Symbol)}
+		m := &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine, shape: shapeOf(c.Symbol) | fs}
 		tc := termindex.Chunk{ID: c.Id, Meta: m}
 		if rec.Language == "Go" {
 			m.use, m.decl = usage.Key(pkg, c.Symbol)

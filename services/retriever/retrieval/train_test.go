@@ -26,7 +26,8 @@ import (
 // by gradient descent on ListNet's loss (fit; APTIX_TRAIN_ASCEND=1 for
 // coordinate ascent on the MRR, which over-fits), an L2 pull of
 // APTIX_TRAIN_L2 (0.001 unless set) towards the plain ranking, reports a
-// two-fold cross-validation and prints the weights as Go.
+// cross-validation over APTIX_TRAIN_FOLDS folds (2 unless set) and prints
+// the weights as Go.
 
 // pool is one question's pool as dumpPools writes it.
 type pool struct {
@@ -166,10 +167,13 @@ func ascend(corpora map[string][]pool, w [retrieval.NumFeatures]float64, keep fu
 	return w
 }
 
-// fit minimises the softmax cross-entropy of the wanted files' hits in
-// each pool (ListNet's top-one loss: smooth, so it generalises better than
-// ascending the MRR itself), each corpus weighing alike, plus an L2 pull
-// towards start, by gradient descent with momentum.
+// fit minimises the softmax cross-entropy of the wanted files in each pool
+// (ListNet's top-one loss: smooth, so it generalises better than ascending
+// the MRR itself), each file by its best hit as the search ranks files
+// (a file's other hits would otherwise weigh in the softmax: cross-validated
+// 0.700 against 0.680 on the standard library, 0.693 alike on nats-server),
+// each corpus weighing alike, plus an L2 pull towards start, by gradient
+// descent with momentum.
 func fit(corpora map[string][]pool, start [retrieval.NumFeatures]float64, keep func(i int) bool, l2 float64) [retrieval.NumFeatures]float64 {
 	w := start
 	var vel [retrieval.NumFeatures]float64
@@ -190,9 +194,18 @@ func fit(corpora map[string][]pool, start [retrieval.NumFeatures]float64, keep f
 					s[j] = r.score(w)
 					top = max(top, s[j])
 				}
+				bestRow := map[string]int{} // each file's best hit: the ranking counts no other
+				for j, r := range q.Rows {
+					if b, ok := bestRow[r.File]; !ok || s[j] > s[b] {
+						bestRow[r.File] = j
+					}
+				}
 				var zAll, zWant float64
 				var eAll, eWant [retrieval.NumFeatures]float64
 				for j, r := range q.Rows {
+					if bestRow[r.File] != j {
+						continue
+					}
 					e := math.Exp(s[j] - top)
 					zAll += e
 					want := slices.Contains(q.Want, r.File)
@@ -235,11 +248,9 @@ func fit(corpora map[string][]pool, start [retrieval.NumFeatures]float64, keep f
 // without them).
 var dropped [retrieval.NumFeatures]bool
 
-func TestTrainRerank(t *testing.T) {
-	dir := os.Getenv("APTIX_TRAIN_POOLS")
-	if dir == "" {
-		t.Skip("APTIX_TRAIN_POOLS names the pools APTIX_BENCH_TRAIN wrote")
-	}
+// loadPools reads the pools dumpPools wrote to dir, by corpus.
+func loadPools(t *testing.T, dir string) map[string][]pool {
+	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	corpora := map[string][]pool{}
 	for _, name := range files {
@@ -259,6 +270,15 @@ func TestTrainRerank(t *testing.T) {
 		f.Close()
 		corpora[strings.TrimSuffix(filepath.Base(name), ".jsonl")] = qs
 	}
+	return corpora
+}
+
+func TestTrainRerank(t *testing.T) {
+	dir := os.Getenv("APTIX_TRAIN_POOLS")
+	if dir == "" {
+		t.Skip("APTIX_TRAIN_POOLS names the pools APTIX_BENCH_TRAIN wrote")
+	}
+	corpora := loadPools(t, dir)
 	var start [retrieval.NumFeatures]float64 = retrieval.IdentityRerank
 	all := func(int) bool { return true }
 	report := func(label string, w [retrieval.NumFeatures]float64, keep func(int) bool) {
@@ -291,13 +311,31 @@ func TestTrainRerank(t *testing.T) {
 		}
 		return fit(corpora, start, keep, l2)
 	}
-	for fold := range 2 {
-		train := func(i int) bool { return i%2 != fold }
-		test := func(i int) bool { return i%2 == fold }
-		w := learn(train)
-		report(fmt.Sprintf("fold %d identity on its test half", fold), start, test)
-		report(fmt.Sprintf("fold %d learned on its test half", fold), w, test)
+	folds := 2
+	if v := os.Getenv("APTIX_TRAIN_FOLDS"); v != "" {
+		var err error
+		if folds, err = strconv.Atoi(v); err != nil || folds < 2 {
+			t.Fatalf("APTIX_TRAIN_FOLDS=%q: want 2 or more", v)
+		}
 	}
+	cv := map[string]float64{} // each corpus's mean over the folds of their held-out part's MRR
+	for fold := range folds {
+		train := func(i int) bool { return i%folds != fold }
+		test := func(i int) bool { return i%folds == fold }
+		w := learn(train)
+		report(fmt.Sprintf("fold %d identity on its held-out part", fold), start, test)
+		report(fmt.Sprintf("fold %d learned on its held-out part", fold), w, test)
+		for name, qs := range corpora {
+			m, _ := mrr(qs, w, test)
+			cv[name] += m / float64(folds)
+		}
+	}
+	var parts []string
+	for name, m := range cv {
+		parts = append(parts, fmt.Sprintf("%s %.3f", name, m))
+	}
+	slices.Sort(parts)
+	t.Logf("cross-validated MRR (%d folds): %s", folds, strings.Join(parts, ", "))
 	w := learn(all)
 	report("learned on all, all", w, all)
 	var b strings.Builder
