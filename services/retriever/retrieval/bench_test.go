@@ -37,7 +37,7 @@ type question struct {
 
 // The question sets. The first two passes tuned on two thirds of each
 // corpus's questions file and held out every third question; the third and
-// each pass from the fifth on held out a fresh file per corpus
+// the fifth to seventh passes held out a fresh file per corpus
 // (corpus.heldOut; docs/retrieval.md numbers the engine pass fourth). All
 // of them have been measured since, so they now join the tuning (reported
 // apart, for continuity). The eighth pass's held-out questions are a new

@@ -562,11 +562,11 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 	if len(rec.Chunks) > 0 {
 		head = rec.Chunks[0].Content
 	}
-	fs := fileShape(rec.Path, head)
+	fs, goos := fileShape(rec.Path, head)
 	for _, c := range rec.Chunks {
 		comment := leadingComment(rec.Language, c.Content)
 		sym := symbolWords(c.Symbol)
-		m := &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine, shape: shapeOf(c.Symbol) | fs}
+		m := &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine, shape: shapeOf(c.Symbol) | fs, goos: goos}
 		tc := termindex.Chunk{ID: c.Id, Meta: m}
 		if rec.Language == "Go" {
 			m.use, m.decl = usage.Key(pkg, c.Symbol)
@@ -607,6 +607,7 @@ type memMeta struct {
 	use, decl                    string // the declaration's keys in the Uses field, see usageFactors
 	shape                        uint8  // shapeFunc, shapeMethod..., see rerank
 	symbolLen                    uint8  // the symbol field's terms, see rerank
+	goos                         uint8  // the operating system its file's name builds it for, see fileShape
 }
 
 // goPackage is the package a Go file declares and the names its imports
