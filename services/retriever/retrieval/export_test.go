@@ -59,6 +59,16 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// EighthPassRerank are the eighth pass's learned weights (6ba64ef), the
+// ranking before the ninth pass's, for the benchmark's grid.
+var EighthPassRerank = features{
+	fScore: 1.24, fLift: 1.59, fPath: 4.55,
+	fSymbol: -0.53, fDoc: -0.61, fSummary: 0.99, fPathWords: 1.96, fContent: 1.14, fAny: 1.55, fAll: -0.51, fSymbolShare: 0.05,
+	fFunc: 0.46, fMethod: -0.27, fType: -1.05, fExported: 0.68, fLines: -0.10,
+	fSameFile: 0.37, fFileAny: 2.09, fFileSummary: 1.99, fPairs: 1.36, fDocLen: 0.07,
+	fLeadSymbol: 0.40, fLeadSummary: 0.06, fGenerated: -3.06, fOtherOS: -2.94,
+}
+
 // SeventhPassRerank are the seventh pass's learned weights (c921a59), the
 // ranking before the eighth pass's, for the benchmark's grid (the eighth
 // pass's two new features weigh 0 in it).

@@ -63,11 +63,11 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 1.24, fLift: 1.59, fPath: 4.55,
-	fSymbol: -0.53, fDoc: -0.61, fSummary: 0.99, fPathWords: 1.96, fContent: 1.14, fAny: 1.55, fAll: -0.51, fSymbolShare: 0.05,
-	fFunc: 0.46, fMethod: -0.27, fType: -1.05, fExported: 0.68, fLines: -0.10,
-	fSameFile: 0.37, fFileAny: 2.09, fFileSummary: 1.99, fPairs: 1.36, fDocLen: 0.07,
-	fLeadSymbol: 0.40, fLeadSummary: 0.06, fGenerated: -3.06, fOtherOS: -2.94,
+	fScore: 0.99, fLift: 1.33, fPath: 4.63,
+	fSymbol: -0.61, fDoc: -0.27, fSummary: 0.92, fPathWords: 2.02, fContent: 1.63, fAny: 1.93, fAll: -0.67, fSymbolShare: -0.01,
+	fFunc: 0.57, fMethod: -0.25, fType: -0.71, fExported: 0.83, fLines: -0.14,
+	fSameFile: 0.40, fFileAny: 2.23, fFileSummary: 2.14, fPairs: 1.56, fDocLen: 0.01,
+	fLeadSymbol: 0.42, fLeadSummary: 0, fGenerated: -2.91, fOtherOS: -2.81,
 }
 
 // Shapes of a declaration, in memMeta.shape.
