@@ -67,7 +67,7 @@ var learnedRerank = features{
 	fSymbol: -0.61, fDoc: -0.27, fSummary: 0.92, fPathWords: 2.02, fContent: 1.63, fAny: 1.93, fAll: -0.67, fSymbolShare: -0.01,
 	fFunc: 0.57, fMethod: -0.25, fType: -0.71, fExported: 0.83, fLines: -0.14,
 	fSameFile: 0.40, fFileAny: 2.23, fFileSummary: 2.14, fPairs: 1.56, fDocLen: 0.01,
-	fLeadSymbol: 0.42, fLeadSummary: 0, fGenerated: -2.91, fOtherOS: -2.81,
+	fLeadSymbol: 0.42, fGenerated: -2.91, fOtherOS: -2.81,
 }
 
 // Shapes of a declaration, in memMeta.shape.
