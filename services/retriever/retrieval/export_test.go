@@ -59,6 +59,16 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// NinthPassRerank are the ninth pass's learned weights (798504b), the
+// ranking before the tenth pass's, for the benchmark's grid.
+var NinthPassRerank = features{
+	fScore: 0.99, fLift: 1.33, fPath: 4.63,
+	fSymbol: -0.61, fDoc: -0.27, fSummary: 0.92, fPathWords: 2.02, fContent: 1.63, fAny: 1.93, fAll: -0.67, fSymbolShare: -0.01,
+	fFunc: 0.57, fMethod: -0.25, fType: -0.71, fExported: 0.83, fLines: -0.14,
+	fSameFile: 0.40, fFileAny: 2.23, fFileSummary: 2.14, fPairs: 1.56, fDocLen: 0.01,
+	fLeadSymbol: 0.42, fGenerated: -2.91, fOtherOS: -2.81,
+}
+
 // EighthPassRerank are the eighth pass's learned weights (6ba64ef), the
 // ranking before the ninth pass's, for the benchmark's grid.
 var EighthPassRerank = features{
