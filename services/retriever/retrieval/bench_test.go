@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -558,8 +559,9 @@ func measure(b *testing.B, ix *retrieval.Index, workspace string, qs []question,
 			name = setNames[i]
 		}
 		if n := float64(s.n); n > 0 {
-			fmt.Fprintf(os.Stderr, "  %s (%d): recall@5 %.3f recall@10 %.3f MRR %.3f nDCG@10 %.3f symbol@10 %.3f\n", name, s.n,
-				float64(s.at5)/n, float64(s.at10)/n, s.rr/n, s.ndcg/n, float64(s.sym)/n)
+			r10, mrr := s.interval()
+			fmt.Fprintf(os.Stderr, "  %s (%d): recall@5 %.3f recall@10 %.3f %s MRR %.3f %s nDCG@10 %.3f symbol@10 %.3f\n", name, s.n,
+				float64(s.at5)/n, float64(s.at10)/n, r10, s.rr/n, mrr, s.ndcg/n, float64(s.sym)/n)
 		}
 	}
 }
@@ -572,13 +574,45 @@ type tally struct {
 	n, at5, at10, sym int
 	rr, ndcg          float64
 	misses            []string
+	rrs               []float64 // each question's reciprocal rank (0 for a miss), for interval
+}
+
+// interval is the 95% bootstrap interval of the set's recall@10 and MRR
+// (2,000 resamples of its questions, a fixed seed): a set of 50 or 100
+// questions is a sample, and a change smaller than its interval is not
+// shown by it.
+func (s *tally) interval() (recall10, mrr string) {
+	if len(s.rrs) < 2 {
+		return "", ""
+	}
+	const resamples = 2000
+	rng := rand.New(rand.NewPCG(1, 2))
+	var recalls, mrrs []float64
+	for range resamples {
+		var hit, rr float64
+		for range s.rrs {
+			v := s.rrs[rng.IntN(len(s.rrs))]
+			rr += v
+			if v > 0 {
+				hit++
+			}
+		}
+		n := float64(len(s.rrs))
+		recalls, mrrs = append(recalls, hit/n), append(mrrs, rr/n)
+	}
+	slices.Sort(recalls)
+	slices.Sort(mrrs)
+	lo, hi := int(0.025*resamples), int(0.975*resamples)-1
+	return fmt.Sprintf("[%.2f–%.2f]", recalls[lo], recalls[hi]), fmt.Sprintf("[%.2f–%.2f]", mrrs[lo], mrrs[hi])
 }
 
 // add counts q's answer res and returns its rank (0-based, -1 for a miss).
 func (s *tally) add(q question, res contracts.Retrieval) int {
 	s.n++
 	rank := slices.IndexFunc(res.Chunks, func(c contracts.RagChunk) bool { return slices.Contains(q.want, c.Path) })
+	s.rrs = append(s.rrs, 0)
 	if rank >= 0 {
+		s.rrs[len(s.rrs)-1] = 1 / float64(rank+1)
 		s.at10++
 		if rank < 5 {
 			s.at5++

@@ -21,37 +21,40 @@ import (
 // benchmark's tuning questions (bench_test.go, APTIX_BENCH_TRAIN) and kept
 // in weights.Rerank.
 const (
-	fScore       = iota // ln of the BM25F score (the package bonus, the active-file and repo boosts included)
-	fLift               // ln of the usage lift (usageFactors)
-	fPath               // ln of the path factor (pathFactor)
-	fSymbol             // share of the question's words the symbol holds, each word weighed by its idf
-	fDoc                // idem, the doc comment
-	fSummary            // idem, the doc comment's first sentence (summarySpan: after a licence header)
-	fPathWords          // idem, the path
-	fContent            // idem, the text
-	fAny                // idem, any field
-	fAll                // 1 when every word is held somewhere
-	fSymbolShare        // share of the symbol's terms (its words and the whole identifier) the question holds
-	fFunc               // a function (no receiver)
-	fMethod             // a method
-	fType               // a type declaration
-	fExported           // what it declares is exported
-	fLines              // ln of its length in lines
-	fSameFile           // ln(1 + other hits of the pool in the same file)
-	fFileAny            // share of the question's words the pool's hits of the same file hold together
-	fFileSummary        // idem, in their doc comments' first sentences
-	fPairs              // share of the question's consecutive word pairs its doc comment's first sentence repeats in order
-	fDocLen             // ln(1 + the doc comment's length in terms)
-	fLeadSymbol         // the question's first term (after stop words and common words; mostly its verb: split, parse, read) is in the symbol
-	fLeadSummary        // idem, in the doc comment's first sentence
-	fGenerated          // its file says it is generated ("Code generated ... DO NOT EDIT.")
-	fOtherOS            // its file builds for one operating system only, not Linux, that the question does not name (x_windows.go, x_plan9.go)
+	fScore         = iota // ln of the BM25F score (the package bonus, the active-file and repo boosts included)
+	fLift                 // ln of the usage lift (usageFactors)
+	fPath                 // ln of the path factor (pathFactor)
+	fSymbol               // share of the question's words the symbol holds, each word weighed by its idf
+	fDoc                  // idem, the doc comment
+	fSummary              // idem, the doc comment's first sentence (summarySpan: after a licence header)
+	fPathWords            // idem, the path
+	fContent              // idem, the text
+	fAny                  // idem, any field
+	fAll                  // 1 when every word is held somewhere
+	fSymbolShare          // share of the symbol's terms (its words and the whole identifier) the question holds
+	fFunc                 // a function (no receiver)
+	fMethod               // a method
+	fType                 // a type declaration
+	fExported             // what it declares is exported
+	fLines                // ln of its length in lines
+	fSameFile             // ln(1 + other hits of the pool in the same file)
+	fFileAny              // share of the question's words the pool's hits of the same file hold together
+	fFileSummary          // idem, in their doc comments' first sentences
+	fPairs                // share of the question's consecutive word pairs its doc comment's first sentence repeats in order
+	fDocLen               // ln(1 + the doc comment's length in terms)
+	fLeadSymbol           // the question's first term (after stop words and common words; mostly its verb: split, parse, read) is in the symbol
+	fLeadSummary          // idem, in the doc comment's first sentence
+	fGenerated            // its file says it is generated ("Code generated ... DO NOT EDIT.")
+	fOtherOS              // its file builds for one operating system only, not Linux, that the question does not name (x_windows.go, x_plan9.go)
+	fAnyOfBest            // fAny divided by the pool's best fAny: how close it comes to the hit that holds most of the question
+	fSummaryOfBest        // idem, fSummary
+	fFileAnyOfBest        // idem, fFileAny
 	numFeatures
 )
 
 // featureNames name the features in weights.Rerank's order, for the
 // benchmark's training output.
-var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS"}
+var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest"}
 
 // features is one hit's feature vector; weights.Rerank is one of them too.
 type features [numFeatures]float64
@@ -63,11 +66,12 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.99, fLift: 1.33, fPath: 4.63,
-	fSymbol: -0.61, fDoc: -0.27, fSummary: 0.92, fPathWords: 2.02, fContent: 1.63, fAny: 1.93, fAll: -0.67, fSymbolShare: -0.01,
-	fFunc: 0.57, fMethod: -0.25, fType: -0.71, fExported: 0.83, fLines: -0.14,
-	fSameFile: 0.40, fFileAny: 2.23, fFileSummary: 2.14, fPairs: 1.56, fDocLen: 0.01,
-	fLeadSymbol: 0.42, fGenerated: -2.91, fOtherOS: -2.81,
+	fScore: 0.91, fLift: 1.36, fPath: 4.55,
+	fSymbol: -0.62, fDoc: -0.58, fSummary: -0.03, fPathWords: 1.98, fContent: 0.37, fAny: 0.44, fAll: -0.35, fSymbolShare: -0.05,
+	fFunc: 0.59, fMethod: -0.07, fType: -0.63, fExported: 0.9, fLines: -0.19,
+	fSameFile: 0.37, fFileAny: 0.81, fFileSummary: 1.73, fPairs: 1.39, fDocLen: 0.08,
+	fLeadSymbol: -0.06, fLeadSummary: 0.3, fGenerated: -2.72, fOtherOS: -2.65,
+	fAnyOfBest: 1.86, fSummaryOfBest: 1.07, fFileAnyOfBest: 1.67,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -272,6 +276,14 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		e.summary |= matched[i].Fields[termindex.Summary]
 		perFile[file] = e
 	}
+	var best features // the pool's best of each of the *OfBest features' bases
+	for i := range hits {
+		best[fAny] = max(best[fAny], share(matched[i].Text()))
+		best[fSummary] = max(best[fSummary], share(matched[i].Fields[termindex.Summary]))
+	}
+	for _, e := range perFile {
+		best[fFileAny] = max(best[fFileAny], share(e.any))
+	}
 	all := uint64(1)<<len(groups) - 1
 	named := namedOS(groups)
 	out := make([]float64, len(hits))
@@ -314,6 +326,11 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		if len(groups) > 1 {
 			f[fPairs] = float64(matched[i].Pairs) / float64(len(groups)-1)
 		}
+		for _, r := range ofBest {
+			if best[r.of] > 0 {
+				f[r.feature] = f[r.of] / best[r.of]
+			}
+		}
 		if tracePool != nil {
 			tracePool(m.file, f)
 		}
@@ -325,6 +342,14 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 	}
 	return out
 }
+
+// ofBest are the features that divide another by the pool's best value of
+// it. A share of the question's words says how much of the question a hit
+// holds; the same share read against the pool's best says whether another
+// hit holds more. When every hit misses the question's main word (it is
+// said in other words), the best may hold half of it, and that half then
+// counts as a whole question.
+var ofBest = [...]struct{ feature, of int }{{fAnyOfBest, fAny}, {fSummaryOfBest, fSummary}, {fFileAnyOfBest, fFileAny}}
 
 // tracePool, when set, is handed each pool hit's file and features: the
 // benchmark's training reads the pools through it.

@@ -137,6 +137,7 @@ func TestRerankerWeighsTheFeatures(t *testing.T) {
 	}
 	mutated := learnedRerank
 	mutated[fSummary], mutated[fFileSummary], mutated[fAny], mutated[fFileAny], mutated[fContent] = 0, 0, 0, 0, 0
+	mutated[fAnyOfBest], mutated[fSummaryOfBest], mutated[fFileAnyOfBest] = 0, 0, 0 // the same shares, against the pool's best
 	if got := ask(mutated); got != "clock/time.go" {
 		t.Errorf("without the coverage features %s is first: the test does not see them", got)
 	}
@@ -213,6 +214,9 @@ func TestRerankFeatures(t *testing.T) {
 		{"split: generated", split[fGenerated], 0},
 		{"wide: other OS", wide[fOtherOS], 1}, // the question does not name Windows
 		{"table: generated", table[fGenerated], 1},
+		{"split: any of best", split[fAnyOfBest], 1}, // it holds the most of the question
+		{"split: summary of best", split[fSummaryOfBest], 1},
+		{"split: file's any of best", split[fFileAnyOfBest], 1},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -220,6 +224,9 @@ func TestRerankFeatures(t *testing.T) {
 	}
 	if s := count[fSummary]; s <= 0 || s >= 1 {
 		t.Errorf("count: summary share %v, want between 0 and 1 (line and words, not split)", s)
+	}
+	if r := count[fAnyOfBest]; r != count[fAny]/split[fAny] || r <= 0 || r >= 1 {
+		t.Errorf("count: any of best %v, want its share %v over split's %v", r, count[fAny], split[fAny])
 	}
 	clear(got)
 	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "split the words of a line on Windows"})
