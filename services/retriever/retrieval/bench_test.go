@@ -394,8 +394,9 @@ func benchCorpus(b *testing.B, c corpus) {
 		metric := strings.ReplaceAll(name, " ", "-") // a unit has no space
 		b.ReportMetric(float64(s.at10)/n, metric+"_recall@10")
 		b.ReportMetric(s.rr/n, metric+"_MRR")
-		fmt.Fprintf(os.Stderr, "%s %s (%d questions): recall@5 %.3f, recall@10 %.3f, MRR %.3f, nDCG@10 %.3f, symbol@10 %.3f\n",
-			c.name, name, s.n, float64(s.at5)/n, float64(s.at10)/n, s.rr/n, s.ndcg/n, float64(s.sym)/n)
+		r10, mrr := s.interval()
+		fmt.Fprintf(os.Stderr, "%s %s (%d questions): recall@5 %.3f, recall@10 %.3f%s, MRR %.3f%s, nDCG@10 %.3f, symbol@10 %.3f\n",
+			c.name, name, s.n, float64(s.at5)/n, float64(s.at10)/n, r10, s.rr/n, mrr, s.ndcg/n, float64(s.sym)/n)
 		for _, m := range s.misses {
 			fmt.Fprintln(os.Stderr, m)
 		}
@@ -456,13 +457,21 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	}
 	withFresh := os.Getenv("APTIX_BENCH_FRESH") != ""
 	verbose := os.Getenv("APTIX_BENCH_VERBOSE") != ""
+	var first *splitTallies // the first setting's cold answers: the others are paired with them
 	for _, v := range vary {
 		w := base
 		v(&w)
 		retrieval.SetWeights(w)
 		ix.ResetCaches()
 		for pass := range 2 { // cold (per-term caches empty), then warm
-			measure(b, ix, workspace, qs, withFresh && pass == 0, verbose && pass == 0 && w.Related > 0, fmt.Sprintf("grid %s %+v pass %d", workspace, w, pass))
+			var against *splitTallies
+			if pass == 0 {
+				against = first
+			}
+			splits := measure(b, ix, workspace, qs, withFresh && pass == 0, verbose && pass == 0 && w.Related > 0, fmt.Sprintf("grid %s %+v pass %d", workspace, w, pass), against)
+			if first == nil {
+				first = &splits
+			}
 		}
 	}
 }
@@ -509,7 +518,7 @@ func engines(b *testing.B, ix *retrieval.Index, workspace string, qs []question)
 			ix.ResetCaches()
 			name := map[bool]string{false: "bleve", true: "termindex"}[mem]
 			for pass := range 2 {
-				measure(b, ix, workspace, qs, withFresh && pass == 0, false, fmt.Sprintf("engine %s %s round %d pass %d", workspace, name, round, pass))
+				measure(b, ix, workspace, qs, withFresh && pass == 0, false, fmt.Sprintf("engine %s %s round %d pass %d", workspace, name, round, pass), nil)
 			}
 		}
 	}
@@ -520,8 +529,7 @@ func engines(b *testing.B, ix *retrieval.Index, workspace string, qs []question)
 // prints the relevance figures per set, the latency of the tuning
 // questions' searches and the CPU a search. verbose prints each question's
 // rank and expansions.
-func measure(b *testing.B, ix *retrieval.Index, workspace string, qs []question, withFresh, verbose bool, label string) {
-	var splits [len(setNames) + 1]tally // the last: tuning and old held-out together
+func measure(b *testing.B, ix *retrieval.Index, workspace string, qs []question, withFresh, verbose bool, label string, against *splitTallies) (splits splitTallies) {
 	var lat []time.Duration
 	searches := 0
 	cpu0 := cpuTime()
@@ -560,11 +568,20 @@ func measure(b *testing.B, ix *retrieval.Index, workspace string, qs []question,
 		}
 		if n := float64(s.n); n > 0 {
 			r10, mrr := s.interval()
-			fmt.Fprintf(os.Stderr, "  %s (%d): recall@5 %.3f recall@10 %.3f %s MRR %.3f %s nDCG@10 %.3f symbol@10 %.3f\n", name, s.n,
-				float64(s.at5)/n, float64(s.at10)/n, r10, s.rr/n, mrr, s.ndcg/n, float64(s.sym)/n)
+			vs := ""
+			if against != nil {
+				vs = "; against the grid's first: " + s.paired(&against[i])
+			}
+			fmt.Fprintf(os.Stderr, "  %s (%d): recall@5 %.3f recall@10 %.3f%s MRR %.3f%s nDCG@10 %.3f symbol@10 %.3f%s\n", name, s.n,
+				float64(s.at5)/n, float64(s.at10)/n, r10, s.rr/n, mrr, s.ndcg/n, float64(s.sym)/n, vs)
 		}
 	}
+	return splits
 }
+
+// splitTallies are measure's tallies: one a set, the last the tuning and
+// old held-out questions together.
+type splitTallies [len(setNames) + 1]tally
 
 // tally adds up one set's answers: a question is answered at rank r when
 // the r-th returned chunk lies in one of its files (recall@5/10, MRR and
@@ -577,33 +594,57 @@ type tally struct {
 	rrs               []float64 // each question's reciprocal rank (0 for a miss), for interval
 }
 
-// interval is the 95% bootstrap interval of the set's recall@10 and MRR
-// (2,000 resamples of its questions, a fixed seed): a set of 50 or 100
-// questions is a sample, and a change smaller than its interval is not
-// shown by it.
+// interval is the 95% bootstrap interval of the set's recall@10 and MRR,
+// each with a leading space, or "" for fewer than two questions: a set
+// of 50 or 100 questions is a sample, and a change smaller than its
+// interval is not shown by it.
 func (s *tally) interval() (recall10, mrr string) {
 	if len(s.rrs) < 2 {
 		return "", ""
 	}
+	r := bootstrap(len(s.rrs), func(i int) float64 { // answered in the top 10
+		if s.rrs[i] > 0 {
+			return 1
+		}
+		return 0
+	})
+	m := bootstrap(len(s.rrs), func(i int) float64 { return s.rrs[i] })
+	return fmt.Sprintf(" [%.2f–%.2f]", r[0], r[1]), fmt.Sprintf(" [%.2f–%.2f]", m[0], m[1])
+}
+
+// paired is the difference of MRR between two rankings' answers to the
+// same questions (s minus base, question by question) and its 95%
+// bootstrap interval: the questions are resampled once for both sides,
+// so a set's easy and hard questions do not widen it as they widen each
+// side's own interval.
+func (s *tally) paired(base *tally) string {
+	if len(s.rrs) < 2 || len(base.rrs) != len(s.rrs) {
+		return ""
+	}
+	var d float64
+	for i := range s.rrs {
+		d += s.rrs[i] - base.rrs[i]
+	}
+	ci := bootstrap(len(s.rrs), func(i int) float64 { return s.rrs[i] - base.rrs[i] })
+	return fmt.Sprintf("MRR %+.3f [%+.3f–%+.3f]", d/float64(len(s.rrs)), ci[0], ci[1])
+}
+
+// bootstrap is the 95% percentile interval of the mean of v(i) over n
+// questions, from 2,000 resamples with a fixed seed (the same run prints
+// the same interval).
+func bootstrap(n int, v func(i int) float64) [2]float64 {
 	const resamples = 2000
 	rng := rand.New(rand.NewPCG(1, 2))
-	var recalls, mrrs []float64
-	for range resamples {
-		var hit, rr float64
-		for range s.rrs {
-			v := s.rrs[rng.IntN(len(s.rrs))]
-			rr += v
-			if v > 0 {
-				hit++
-			}
+	means := make([]float64, resamples)
+	for k := range means {
+		var sum float64
+		for range n {
+			sum += v(rng.IntN(n))
 		}
-		n := float64(len(s.rrs))
-		recalls, mrrs = append(recalls, hit/n), append(mrrs, rr/n)
+		means[k] = sum / float64(n)
 	}
-	slices.Sort(recalls)
-	slices.Sort(mrrs)
-	lo, hi := int(0.025*resamples), int(0.975*resamples)-1
-	return fmt.Sprintf("[%.2f–%.2f]", recalls[lo], recalls[hi]), fmt.Sprintf("[%.2f–%.2f]", mrrs[lo], mrrs[hi])
+	slices.Sort(means)
+	return [2]float64{means[int(0.025*resamples)], means[int(0.975*resamples)-1]}
 }
 
 // add counts q's answer res and returns its rank (0-based, -1 for a miss).
@@ -626,4 +667,28 @@ func (s *tally) add(q question, res contracts.Retrieval) int {
 		s.sym++
 	}
 	return rank
+}
+
+// TestBootstrap: the intervals the benchmark prints hold the mean, are
+// empty for a constant, and a ranking paired with itself differs by 0.
+func TestBootstrap(t *testing.T) {
+	if ci := bootstrap(5, func(int) float64 { return 0.5 }); ci != [2]float64{0.5, 0.5} {
+		t.Errorf("a constant's interval %v, want [0.5 0.5]", ci)
+	}
+	s := tally{rrs: []float64{1, 0.5, 0, 1, 0.25, 0, 1, 1, 0.2, 0.1}}
+	ci := bootstrap(len(s.rrs), func(i int) float64 { return s.rrs[i] })
+	if mean := 0.505; ci[0] >= mean || ci[1] <= mean || ci[0] < 0 || ci[1] > 1 {
+		t.Errorf("interval %v does not hold the mean %v within [0, 1]", ci, mean)
+	}
+	if ci != bootstrap(len(s.rrs), func(i int) float64 { return s.rrs[i] }) {
+		t.Error("two runs give two intervals: the seed is not fixed")
+	}
+	if got := s.paired(&s); got != "MRR +0.000 [+0.000–+0.000]" {
+		t.Errorf("paired with itself: %q", got)
+	}
+	better := tally{rrs: slices.Clone(s.rrs)}
+	better.rrs[2] = 1 // one miss found first
+	if got := better.paired(&s); got != "MRR +0.100 [+0.000–+0.300]" {
+		t.Errorf("one question of ten from a miss to the first: %q", got)
+	}
 }

@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -227,6 +228,17 @@ func TestRerankFeatures(t *testing.T) {
 	}
 	if r := count[fAnyOfBest]; r != count[fAny]/split[fAny] || r <= 0 || r >= 1 {
 		t.Errorf("count: any of best %v, want its share %v over split's %v", r, count[fAny], split[fAny])
+	}
+	clear(got)
+	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "split the words of a line into zebras"}) // a word no chunk holds
+	split, count = got["split/words.go"], got["count/count.go"]
+	for _, r := range ofBest {
+		if split[r.of] <= 0 || split[r.of] >= 1 || split[r.feature] != 1 {
+			t.Errorf("feature %s: split holds %v of a question with a word no chunk holds, its %s %v: want the best's 1", featureNames[r.of], split[r.of], featureNames[r.feature], split[r.feature])
+		}
+	}
+	if count[fAnyOfBest] <= count[fAny] || math.Abs(count[fAnyOfBest]-count[fAny]/split[fAny]) > 1e-12 {
+		t.Errorf("count: any of best %v, want its share %v over split's %v", count[fAnyOfBest], count[fAny], split[fAny])
 	}
 	clear(got)
 	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "split the words of a line on Windows"})
