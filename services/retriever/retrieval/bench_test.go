@@ -596,8 +596,8 @@ type tally struct {
 
 // interval is the 95% bootstrap interval of the set's recall@10 and MRR,
 // each with a leading space, or "" for fewer than two questions: a set
-// of 50 or 100 questions is a sample, and a change smaller than its
-// interval is not shown by it.
+// of 50 or 100 questions is a sample, and its figures are known only to
+// within their intervals (paired compares two rankings).
 func (s *tally) interval() (recall10, mrr string) {
 	if len(s.rrs) < 2 {
 		return "", ""

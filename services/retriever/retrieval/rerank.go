@@ -276,20 +276,13 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		e.summary |= matched[i].Fields[termindex.Summary]
 		perFile[file] = e
 	}
-	var best features // the pool's best of each of the *OfBest features' bases
-	for i := range hits {
-		best[fAny] = max(best[fAny], share(matched[i].Text()))
-		best[fSummary] = max(best[fSummary], share(matched[i].Fields[termindex.Summary]))
-	}
-	for _, e := range perFile {
-		best[fFileAny] = max(best[fFileAny], share(e.any))
-	}
 	all := uint64(1)<<len(groups) - 1
 	named := namedOS(groups)
-	out := make([]float64, len(hits))
+	fs := make([]features, len(hits))
+	var best features // the pool's best of each of ofBest's bases
 	for i, h := range hits {
 		m := h.Meta.(*memMeta)
-		var f features
+		f := &fs[i]
 		f[fScore] = math.Log(max(h.Score, 1e-9))
 		f[fLift] = math.Log(lift[i])
 		f[fPath] = math.Log(factor(m.file))
@@ -327,12 +320,19 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 			f[fPairs] = float64(matched[i].Pairs) / float64(len(groups)-1)
 		}
 		for _, r := range ofBest {
+			best[r.of] = max(best[r.of], f[r.of])
+		}
+	}
+	out := make([]float64, len(hits))
+	for i, h := range hits { // the pool's best known, the ratios, then the score
+		f := &fs[i]
+		for _, r := range ofBest {
 			if best[r.of] > 0 {
 				f[r.feature] = f[r.of] / best[r.of]
 			}
 		}
 		if tracePool != nil {
-			tracePool(m.file, f)
+			tracePool(h.Meta.(*memMeta).file, *f)
 		}
 		var s float64
 		for k, w := range weights.Rerank {
