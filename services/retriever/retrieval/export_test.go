@@ -59,6 +59,17 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// TenthPassRerank are the tenth pass's learned weights (b11fd7f), the
+// ranking before the eleventh pass's, for the benchmark's grid.
+var TenthPassRerank = features{
+	fScore: 0.91, fLift: 1.36, fPath: 4.55,
+	fSymbol: -0.62, fDoc: -0.58, fSummary: -0.03, fPathWords: 1.98, fContent: 0.37, fAny: 0.44, fAll: -0.35, fSymbolShare: -0.05,
+	fFunc: 0.59, fMethod: -0.07, fType: -0.63, fExported: 0.9, fLines: -0.19,
+	fSameFile: 0.37, fFileAny: 0.81, fFileSummary: 1.73, fPairs: 1.39, fDocLen: 0.08,
+	fLeadSymbol: -0.06, fLeadSummary: 0.3, fGenerated: -2.72, fOtherOS: -2.65,
+	fAnyOfBest: 1.86, fSummaryOfBest: 1.07, fFileAnyOfBest: 1.67,
+}
+
 // NinthPassRerank are the ninth pass's learned weights (798504b), the
 // ranking before the tenth pass's, for the benchmark's grid.
 var NinthPassRerank = features{
