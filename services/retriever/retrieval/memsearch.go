@@ -126,10 +126,10 @@ func memQuery(req contracts.AgentExecuteRequest, scope, workspace string, filter
 	if weights.Package > 0 {
 		first = &termindex.FirstPass{
 			Filters: append(scoped, termindex.Filter{Field: termindex.Kind, Values: []string{kindPackageDoc}}),
-			K:       maxPackages,
+			K:       packagePool,
 			Should: func(hits []termindex.Hit) []termindex.Should {
 				var dirs []string
-				for _, h := range hits {
+				for _, h := range hits[:min(len(hits), maxPackages)] {
 					if d := path.Dir(h.Meta.(*memMeta).file); !slices.Contains(dirs, d) {
 						dirs = append(dirs, d)
 					}
@@ -158,6 +158,14 @@ var memAvgLength func(field string) float64
 // are divided by the best one.
 func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor func(path string) float64, terms []string, exps []expansion, active []string) ([]candidate, error) {
 	keep := ix.o.K * candidatesPerHit
+	var pkgs []termindex.Hit // the first pass's package docs, best first: the reranker reads them (packageEvidence)
+	if first != nil {
+		should := first.Should
+		first.Should = func(hits []termindex.Hit) []termindex.Should {
+			pkgs = slices.Clone(hits)
+			return should(hits)
+		}
+	}
 	hits := ix.mem.Search(q, first, keep*max(weights.Pool, 1))
 	if len(hits) == 0 {
 		return nil, nil
@@ -170,7 +178,7 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 	} else {
 		groups, idf := ix.termGroups(terms, exps)
 		top := 0.0
-		for i, s := range ix.rerank(hits, lift, factor, groups, idf) {
+		for i, s := range ix.rerank(hits, lift, factor, groups, idf, pkgs) {
 			hits[i].Score, top = s, max(top, s)
 		}
 		// The request's active files come first, as the query's boost

@@ -49,12 +49,16 @@ const (
 	fAnyOfBest            // fAny divided by the pool's best fAny: how close it comes to the hit that holds most of the question
 	fSummaryOfBest        // idem, fSummary
 	fFileAnyOfBest        // idem, fFileAny
+	fPkgRank              // 1 / the rank of the hit's package among the package docs the question matches best (packages), 0 beyond packagePool
+	fPkgAny               // share of the question's words the hit's package doc holds, each word weighed by its idf
+	fPkgSummary           // idem, in the package doc's first sentence
+	fPkgPairs             // share of the question's consecutive word pairs the package doc's first sentence repeats in order
 	numFeatures
 )
 
 // featureNames name the features in weights.Rerank's order, for the
 // benchmark's training output.
-var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest"}
+var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs"}
 
 // features is one hit's feature vector; weights.Rerank is one of them too.
 type features [numFeatures]float64
@@ -66,12 +70,13 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.91, fLift: 1.36, fPath: 4.55,
-	fSymbol: -0.62, fDoc: -0.58, fSummary: -0.03, fPathWords: 1.98, fContent: 0.37, fAny: 0.44, fAll: -0.35, fSymbolShare: -0.05,
-	fFunc: 0.59, fMethod: -0.07, fType: -0.63, fExported: 0.9, fLines: -0.19,
-	fSameFile: 0.37, fFileAny: 0.81, fFileSummary: 1.73, fPairs: 1.39, fDocLen: 0.08,
-	fLeadSymbol: -0.06, fLeadSummary: 0.3, fGenerated: -2.72, fOtherOS: -2.65,
-	fAnyOfBest: 1.86, fSummaryOfBest: 1.07, fFileAnyOfBest: 1.67,
+	fScore: 1.06, fLift: 1.3, fPath: 4.65,
+	fSymbol: -0.62, fDoc: -0.6, fSummary: -0.26, fPathWords: 1.83, fContent: 0.36, fAny: 0.38, fAll: -0.56, fSymbolShare: -0.25,
+	fFunc: 0.54, fMethod: -0.08, fType: -0.64, fExported: 0.9, fLines: -0.16,
+	fSameFile: 0.32, fFileAny: 0.78, fFileSummary: 1.67, fPairs: 1.31, fDocLen: 0.01,
+	fLeadSymbol: -0.05, fLeadSummary: 0.36, fGenerated: -2.54, fOtherOS: -2.55,
+	fAnyOfBest: 1.93, fSummaryOfBest: 1.14, fFileAnyOfBest: 1.67,
+	fPkgRank: -0.74, fPkgAny: 2.22, fPkgSummary: 1.63, fPkgPairs: 1.02,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -245,10 +250,12 @@ func (ix *Index) termGroups(terms []string, exps []expansion) (groups [][]string
 // rerank rescores hits (their Score the BM25F score, lift and path factor
 // given apart) as weights.Rerank's weighted sum of their features, and
 // returns the new scores, exp of the sum so they stay positive: with the
-// identity weights, the factored score itself.
-func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path string) float64, groups [][]string, idf []float64) []float64 {
+// identity weights, the factored score itself. pkgs are the package docs
+// the question matched best, best first (the search's first pass).
+func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path string) float64, groups [][]string, idf []float64, pkgs []termindex.Hit) []float64 {
 	matched := make([]termindex.Match, len(hits))
 	ix.mem.Matched(hits, groups, matched)
+	byDir := ix.packageEvidence(pkgs, groups)
 	var total float64
 	for _, w := range idf {
 		total += w
@@ -319,6 +326,14 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		if len(groups) > 1 {
 			f[fPairs] = float64(matched[i].Pairs) / float64(len(groups)-1)
 		}
+		if p, ok := byDir[path.Dir(m.file)]; ok {
+			f[fPkgRank] = 1 / float64(p.rank)
+			f[fPkgAny] = share(p.any)
+			f[fPkgSummary] = share(p.summary)
+			if len(groups) > 1 {
+				f[fPkgPairs] = float64(p.pairs) / float64(len(groups)-1)
+			}
+		}
 		for _, r := range ofBest {
 			best[r.of] = max(best[r.of], f[r.of])
 		}
@@ -341,6 +356,39 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		out[i] = math.Exp(s)
 	}
 	return out
+}
+
+// packageEvidence is what each package doc of pkgs (best first) holds of
+// the question, by the package's directory: its rank among them, the
+// question's words it holds (bits of groups) in any field and in its first
+// sentence, and the word pairs that sentence repeats. A package's doc says
+// what the package is for in words its declarations need not repeat
+// ("Package heap provides heap operations ... a priority queue"); the
+// search's package boost (step 5 of docs/retrieval.md) adds a bonus to
+// the best three packages' chunks inside the BM25F score, where the
+// reranker cannot tell it apart, and says nothing of how much of the
+// question the doc holds.
+func (ix *Index) packageEvidence(pkgs []termindex.Hit, groups [][]string) map[string]pkgEvidence {
+	if len(pkgs) == 0 {
+		return nil
+	}
+	m := make([]termindex.Match, len(pkgs))
+	ix.mem.Matched(pkgs, groups, m)
+	byDir := make(map[string]pkgEvidence, len(pkgs))
+	for i, h := range pkgs {
+		d := path.Dir(h.Meta.(*memMeta).file)
+		if _, ok := byDir[d]; ok {
+			continue // a second doc of the same package ranks below its first
+		}
+		byDir[d] = pkgEvidence{rank: len(byDir) + 1, any: m[i].Text(), summary: m[i].Fields[termindex.Summary], pairs: m[i].Pairs}
+	}
+	return byDir
+}
+
+type pkgEvidence struct {
+	rank         int
+	any, summary uint64
+	pairs        int
 }
 
 // ofBest are the features that divide another by the pool's best value of

@@ -265,3 +265,55 @@ func TestRerankFeatures(t *testing.T) {
 		t.Errorf("explain's summary %v, want [line split word] (%+v)", summary, hits[0].Matches)
 	}
 }
+
+// TestRerankPackageFeatures asks for what a package's doc comment says and
+// its declarations do not: the package's files carry the doc's evidence,
+// a package whose doc says less carries less, and a file of a package
+// without a doc none.
+func TestRerankPackageFeatures(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	write(t, root, "heap/doc.go", "// Package heap keeps a priority queue of items.\npackage heap\n")
+	write(t, root, "heap/heap.go", "package heap\n\n// Push adds an item.\nfunc Push(x any) {}\n")
+	write(t, root, "list/doc.go", "// Package list keeps things in a linked list. Each holds an item.\npackage list\n")
+	write(t, root, "list/list.go", "package list\n\n// PushFront adds an item first.\nfunc PushFront(x any) {}\n")
+	write(t, root, "bag/bag.go", "package bag\n\n// Add puts an item in the bag.\nfunc Add(x any) {}\n")
+	for i := range 10 { // so that no word is common
+		write(t, root, fmt.Sprintf("filler/f%d.go", i), fmt.Sprintf("package filler\n\n// F%d does nothing.\nfunc F%d() {}\n", i, i))
+	}
+	e.index(root, "ws", "app")
+	ix := e.open()
+	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "x"}) // waits for the index
+	got := map[string]features{}
+	tracePool = func(file string, f features) {
+		if _, ok := got[file]; !ok || f[fFunc] == 1 {
+			got[file] = f
+		}
+	}
+	defer func() { tracePool = nil }()
+	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "add an item to a priority queue"})
+	heap, list, bag := got["heap/heap.go"], got["list/list.go"], got["bag/bag.go"]
+	if heap[fPkgRank] != 1 {
+		t.Errorf("heap: package rank %v, want the first package's 1", heap[fPkgRank])
+	}
+	if heap[fPkgAny] <= list[fPkgAny] || list[fPkgAny] <= 0 {
+		t.Errorf("package's share: heap %v, list %v: want heap's above list's above 0 (list's doc says item only)", heap[fPkgAny], list[fPkgAny])
+	}
+	if list[fPkgSummary] != 0 || list[fPkgPairs] != 0 {
+		t.Errorf("list: package summary %v, pairs %v: want 0, its first sentence holds none of the question's words", list[fPkgSummary], list[fPkgPairs])
+	}
+	if heap[fPkgSummary] != heap[fPkgAny] || heap[fPkgPairs] <= 0 {
+		t.Errorf("heap: package summary %v (any %v), pairs %v: the doc is one sentence that says priority queue", heap[fPkgSummary], heap[fPkgAny], heap[fPkgPairs])
+	}
+	if list[fPkgRank] != 0.5 {
+		t.Errorf("list: package rank %v, want the second package's 0.5", list[fPkgRank])
+	}
+	if _, ok := got["bag/bag.go"]; !ok {
+		t.Fatal("bag/bag.go is not in the pool")
+	}
+	for _, k := range []int{fPkgRank, fPkgAny, fPkgSummary, fPkgPairs} {
+		if bag[k] != 0 {
+			t.Errorf("bag has no package doc, its %s is %v", featureNames[k], bag[k])
+		}
+	}
+}

@@ -245,6 +245,11 @@ func fieldTerm(field, v string) query.Query {
 // maxPackages is how many packages' chunks packages lets the query favour.
 const maxPackages = 3
 
+// packagePool is how many package docs the first pass ranks: the best
+// maxPackages are favoured, and the reranker reads what all of them hold of
+// the question (packageEvidence).
+const packagePool = 20
+
 // toolWords are the query terms (analyzed) that ask for tool sources.
 var toolWords = map[string]bool{"cmd": true, "tool": true, "compil": true, "linker": true, "assembl": true}
 
