@@ -73,8 +73,8 @@ type corpus struct {
 }
 
 var corpora = []corpus{
-	{"stdlib", "stdlib.txt", [...]string{"stdlib-3.txt", "stdlib-4.txt", "stdlib-5.txt", "stdlib-6.txt", "stdlib-7.txt", "stdlib-8.txt", "stdlib-9.txt"}, "stdlib-10.txt", []string{"stdlib-11.txt"}, goroot},
-	{"nats-server", "nats-server.txt", [...]string{"nats-server-3.txt", "nats-server-4.txt", "nats-server-5.txt", "nats-server-6.txt", "nats-server-7.txt", "nats-server-8.txt", "nats-server-9.txt"}, "nats-server-10.txt", []string{"nats-server-11.txt"}, moduleDir("github.com/nats-io/nats-server/v2")},
+	{"stdlib", "stdlib.txt", [...]string{"stdlib-3.txt", "stdlib-4.txt", "stdlib-5.txt", "stdlib-6.txt", "stdlib-7.txt", "stdlib-8.txt", "stdlib-9.txt"}, "stdlib-10.txt", []string{"stdlib-11.txt", "stdlib-12.txt"}, goroot},
+	{"nats-server", "nats-server.txt", [...]string{"nats-server-3.txt", "nats-server-4.txt", "nats-server-5.txt", "nats-server-6.txt", "nats-server-7.txt", "nats-server-8.txt", "nats-server-9.txt"}, "nats-server-10.txt", []string{"nats-server-11.txt", "nats-server-12.txt"}, moduleDir("github.com/nats-io/nats-server/v2")},
 }
 
 // load reads the corpus's questions, the fresh held-out ones last.
