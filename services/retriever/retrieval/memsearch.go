@@ -160,11 +160,12 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 	keep := ix.o.K * candidatesPerHit
 	var pkgs []termindex.Hit // the first pass's package docs, best first: the reranker reads them (packageEvidence)
 	if first != nil {
-		should := first.Should
-		first.Should = func(hits []termindex.Hit) []termindex.Should {
-			pkgs = slices.Clone(hits)
+		fp, should := *first, first.Should // the caller's stays as it was
+		fp.Should = func(hits []termindex.Hit) []termindex.Should {
+			pkgs = hits // a slice of its own: Search's first pass returns a new one
 			return should(hits)
 		}
+		first = &fp
 	}
 	hits := ix.mem.Search(q, first, keep*max(weights.Pool, 1))
 	if len(hits) == 0 {

@@ -49,7 +49,7 @@ const (
 	fAnyOfBest            // fAny divided by the pool's best fAny: how close it comes to the hit that holds most of the question
 	fSummaryOfBest        // idem, fSummary
 	fFileAnyOfBest        // idem, fFileAny
-	fPkgRank              // 1 / the rank of the hit's package among the package docs the question matches best (packages), 0 beyond packagePool
+	fPkgRank              // 1 / the rank of the hit's package (its directory) among those whose docs the question matches best (memQuery's first pass); 0 beyond packagePool or for a package without a doc comment
 	fPkgAny               // share of the question's words the hit's package doc holds, each word weighed by its idf
 	fPkgSummary           // idem, in the package doc's first sentence
 	fPkgPairs             // share of the question's consecutive word pairs the package doc's first sentence repeats in order

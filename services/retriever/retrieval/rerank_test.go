@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
+	"github.com/aptix-dev/aptix/services/retriever/termindex"
 )
 
 func TestShapeOf(t *testing.T) {
@@ -275,6 +276,7 @@ func TestRerankPackageFeatures(t *testing.T) {
 	root := t.TempDir()
 	write(t, root, "heap/doc.go", "// Package heap keeps a priority queue of items.\npackage heap\n")
 	write(t, root, "heap/heap.go", "package heap\n\n// Push adds an item.\nfunc Push(x any) {}\n")
+	write(t, root, "heap/order.go", "// Package heap orders a priority queue.\npackage heap\n") // a second doc: the package ranks once
 	write(t, root, "list/doc.go", "// Package list keeps things in a linked list. Each holds an item.\npackage list\n")
 	write(t, root, "list/list.go", "package list\n\n// PushFront adds an item first.\nfunc PushFront(x any) {}\n")
 	write(t, root, "bag/bag.go", "package bag\n\n// Add puts an item in the bag.\nfunc Add(x any) {}\n")
@@ -292,6 +294,11 @@ func TestRerankPackageFeatures(t *testing.T) {
 	}
 	defer func() { tracePool = nil }()
 	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "add an item to a priority queue"})
+	for _, f := range []string{"heap/heap.go", "list/list.go", "bag/bag.go"} {
+		if _, ok := got[f]; !ok {
+			t.Fatalf("%s is not in the pool", f)
+		}
+	}
 	heap, list, bag := got["heap/heap.go"], got["list/list.go"], got["bag/bag.go"]
 	if heap[fPkgRank] != 1 {
 		t.Errorf("heap: package rank %v, want the first package's 1", heap[fPkgRank])
@@ -306,14 +313,38 @@ func TestRerankPackageFeatures(t *testing.T) {
 		t.Errorf("heap: package summary %v (any %v), pairs %v: the doc is one sentence that says priority queue", heap[fPkgSummary], heap[fPkgAny], heap[fPkgPairs])
 	}
 	if list[fPkgRank] != 0.5 {
-		t.Errorf("list: package rank %v, want the second package's 0.5", list[fPkgRank])
-	}
-	if _, ok := got["bag/bag.go"]; !ok {
-		t.Fatal("bag/bag.go is not in the pool")
+		t.Errorf("list: package rank %v, want the second package's 0.5 (heap's two docs rank first, as one package)", list[fPkgRank])
 	}
 	for _, k := range []int{fPkgRank, fPkgAny, fPkgSummary, fPkgPairs} {
 		if bag[k] != 0 {
 			t.Errorf("bag has no package doc, its %s is %v", featureNames[k], bag[k])
 		}
+	}
+}
+
+// TestFirstPassFavoursThreePackages: the first pass ranks packagePool
+// package docs for the reranker, and its bonus still goes to the
+// directories of the best maxPackages docs only (a directory once), as
+// before the reranker read them.
+func TestFirstPassFavoursThreePackages(t *testing.T) {
+	_, first, ok := memQuery(contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "queue"}, contracts.RagScopeWorkspace, "ws", true, []string{"queue"}, nil, nil, nil)
+	if !ok || first == nil {
+		t.Fatalf("memQuery: ok %v, first pass %v", ok, first)
+	}
+	if first.K != packagePool {
+		t.Errorf("the first pass ranks %d docs, want packagePool's %d", first.K, packagePool)
+	}
+	var hits []termindex.Hit
+	for _, f := range []string{"heap/doc.go", "heap/heap.go", "list/doc.go", "ring/doc.go", "bag/doc.go"} {
+		hits = append(hits, termindex.Hit{ID: f, Score: 1, Meta: &memMeta{file: f}})
+	}
+	var dirs []string
+	for _, sh := range first.Should(hits) {
+		for _, k := range sh {
+			dirs = append(dirs, fmt.Sprintf("%s %.2f", k.Value, k.Boost))
+		}
+	}
+	if want := "[heap 0.50 list 0.25]"; fmt.Sprint(dirs) != want {
+		t.Errorf("favoured %v, want %s: the directories of the best %d docs, each once", dirs, want, maxPackages)
 	}
 }

@@ -51,7 +51,7 @@ type weightSet struct {
 	Common            float64  // share of chunks above which a term is dropped, see dropCommon
 	Heavy             float64  // share of chunks above which a kept term skips the text field, see dropCommon
 	PerFile           int      // chunks of one file before others, see spread; 0 for no limit
-	Package           float64  // boost of chunks of the packages whose doc matches best, see packages; 0 turns it off
+	Package           float64  // boost of chunks of the packages whose doc matches best, see packages; 0 turns it off, and with it the first pass the reranker's package features read (packageEvidence)
 	Internal          float64  // score factor of internal and vendored packages, see pathFactor
 	ExpandText        bool     // look learned abbreviations up in the text too, not only in symbol, doc and path
 	Related           float64  // weight of a word related by co-occurrence (related.go); 0 turns them off
