@@ -130,7 +130,12 @@ func sigkillMidLoad(t *testing.T, victim string) {
 			t.Errorf("restart %s: %v", victim, err)
 		}
 	}()
-	done, acked := c.sendAll(reqs, 100, 3*time.Minute, nil)
+	// The turns go out 10 ms apart: sent at once, they reach the sandbox
+	// together and, answered after the same latency, complete in one
+	// burst, too fast for the poll above to see some through and the rest
+	// in flight (it missed that once, and the kill came after the load).
+	spread := func(int) { time.Sleep(10 * time.Millisecond) }
+	done, acked := c.sendAll(reqs, 100, 3*time.Minute, spread)
 	before := <-killedAt
 	time.Sleep(time.Second)
 	completed, dups, _ := c.comp.Counts()
