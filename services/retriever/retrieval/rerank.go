@@ -270,6 +270,12 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		}
 		return s / total
 	}
+	pairShare := func(pairs int) float64 { // of the question's consecutive word pairs
+		if len(groups) < 2 {
+			return 0
+		}
+		return float64(pairs) / float64(len(groups)-1)
+	}
 	type evidence struct {
 		hits         int
 		any, summary uint64
@@ -323,16 +329,12 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		f[fDocLen] = math.Log1p(matched[i].Lens[termindex.Doc])
 		f[fLeadSymbol] = float64(mm[termindex.Symbol] & 1)
 		f[fLeadSummary] = float64(mm[termindex.Summary] & 1)
-		if len(groups) > 1 {
-			f[fPairs] = float64(matched[i].Pairs) / float64(len(groups)-1)
-		}
+		f[fPairs] = pairShare(matched[i].Pairs)
 		if p, ok := byDir[path.Dir(m.file)]; ok {
 			f[fPkgRank] = 1 / float64(p.rank)
 			f[fPkgAny] = share(p.any)
 			f[fPkgSummary] = share(p.summary)
-			if len(groups) > 1 {
-				f[fPkgPairs] = float64(p.pairs) / float64(len(groups)-1)
-			}
+			f[fPkgPairs] = pairShare(p.pairs)
 		}
 		for _, r := range ofBest {
 			best[r.of] = max(best[r.of], f[r.of])
