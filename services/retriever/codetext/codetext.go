@@ -61,14 +61,14 @@ type Tokenizer struct{}
 func (Tokenizer) Tokenize(input []byte) analysis.TokenStream {
 	var out analysis.TokenStream
 	start, pos := -1, 0
+	glued := -1 // offset of a joining hyphen or dot inside the current token
 	emit := func(end int) {
 		if start >= 0 && end-start <= MaxTokenBytes {
 			pos++
 			out = append(out, &analysis.Token{Start: start, End: end, Term: input[start:end], Position: pos, Type: analysis.AlphaNumeric})
 		}
-		start = -1
+		start, glued = -1, -1 // a glued token too long to keep must not leave its hyphen to the next token
 	}
-	glued := -1 // offset of a joining hyphen or dot inside the current token
 	emitGlued := func(end int) {
 		if glued < 0 || start < 0 || end-start > MaxTokenBytes {
 			emit(end)

@@ -52,9 +52,31 @@ func TestAnalyzer(t *testing.T) {
 		"decode UTF-8 and SHA-256, parse X.509":          "decod utf8 sha256 pars x509",
 		"go1.22 a-b 3-4 e.g. v-1":                        "go1 22 b 3 4 e g v1",
 		"utf8.Valid":                                     "utf8 valid",
+		// A glued token too long to keep (a container's id after its
+		// name) once left its hyphen's offset to the next token, which
+		// then sliced backwards and panicked.
+		"docker-6" + strings.Repeat("f", MaxTokenBytes) + ".scope": "scope",
 	} {
 		if got := analyze(t, in); got != want {
 			t.Errorf("analyze(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzTokenize checks that any text tokenizes without a panic into tokens
+// whose offsets lie inside it, in order: the tokenizer reads every file the
+// index is given, whatever it holds.
+func FuzzTokenize(f *testing.F) {
+	for _, s := range []string{"SHA-256 X.509", "docker-6" + strings.Repeat("f", MaxTokenBytes) + ".scope", "a-1.b-2", "naïve-1 café.2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		last := 0
+		for _, tok := range (Tokenizer{}).Tokenize([]byte(s)) {
+			if tok.Start < last || tok.End > len(s) || tok.Start >= tok.End || len(tok.Term) == 0 {
+				t.Fatalf("token %q at [%d, %d) after %d in %q", tok.Term, tok.Start, tok.End, last, s)
+			}
+			last = tok.End
+		}
+	})
 }
