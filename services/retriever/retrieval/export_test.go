@@ -59,6 +59,18 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// EleventhPassRerank are the eleventh pass's learned weights (b2c5853),
+// the ranking before the twelfth pass's, for the benchmark's grid.
+var EleventhPassRerank = features{
+	fScore: 1.06, fLift: 1.3, fPath: 4.65,
+	fSymbol: -0.62, fDoc: -0.6, fSummary: -0.26, fPathWords: 1.83, fContent: 0.36, fAny: 0.38, fAll: -0.56, fSymbolShare: -0.25,
+	fFunc: 0.54, fMethod: -0.08, fType: -0.64, fExported: 0.9, fLines: -0.16,
+	fSameFile: 0.32, fFileAny: 0.78, fFileSummary: 1.67, fPairs: 1.31, fDocLen: 0.01,
+	fLeadSymbol: -0.05, fLeadSummary: 0.36, fGenerated: -2.54, fOtherOS: -2.55,
+	fAnyOfBest: 1.93, fSummaryOfBest: 1.14, fFileAnyOfBest: 1.67,
+	fPkgRank: -0.74, fPkgAny: 2.22, fPkgSummary: 1.63, fPkgPairs: 1.02,
+}
+
 // TenthPassRerank are the tenth pass's learned weights (b11fd7f), the
 // ranking before the eleventh pass's, for the benchmark's grid.
 var TenthPassRerank = features{
