@@ -21,44 +21,48 @@ import (
 // benchmark's tuning questions (bench_test.go, APTIX_BENCH_TRAIN) and kept
 // in weights.Rerank.
 const (
-	fScore         = iota // ln of the BM25F score (the package bonus, the active-file and repo boosts included)
-	fLift                 // ln of the usage lift (usageFactors)
-	fPath                 // ln of the path factor (pathFactor)
-	fSymbol               // share of the question's words the symbol holds, each word weighed by its idf
-	fDoc                  // idem, the doc comment
-	fSummary              // idem, the doc comment's first sentence (summarySpan: after a licence header)
-	fPathWords            // idem, the path
-	fContent              // idem, the text
-	fAny                  // idem, any field
-	fAll                  // 1 when every word is held somewhere
-	fSymbolShare          // share of the symbol's terms (its words and the whole identifier) the question holds
-	fFunc                 // a function (no receiver)
-	fMethod               // a method
-	fType                 // a type declaration
-	fExported             // what it declares is exported
-	fLines                // ln of its length in lines
-	fSameFile             // ln(1 + other hits of the pool in the same file)
-	fFileAny              // share of the question's words the pool's hits of the same file hold together
-	fFileSummary          // idem, in their doc comments' first sentences
-	fPairs                // share of the question's consecutive word pairs its doc comment's first sentence repeats in order
-	fDocLen               // ln(1 + the doc comment's length in terms)
-	fLeadSymbol           // the question's first term (after stop words and common words; mostly its verb: split, parse, read) is in the symbol
-	fLeadSummary          // idem, in the doc comment's first sentence
-	fGenerated            // its file says it is generated ("Code generated ... DO NOT EDIT.")
-	fOtherOS              // its file builds for one operating system only, not Linux, that the question does not name (x_windows.go, x_plan9.go)
-	fAnyOfBest            // fAny divided by the pool's best fAny: how close it comes to the hit that holds most of the question
-	fSummaryOfBest        // idem, fSummary
-	fFileAnyOfBest        // idem, fFileAny
-	fPkgRank              // 1 / the rank of the hit's package (its directory) among those whose docs the question matches best (memQuery's first pass); 0 beyond packagePool or for a package without a doc comment
-	fPkgAny               // share of the question's words the hit's package doc holds, each word weighed by its idf
-	fPkgSummary           // idem, in the package doc's first sentence
-	fPkgPairs             // share of the question's consecutive word pairs the package doc's first sentence repeats in order
+	fScore            = iota // ln of the BM25F score (the package bonus, the active-file and repo boosts included)
+	fLift                    // ln of the usage lift (usageFactors)
+	fPath                    // ln of the path factor (pathFactor)
+	fSymbol                  // share of the question's words the symbol holds, each word weighed by its idf
+	fDoc                     // idem, the doc comment
+	fSummary                 // idem, the doc comment's first sentence (summarySpan: after a licence header)
+	fPathWords               // idem, the path
+	fContent                 // idem, the text
+	fAny                     // idem, any field
+	fAll                     // 1 when every word is held somewhere
+	fSymbolShare             // share of the symbol's terms (its words and the whole identifier) the question holds
+	fFunc                    // a function (no receiver)
+	fMethod                  // a method
+	fType                    // a type declaration
+	fExported                // what it declares is exported
+	fLines                   // ln of its length in lines
+	fSameFile                // ln(1 + other hits of the pool in the same file)
+	fFileAny                 // share of the question's words the pool's hits of the same file hold together
+	fFileSummary             // idem, in their doc comments' first sentences
+	fPairs                   // share of the question's consecutive word pairs its doc comment's first sentence repeats in order
+	fDocLen                  // ln(1 + the doc comment's length in terms)
+	fLeadSymbol              // the question's first term (after stop words and common words; mostly its verb: split, parse, read) is in the symbol
+	fLeadSummary             // idem, in the doc comment's first sentence
+	fGenerated               // its file says it is generated ("Code generated ... DO NOT EDIT.")
+	fOtherOS                 // its file builds for one operating system only, not Linux, that the question does not name (x_windows.go, x_plan9.go)
+	fAnyOfBest               // fAny divided by the pool's best fAny: how close it comes to the hit that holds most of the question
+	fSummaryOfBest           // idem, fSummary
+	fFileAnyOfBest           // idem, fFileAny
+	fPkgRank                 // 1 / the rank of the hit's package (its directory) among those whose docs the question matches best (memQuery's first pass); 0 beyond packagePool or for a package without a doc comment
+	fPkgAny                  // share of the question's words the hit's package doc holds, each word weighed by its idf
+	fPkgSummary              // idem, in the package doc's first sentence
+	fPkgPairs                // share of the question's consecutive word pairs the package doc's first sentence repeats in order
+	fSimSummary              // cosine of the question's word vectors (wordvec.go; summed by idf) with the doc comment's first sentence's
+	fSimSymbol               // idem, with the symbol's words
+	fSimPkg                  // idem, with the first sentence of the hit's package doc, for a package among the first pass's (fPkgRank)
+	fSimSummaryOfBest        // fSimSummary divided by the pool's best
 	numFeatures
 )
 
 // featureNames name the features in weights.Rerank's order, for the
 // benchmark's training output.
-var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs"}
+var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs", "simSummary", "simSymbol", "simPkg", "simSummaryOfBest"}
 
 // features is one hit's feature vector; weights.Rerank is one of them too.
 type features [numFeatures]float64
@@ -70,13 +74,14 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 1.06, fLift: 1.3, fPath: 4.65,
-	fSymbol: -0.62, fDoc: -0.6, fSummary: -0.26, fPathWords: 1.83, fContent: 0.36, fAny: 0.38, fAll: -0.56, fSymbolShare: -0.25,
-	fFunc: 0.54, fMethod: -0.08, fType: -0.64, fExported: 0.9, fLines: -0.16,
-	fSameFile: 0.32, fFileAny: 0.78, fFileSummary: 1.67, fPairs: 1.31, fDocLen: 0.01,
-	fLeadSymbol: -0.05, fLeadSummary: 0.36, fGenerated: -2.54, fOtherOS: -2.55,
-	fAnyOfBest: 1.93, fSummaryOfBest: 1.14, fFileAnyOfBest: 1.67,
-	fPkgRank: -0.74, fPkgAny: 2.22, fPkgSummary: 1.63, fPkgPairs: 1.02,
+	fScore: 0.97, fLift: 1.33, fPath: 4.56,
+	fSymbol: -1.31, fDoc: -0.22, fSummary: -0.35, fPathWords: 1.69, fContent: 0.55, fAny: 0.39, fAll: -0.5, fSymbolShare: -0.57,
+	fFunc: -0.03, fMethod: -0.66, fType: -0.97, fExported: 0.85, fLines: -0.27,
+	fSameFile: 0.29, fFileAny: 0.73, fFileSummary: 1.89, fPairs: 1.66, fDocLen: 0,
+	fLeadSymbol: -0.08, fLeadSummary: 0.42, fGenerated: -2.46, fOtherOS: -2.45,
+	fAnyOfBest: 2.32, fSummaryOfBest: 0.76, fFileAnyOfBest: 1.55,
+	fPkgRank: -0.7, fPkgAny: 1.81, fPkgSummary: 1.55, fPkgPairs: 1.04,
+	fSimSummary: 0.3, fSimSymbol: 2.46, fSimPkg: 0.36, fSimSummaryOfBest: 0.17,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -256,6 +261,7 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 	matched := make([]termindex.Match, len(hits))
 	ix.mem.Matched(hits, groups, matched)
 	byDir := ix.packageEvidence(pkgs, groups)
+	sims := ix.similarities(hits, groups, idf, pkgs)
 	var total float64
 	for _, w := range idf {
 		total += w
@@ -336,6 +342,10 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 			f[fPkgSummary] = share(p.summary)
 			f[fPkgPairs] = pairShare(p.pairs)
 		}
+		if sims != nil {
+			f[fSimSummary], f[fSimSymbol] = sims.summary[i], sims.symbol[i]
+			f[fSimPkg] = sims.pkg[path.Dir(m.file)]
+		}
 		for _, r := range ofBest {
 			best[r.of] = max(best[r.of], f[r.of])
 		}
@@ -399,8 +409,65 @@ type pkgEvidence struct {
 // hit holds more. When every hit misses the question's main word (it is
 // said in other words), the best may hold half of it, and that half then
 // counts as a whole question.
-var ofBest = [...]struct{ feature, of int }{{fAnyOfBest, fAny}, {fSummaryOfBest, fSummary}, {fFileAnyOfBest, fFileAny}}
+var ofBest = [...]struct{ feature, of int }{{fAnyOfBest, fAny}, {fSummaryOfBest, fSummary}, {fFileAnyOfBest, fFileAny}, {fSimSummaryOfBest, fSimSummary}}
 
 // tracePool, when set, is handed each pool hit's file and features: the
 // benchmark's training reads the pools through it.
 var tracePool func(file string, f features)
+
+// similarity is what the word vectors say of each hit: the cosine of the
+// question's with its first sentence's and its symbol's, and with each
+// package doc's first sentence by directory.
+type similarity struct {
+	summary, symbol []float64
+	pkg             map[string]float64
+}
+
+// similarities compare the question with the hits by word vectors, each
+// side the sum of its words' unit vectors weighed by idf (a mean vector
+// says what a text is about: "thread-safe map" lies near "a map safe for
+// concurrent use" though they share one word). nil when no weight reads
+// them (the plain ranking) and no trace asks.
+func (ix *Index) similarities(hits []termindex.Hit, groups [][]string, idf []float64, pkgs []termindex.Hit) *similarity {
+	w := weights.Rerank
+	if w[fSimSummary] == 0 && w[fSimSymbol] == 0 && w[fSimPkg] == 0 && w[fSimSummaryOfBest] == 0 && tracePool == nil {
+		return nil
+	}
+	vs := wordVectors()
+	q := make([]float32, vs.dim)
+	for g, ts := range groups {
+		vs.add(q, ts[0], idf[g])
+	}
+	n := float64(max(ix.mem.Len(), 1))
+	idfs := map[string]float64{}
+	idfOf := func(t string) float64 {
+		v, ok := idfs[t]
+		if !ok {
+			v = math.Log(1 + n/float64(1+ix.mem.DocFreq(termindex.Content, t)))
+			idfs[t] = v
+		}
+		return v
+	}
+	cosines := func(hs []termindex.Hit, field int) []float64 {
+		terms := make([][]string, len(hs)) // read first: DocFreq takes the index's lock again
+		ix.mem.EachTerm(hs, field, func(i int, t string) { terms[i] = append(terms[i], t) })
+		acc := make([]float32, vs.dim)
+		out := make([]float64, len(hs))
+		for i, ts := range terms {
+			clear(acc)
+			for _, t := range ts {
+				vs.add(acc, t, idfOf(t))
+			}
+			out[i] = cosine(q, acc)
+		}
+		return out
+	}
+	s := &similarity{summary: cosines(hits, termindex.Summary), symbol: cosines(hits, termindex.Symbol), pkg: map[string]float64{}}
+	for i, c := range cosines(pkgs, termindex.Summary) {
+		d := path.Dir(pkgs[i].Meta.(*memMeta).file)
+		if _, ok := s.pkg[d]; !ok {
+			s.pkg[d] = c // a second doc of the same package ranks below its first
+		}
+	}
+	return s
+}

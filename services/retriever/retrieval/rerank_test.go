@@ -107,8 +107,8 @@ func TestFirstSentence(t *testing.T) {
 // TestRerankerWeighsTheFeatures: a type that many files use, with a long
 // doc comment that repeats the question's commonest word, outscores on
 // BM25F and uses alone the function whose doc comment's first sentence
-// says what was asked; the learned weights put the function first. Without the summary and coverage features (a
-// deliberate mutation) the order goes back.
+// says what was asked; the learned weights put the function first. Without the summary, coverage and
+// similarity features (a deliberate mutation) the order goes back.
 func TestRerankerWeighsTheFeatures(t *testing.T) {
 	e := newEnv(t)
 	root := t.TempDir()
@@ -140,6 +140,7 @@ func TestRerankerWeighsTheFeatures(t *testing.T) {
 	mutated := learnedRerank
 	mutated[fSummary], mutated[fFileSummary], mutated[fAny], mutated[fFileAny], mutated[fContent] = 0, 0, 0, 0, 0
 	mutated[fAnyOfBest], mutated[fSummaryOfBest], mutated[fFileAnyOfBest] = 0, 0, 0 // the same shares, against the pool's best
+	mutated[fSimSummary], mutated[fSimSymbol], mutated[fSimPkg], mutated[fSimSummaryOfBest] = 0, 0, 0, 0 // and how near the question they lie
 	if got := ask(mutated); got != "clock/time.go" {
 		t.Errorf("without the coverage features %s is first: the test does not see them", got)
 	}
@@ -346,5 +347,73 @@ func TestFirstPassFavoursThreePackages(t *testing.T) {
 	}
 	if want := "[heap 0.50 list 0.25]"; fmt.Sprint(dirs) != want {
 		t.Errorf("favoured %v, want %s: the directories of the best %d docs, each once", dirs, want, maxPackages)
+	}
+}
+
+// TestRerankSimilarity asks in words no chunk uses: the word vectors
+// still place the question near the declaration that means it, in its
+// first sentence, its symbol and its package's doc.
+func TestRerankSimilarity(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	write(t, root, "sync/doc.go", "// Package sync provides safe synchronization primitives for goroutines.\npackage sync\n")
+	write(t, root, "sync/map.go", "package sync\n\n// Map is like a Go map but is safe for concurrent use by multiple goroutines.\ntype Map struct{}\n")
+	write(t, root, "net/doc.go", "// Package net provides a portable and safe interface for network I/O.\npackage net\n")
+	write(t, root, "net/conn.go", "package net\n\n// Conn reads bytes from a network connection into a map of headers.\ntype Conn struct{}\n")
+	write(t, root, "net/safe.go", "package net\n\n// SafeMap writes bytes to a network connection.\ntype SafeMap struct{}\n") // its name says it, its doc does not
+	for i := range 10 {                                                                                                       // so that no word is common
+		write(t, root, fmt.Sprintf("filler/f%d.go", i), fmt.Sprintf("package filler\n\n// F%d does nothing.\nfunc F%d() {}\n", i, i))
+	}
+	e.index(root, "ws", "app")
+	ix := e.open()
+	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "x"}) // waits for the index
+	got := map[string]features{}
+	tracePool = func(file string, f features) {
+		if _, ok := got[file]; !ok || f[fType] == 1 {
+			got[file] = f
+		}
+	}
+	defer func() { tracePool = nil }()
+	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "a thread-safe map"})
+	m, c, sm := got["sync/map.go"], got["net/conn.go"], got["net/safe.go"]
+	if m == (features{}) || c == (features{}) || sm == (features{}) {
+		t.Fatalf("pool: %v", got)
+	}
+	for _, k := range []int{fSimSummary, fSimPkg} {
+		if m[k] <= c[k] || m[k] <= 0 {
+			t.Errorf("%s: sync.Map %.3f, net.Conn %.3f: want Map's above (concurrent use by goroutines is what thread-safe means)", featureNames[k], m[k], c[k])
+		}
+	}
+	if c[fSimSymbol] >= m[fSimSymbol] {
+		t.Errorf("simSymbol: Map %.3f, Conn %.3f: want Map's above (the question says map)", m[fSimSymbol], c[fSimSymbol])
+	}
+	if sm[fSimSymbol] <= m[fSimSymbol] || sm[fSimSummary] >= m[fSimSummary] {
+		t.Errorf("SafeMap: simSymbol %.3f, simSummary %.3f; Map: %.3f, %.3f: want SafeMap's symbol nearer, its first sentence farther", sm[fSimSymbol], sm[fSimSummary], m[fSimSymbol], m[fSimSummary])
+	}
+	if m[fSimSummaryOfBest] != 1 || c[fSimSummaryOfBest] >= 1 {
+		t.Errorf("simSummaryOfBest: Map %v, Conn %v: want the best's 1 and less", m[fSimSummaryOfBest], c[fSimSummaryOfBest])
+	}
+}
+
+func TestWordVectors(t *testing.T) {
+	vs := wordVectors()
+	if len(vs.index) != 50000 || vs.dim != 100 {
+		t.Fatalf("%d words of %d dimensions, want 50000 of 100", len(vs.index), vs.dim)
+	}
+	sim := func(a, b string) float64 {
+		va, vb := make([]float32, vs.dim), make([]float32, vs.dim)
+		if !vs.add(va, a, 1) || !vs.add(vb, b, 1) {
+			t.Fatalf("no vector for %q or %q", a, b)
+		}
+		return cosine(va, vb)
+	}
+	// Words as codetext analyses them: stemmed.
+	for _, c := range [][3]string{{"goroutin", "thread", "byte"}, {"concurr", "safe", "pixel"}, {"round", "nearest", "socket"}} {
+		if near, far := sim(c[0], c[1]), sim(c[0], c[2]); near <= far {
+			t.Errorf("cos(%s, %s) %.3f <= cos(%s, %s) %.3f", c[0], c[1], near, c[0], c[2], far)
+		}
+	}
+	if _, err := decodeVectors([]byte("not gzip")); err == nil {
+		t.Error("decodeVectors accepted a file that is not gzip")
 	}
 }

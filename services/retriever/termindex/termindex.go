@@ -577,3 +577,24 @@ func (ix *Index) CoOccur(field int, a, b string) int {
 	}
 	return n
 }
+
+// EachTerm calls fn with each term hit i holds in field, or with the terms
+// of its first sentence in order for Summary.
+func (ix *Index) EachTerm(hits []Hit, field int, fn func(i int, term string)) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	dict := ix.text[min(field, Doc)].terms
+	if field != Summary {
+		dict = ix.text[field].terms
+	}
+	for i, h := range hits {
+		d, ok := ix.byID[h.ID]
+		if !ok {
+			continue
+		}
+		nd := &ix.docs[d]
+		for _, id := range nd.terms[nd.termOff[field]:nd.termOff[field+1]] {
+			fn(i, dict[id])
+		}
+	}
+}

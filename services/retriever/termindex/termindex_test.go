@@ -1,6 +1,7 @@
 package termindex
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -270,5 +271,29 @@ func TestMatched(t *testing.T) {
 	}
 	if h, _ := ix.Holds("a1", Content, "zeta"); !h { // the sorted terms still answer Holds
 		t.Error("a1 holds zeta")
+	}
+}
+
+// TestEachTerm: a field's distinct terms per hit, the summary's in order
+// (those of the doc field only), nothing for a chunk the index lacks.
+func TestEachTerm(t *testing.T) {
+	ix := New()
+	d := chunk("a1", "a", "merge sort", "zeta")
+	d.Text[Doc] = strings.Fields("sort then merge the words")
+	d.Summary = []string{"sort", "then", "merge", "nothere"}
+	var u Update
+	u.Replace("a", "1", []Chunk{d, chunk("a2", "a", "split", "")})
+	ix.Apply(&u)
+	hits := []Hit{{ID: "a1"}, {ID: "gone"}, {ID: "a2"}}
+	got := func(field int) []string {
+		var out []string
+		ix.EachTerm(hits, field, func(i int, term string) { out = append(out, fmt.Sprint(i, term)) })
+		return out
+	}
+	if s := got(Symbol); fmt.Sprint(slices.Sorted(slices.Values(s))) != "[0merge 0sort 2split]" {
+		t.Errorf("symbols %s, want 0merge, 0sort, 2split in any order", s)
+	}
+	if s := fmt.Sprint(got(Summary)); s != "[0sort 0then 0merge]" {
+		t.Errorf("summary %s, want [0sort 0then 0merge] (in order; nothere is not a doc term)", s)
 	}
 }
