@@ -32,7 +32,7 @@ func SetWeights(w Weights) Weights {
 }
 
 // ResetCaches drops what is cached per term, as an index batch does.
-func (ix *Index) ResetCaches() { ix.abbrevs.reset(); ix.relatedWords.reset() }
+func (ix *Index) ResetCaches() { ix.abbrevs.reset(); ix.relatedWords.reset(); ix.vecs.reset() }
 
 // UseScoringIndex makes searches run on the scoring index (termindex) or,
 // false, on bleve's query evaluation, for the benchmark's A/B

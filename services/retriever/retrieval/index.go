@@ -68,6 +68,8 @@ type Index struct {
 	abbrevs  abbrevCache
 	// relatedWords: the words related to a query term (related.go)
 	relatedWords relatedCache
+	// vecs: each term's word vector and weight by term id (wordvec.go)
+	vecs vecCache
 }
 
 // Internal keys kept in the bleve index next to the documents.
@@ -686,6 +688,7 @@ func (b *batch) commit() error {
 	b.ix.mem.Apply(u)
 	b.ix.abbrevs.reset() // the symbol vocabulary may have changed
 	b.ix.relatedWords.reset()
+	b.ix.vecs.reset() // term ids and idf move with the index
 	if b.maxRev > b.ix.applied.Load() {
 		b.ix.applied.Store(b.maxRev)
 	}

@@ -438,27 +438,28 @@ func (ix *Index) similarities(hits []termindex.Hit, groups [][]string, idf []flo
 	for g, ts := range groups {
 		vs.add(q, ts[0], idf[g])
 	}
-	n := float64(max(ix.mem.Len(), 1))
-	idfs := map[string]float64{}
-	idfOf := func(t string) float64 {
-		v, ok := idfs[t]
-		if !ok {
-			v = math.Log(1 + n/float64(1+ix.mem.DocFreq(termindex.Content, t)))
-			idfs[t] = v
-		}
-		return v
-	}
 	cosines := func(hs []termindex.Hit, field int) []float64 {
-		terms := make([][]string, len(hs)) // read first: DocFreq takes the index's lock again
-		ix.mem.EachTerm(hs, field, func(i int, t string) { terms[i] = append(terms[i], t) })
-		acc := make([]float32, vs.dim)
+		type use struct {
+			hit int
+			id  uint32
+		}
+		var uses []use // read first: resolving a term takes the index's lock again
+		ix.mem.EachTermID(hs, field, func(i int, id uint32) { uses = append(uses, use{i, id}) })
+		ids := make([]uint32, len(uses))
+		for k, u := range uses {
+			ids[k] = u.id
+		}
+		tv := ix.vecs.resolve(ix, field, ids)
+		acc := make([][]float32, len(hs))
+		for i := range acc {
+			acc[i] = make([]float32, vs.dim)
+		}
+		for k, u := range uses {
+			vs.addRow(acc[u.hit], tv[k])
+		}
 		out := make([]float64, len(hs))
-		for i, ts := range terms {
-			clear(acc)
-			for _, t := range ts {
-				vs.add(acc, t, idfOf(t))
-			}
-			out[i] = cosine(q, acc)
+		for i := range out {
+			out[i] = cosine(q, acc[i])
 		}
 		return out
 	}

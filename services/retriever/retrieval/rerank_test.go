@@ -139,7 +139,7 @@ func TestRerankerWeighsTheFeatures(t *testing.T) {
 	}
 	mutated := learnedRerank
 	mutated[fSummary], mutated[fFileSummary], mutated[fAny], mutated[fFileAny], mutated[fContent] = 0, 0, 0, 0, 0
-	mutated[fAnyOfBest], mutated[fSummaryOfBest], mutated[fFileAnyOfBest] = 0, 0, 0 // the same shares, against the pool's best
+	mutated[fAnyOfBest], mutated[fSummaryOfBest], mutated[fFileAnyOfBest] = 0, 0, 0                      // the same shares, against the pool's best
 	mutated[fSimSummary], mutated[fSimSymbol], mutated[fSimPkg], mutated[fSimSummaryOfBest] = 0, 0, 0, 0 // and how near the question they lie
 	if got := ask(mutated); got != "clock/time.go" {
 		t.Errorf("without the coverage features %s is first: the test does not see them", got)

@@ -10,10 +10,12 @@ import (
 	"io"
 	"math"
 	"sync"
+
+	"github.com/aptix-dev/aptix/services/retriever/termindex"
 )
 
 // wordvecData are word vectors learned offline from the doc comments and
-// comments of 113,000 Go files of Debian's golang-*-dev packages and the
+// comments of 120,000 Go files of Debian's golang-*-dev packages and the
 // Go standard library (cmd/wordvectors, docs/retrieval.md "Twelfth pass"):
 // a developer's English, the words a question uses and the words code
 // says them with, in codetext's analysis, the 50,000 most frequent, one
@@ -109,4 +111,87 @@ func cosine(a, b []float32) float64 {
 		return 0
 	}
 	return ab / math.Sqrt(aa*bb)
+}
+
+// addRow adds a resolved term's weighed vector to acc.
+func (v *vectors) addRow(acc []float32, t termVec) {
+	if t.row < 0 {
+		return
+	}
+	for k, x := range v.data[int(t.row)*v.dim : int(t.row+1)*v.dim] {
+		acc[k] += t.w * float32(x)
+	}
+}
+
+// termVec is a term's vector row (-1: none) and its weight: its idf in
+// the text over its vector's norm.
+type termVec struct {
+	row int32
+	w   float32
+}
+
+// vecCache keeps each term's termVec by its id in the Symbol and Doc
+// dictionaries of the scoring index, so a search finds a hit's vectors
+// without hashing its words. Reset with every index batch: ids and idf
+// change with the index.
+type vecCache struct {
+	mu          sync.Mutex
+	symbol, doc []termVec // by term id; row -2: not resolved yet
+}
+
+func (c *vecCache) reset() {
+	c.mu.Lock()
+	c.symbol, c.doc = nil, nil
+	c.mu.Unlock()
+}
+
+// resolve returns the termVec of each id of field's dictionary (Summary:
+// Doc's), resolving those not cached yet.
+func (c *vecCache) resolve(ix *Index, field int, ids []uint32) []termVec {
+	out := make([]termVec, len(ids))
+	c.mu.Lock()
+	tab := &c.doc
+	if field == termindex.Symbol {
+		tab = &c.symbol
+	}
+	var missing []int
+	for k, id := range ids {
+		if int(id) < len(*tab) && (*tab)[id].row != -2 {
+			out[k] = (*tab)[id]
+		} else {
+			missing = append(missing, k)
+		}
+	}
+	c.mu.Unlock()
+	if len(missing) == 0 {
+		return out
+	}
+	vs := wordVectors()
+	n := float64(max(ix.mem.Len(), 1))
+	for _, k := range missing {
+		t := ix.mem.Term(field, ids[k])
+		tv := termVec{row: -1}
+		if row, ok := vs.index[t]; ok {
+			idf := math.Log(1 + n/float64(1+ix.mem.DocFreq(termindex.Content, t)))
+			tv = termVec{row: row, w: float32(idf) * vs.scale[row]}
+		}
+		out[k] = tv
+	}
+	c.mu.Lock()
+	size := ix.mem.TermCount(field)
+	if len(*tab) < size {
+		grown := make([]termVec, size)
+		copy(grown, *tab)
+		for i := len(*tab); i < size; i++ {
+			grown[i].row = -2
+		}
+		*tab = grown
+	}
+	for _, k := range missing {
+		if int(ids[k]) < len(*tab) {
+			(*tab)[ids[k]] = out[k]
+		}
+	}
+	c.mu.Unlock()
+	return out
 }

@@ -578,15 +578,14 @@ func (ix *Index) CoOccur(field int, a, b string) int {
 	return n
 }
 
-// EachTerm calls fn with each term hit i holds in field, or with the terms
-// of its first sentence in order for Summary.
-func (ix *Index) EachTerm(hits []Hit, field int, fn func(i int, term string)) {
+// EachTermID calls fn with the id of each term hit i holds in field, or of
+// each term of its first sentence in order for Summary (ids of the Doc
+// field's dictionary). Term resolves an id; an id names the same term for
+// the index's life (terms are never renumbered). fn must not call the
+// index.
+func (ix *Index) EachTermID(hits []Hit, field int, fn func(i int, id uint32)) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	dict := ix.text[min(field, Doc)].terms
-	if field != Summary {
-		dict = ix.text[field].terms
-	}
 	for i, h := range hits {
 		d, ok := ix.byID[h.ID]
 		if !ok {
@@ -594,7 +593,33 @@ func (ix *Index) EachTerm(hits []Hit, field int, fn func(i int, term string)) {
 		}
 		nd := &ix.docs[d]
 		for _, id := range nd.terms[nd.termOff[field]:nd.termOff[field+1]] {
-			fn(i, dict[id])
+			fn(i, id)
 		}
 	}
+}
+
+// Term is the term of id in field's dictionary (Summary: Doc's); "" for
+// an id it does not hold.
+func (ix *Index) Term(field int, id uint32) string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	dict := ix.text[min(field, Doc)].terms
+	if field != Summary {
+		dict = ix.text[field].terms
+	}
+	if int(id) >= len(dict) {
+		return ""
+	}
+	return dict[id]
+}
+
+// TermCount is the size of field's dictionary (Summary: Doc's): every id
+// EachTermID hands out is below it.
+func (ix *Index) TermCount(field int) int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if field == Summary {
+		field = Doc
+	}
+	return len(ix.text[field].terms)
 }

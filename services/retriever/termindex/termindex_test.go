@@ -274,9 +274,9 @@ func TestMatched(t *testing.T) {
 	}
 }
 
-// TestEachTerm: a field's distinct terms per hit, the summary's in order
+// TestEachTermID: a field's distinct terms per hit, the summary's in order
 // (those of the doc field only), nothing for a chunk the index lacks.
-func TestEachTerm(t *testing.T) {
+func TestEachTermID(t *testing.T) {
 	ix := New()
 	d := chunk("a1", "a", "merge sort", "zeta")
 	d.Text[Doc] = strings.Fields("sort then merge the words")
@@ -287,7 +287,14 @@ func TestEachTerm(t *testing.T) {
 	hits := []Hit{{ID: "a1"}, {ID: "gone"}, {ID: "a2"}}
 	got := func(field int) []string {
 		var out []string
-		ix.EachTerm(hits, field, func(i int, term string) { out = append(out, fmt.Sprint(i, term)) })
+		var ids [][2]int
+		ix.EachTermID(hits, field, func(i int, id uint32) { ids = append(ids, [2]int{i, int(id)}) })
+		for _, p := range ids {
+			if p[1] >= ix.TermCount(field) {
+				t.Errorf("id %d beyond the dictionary's %d", p[1], ix.TermCount(field))
+			}
+			out = append(out, fmt.Sprint(p[0], ix.Term(field, uint32(p[1]))))
+		}
 		return out
 	}
 	if s := got(Symbol); fmt.Sprint(slices.Sorted(slices.Values(s))) != "[0merge 0sort 2split]" {
