@@ -273,28 +273,14 @@ func TestRerankFeatures(t *testing.T) {
 // a package whose doc says less carries less, and a file of a package
 // without a doc none.
 func TestRerankPackageFeatures(t *testing.T) {
-	e := newEnv(t)
-	root := t.TempDir()
-	write(t, root, "heap/doc.go", "// Package heap keeps a priority queue of items.\npackage heap\n")
-	write(t, root, "heap/heap.go", "package heap\n\n// Push adds an item.\nfunc Push(x any) {}\n")
-	write(t, root, "heap/order.go", "// Package heap orders a priority queue.\npackage heap\n") // a second doc: the package ranks once
-	write(t, root, "list/doc.go", "// Package list keeps things in a linked list. Each holds an item.\npackage list\n")
-	write(t, root, "list/list.go", "package list\n\n// PushFront adds an item first.\nfunc PushFront(x any) {}\n")
-	write(t, root, "bag/bag.go", "package bag\n\n// Add puts an item in the bag.\nfunc Add(x any) {}\n")
-	for i := range 10 { // so that no word is common
-		write(t, root, fmt.Sprintf("filler/f%d.go", i), fmt.Sprintf("package filler\n\n// F%d does nothing.\nfunc F%d() {}\n", i, i))
-	}
-	e.index(root, "ws", "app")
-	ix := e.open()
-	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "x"}) // waits for the index
-	got := map[string]features{}
-	tracePool = func(file string, f features) {
-		if _, ok := got[file]; !ok || f[fFunc] == 1 {
-			got[file] = f
-		}
-	}
-	defer func() { tracePool = nil }()
-	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "add an item to a priority queue"})
+	got := poolFeatures(t, map[string]string{
+		"heap/doc.go":   "// Package heap keeps a priority queue of items.\npackage heap\n",
+		"heap/heap.go":  "package heap\n\n// Push adds an item.\nfunc Push(x any) {}\n",
+		"heap/order.go": "// Package heap orders a priority queue.\npackage heap\n", // a second doc: the package ranks once
+		"list/doc.go":   "// Package list keeps things in a linked list. Each holds an item.\npackage list\n",
+		"list/list.go":  "package list\n\n// PushFront adds an item first.\nfunc PushFront(x any) {}\n",
+		"bag/bag.go":    "package bag\n\n// Add puts an item in the bag.\nfunc Add(x any) {}\n",
+	}, "add an item to a priority queue", fFunc)
 	for _, f := range []string{"heap/heap.go", "list/list.go", "bag/bag.go"} {
 		if _, ok := got[f]; !ok {
 			t.Fatalf("%s is not in the pool", f)
@@ -354,27 +340,13 @@ func TestFirstPassFavoursThreePackages(t *testing.T) {
 // still place the question near the declaration that means it, in its
 // first sentence, its symbol and its package's doc.
 func TestRerankSimilarity(t *testing.T) {
-	e := newEnv(t)
-	root := t.TempDir()
-	write(t, root, "sync/doc.go", "// Package sync provides safe synchronization primitives for goroutines.\npackage sync\n")
-	write(t, root, "sync/map.go", "package sync\n\n// Map is like a Go map but is safe for concurrent use by multiple goroutines.\ntype Map struct{}\n")
-	write(t, root, "net/doc.go", "// Package net provides a portable and safe interface for network I/O.\npackage net\n")
-	write(t, root, "net/conn.go", "package net\n\n// Conn reads bytes from a network connection into a map of headers.\ntype Conn struct{}\n")
-	write(t, root, "net/safe.go", "package net\n\n// SafeMap writes bytes to a network connection.\ntype SafeMap struct{}\n") // its name says it, its doc does not
-	for i := range 10 {                                                                                                       // so that no word is common
-		write(t, root, fmt.Sprintf("filler/f%d.go", i), fmt.Sprintf("package filler\n\n// F%d does nothing.\nfunc F%d() {}\n", i, i))
-	}
-	e.index(root, "ws", "app")
-	ix := e.open()
-	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "x"}) // waits for the index
-	got := map[string]features{}
-	tracePool = func(file string, f features) {
-		if _, ok := got[file]; !ok || f[fType] == 1 {
-			got[file] = f
-		}
-	}
-	defer func() { tracePool = nil }()
-	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "a thread-safe map"})
+	got := poolFeatures(t, map[string]string{
+		"sync/doc.go": "// Package sync provides safe synchronization primitives for goroutines.\npackage sync\n",
+		"sync/map.go": "package sync\n\n// Map is like a Go map but is safe for concurrent use by multiple goroutines.\ntype Map struct{}\n",
+		"net/doc.go":  "// Package net provides a portable and safe interface for network I/O.\npackage net\n",
+		"net/conn.go": "package net\n\n// Conn reads bytes from a network connection into a map of headers.\ntype Conn struct{}\n",
+		"net/safe.go": "package net\n\n// SafeMap writes bytes to a network connection.\ntype SafeMap struct{}\n", // its name says it, its doc does not
+	}, "a thread-safe map", fType)
 	m, c, sm := got["sync/map.go"], got["net/conn.go"], got["net/safe.go"]
 	if m == (features{}) || c == (features{}) || sm == (features{}) {
 		t.Fatalf("pool: %v", got)
@@ -416,4 +388,32 @@ func TestWordVectors(t *testing.T) {
 	if _, err := decodeVectors([]byte("not gzip")); err == nil {
 		t.Error("decodeVectors accepted a file that is not gzip")
 	}
+}
+
+// poolFeatures indexes files (path → text) beside ten filler files, so
+// that no word of theirs is common, asks question and returns each pool
+// file's features: those of its chunk whose shape feature is set, or of
+// its first chunk in the pool.
+func poolFeatures(t *testing.T, files map[string]string, question string, shape int) map[string]features {
+	t.Helper()
+	e := newEnv(t)
+	root := t.TempDir()
+	for name, text := range files {
+		write(t, root, name, text)
+	}
+	for i := range 10 {
+		write(t, root, fmt.Sprintf("filler/f%d.go", i), fmt.Sprintf("package filler\n\n// F%d does nothing.\nfunc F%d() {}\n", i, i))
+	}
+	e.index(root, "ws", "app")
+	ix := e.open()
+	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "x"}) // waits for the index
+	got := map[string]features{}
+	tracePool = func(file string, f features) {
+		if _, ok := got[file]; !ok || f[shape] == 1 {
+			got[file] = f
+		}
+	}
+	defer func() { tracePool = nil }()
+	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: question})
+	return got
 }
