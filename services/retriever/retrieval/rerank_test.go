@@ -1,9 +1,12 @@
 package retrieval
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aptix-dev/aptix/pkg/contracts"
@@ -416,4 +419,52 @@ func poolFeatures(t *testing.T, files map[string]string, question string, shape 
 	defer func() { tracePool = nil }()
 	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: question})
 	return got
+}
+
+// TestSimilaritiesWhileIndexing searches while a file is indexed again
+// batch after batch: each batch adds terms and resets the vectors' cache
+// (vecCache) that the searches fill. Run with -race; the last answer must
+// come from the last version.
+func TestSimilaritiesWhileIndexing(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	version := func(i int) {
+		write(t, root, "sync/map.go", fmt.Sprintf("package sync\n\n// Map%d is safe for concurrent use by goroutines.\ntype Map%d struct{}\n", i, i))
+	}
+	version(0)
+	for i := range 10 {
+		write(t, root, fmt.Sprintf("filler/f%d.go", i), fmt.Sprintf("package filler\n\n// F%d does nothing.\nfunc F%d() {}\n", i, i))
+	}
+	e.index(root, "ws", "app")
+	ix := e.open()
+	req := contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "a thread-safe map"}
+	find(t, ix, req) // waits for the index
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := ix.Search(context.Background(), req)
+				if err != nil || len(r.Chunks) == 0 {
+					t.Errorf("search while indexing: %d chunks, %v", len(r.Chunks), err)
+					return
+				}
+			}
+		})
+	}
+	for i := 1; i <= 10; i++ {
+		version(i)
+		e.index(root, "ws", "app")
+	}
+	close(stop)
+	wg.Wait()
+	hits := find(t, ix, req)
+	if hits[0].Path != "sync/map.go" || !strings.Contains(hits[0].Content, "Map10") {
+		t.Errorf("first hit %s %q, want sync/map.go's last version", hits[0].Path, hits[0].Content)
+	}
 }
