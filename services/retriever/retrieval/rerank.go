@@ -230,10 +230,13 @@ var goosTerms = sync.OnceValue(func() (out [len(goosNames)]string) {
 	return out
 })
 
+// idf weighs a term found in df of n chunks: the rarer, the more it says.
+func idf(n float64, df int) float64 { return math.Log(1 + n/float64(1+df)) }
+
 // termGroups are a question's words, each with its expansions: a field
-// holding any of them answers the word. idf weighs each word by how rare
+// holding any of them answers the word. idfs weigh each word by how rare
 // it is in the text (in the symbols for a word the text never has).
-func (ix *Index) termGroups(terms []string, exps []expansion) (groups [][]string, idf []float64) {
+func (ix *Index) termGroups(terms []string, exps []expansion) (groups [][]string, idfs []float64) {
 	n := float64(max(ix.mem.Len(), 1))
 	for _, t := range terms[:min(len(terms), termindex.MaxGroups)] {
 		g := []string{t}
@@ -247,9 +250,9 @@ func (ix *Index) termGroups(terms []string, exps []expansion) (groups [][]string
 			df = ix.mem.DocFreq(termindex.Symbol, t)
 		}
 		groups = append(groups, g)
-		idf = append(idf, math.Log(1+n/float64(1+df)))
+		idfs = append(idfs, idf(n, df))
 	}
-	return groups, idf
+	return groups, idfs
 }
 
 // rerank rescores hits (their Score the BM25F score, lift and path factor

@@ -89,14 +89,10 @@ func decodeVectors(b []byte) (*vectors, error) {
 // none.
 func (v *vectors) add(acc []float32, term string, w float64) bool {
 	i, ok := v.index[term]
-	if !ok {
-		return false
+	if ok {
+		v.addRow(acc, termVec{row: i, w: float32(w) * v.scale[i]})
 	}
-	s := float32(w) * v.scale[i]
-	for k, x := range v.data[int(i)*v.dim : int(i+1)*v.dim] {
-		acc[k] += s * float32(x)
-	}
-	return true
+	return ok
 }
 
 // cosine of two sums of vectors; 0 when either is empty.
@@ -172,8 +168,7 @@ func (c *vecCache) resolve(ix *Index, field int, ids []uint32) []termVec {
 		t := ix.mem.Term(field, ids[k])
 		tv := termVec{row: -1}
 		if row, ok := vs.index[t]; ok {
-			idf := math.Log(1 + n/float64(1+ix.mem.DocFreq(termindex.Content, t)))
-			tv = termVec{row: row, w: float32(idf) * vs.scale[row]}
+			tv = termVec{row: row, w: float32(idf(n, ix.mem.DocFreq(termindex.Content, t))) * vs.scale[row]}
 		}
 		out[k] = tv
 	}

@@ -603,10 +603,7 @@ func (ix *Index) EachTermID(hits []Hit, field int, fn func(i int, id uint32)) {
 func (ix *Index) Term(field int, id uint32) string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	dict := ix.text[min(field, Doc)].terms
-	if field != Summary {
-		dict = ix.text[field].terms
-	}
+	dict := ix.text[dictField(field)].terms
 	if int(id) >= len(dict) {
 		return ""
 	}
@@ -618,8 +615,14 @@ func (ix *Index) Term(field int, id uint32) string {
 func (ix *Index) TermCount(field int) int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
+	return len(ix.text[dictField(field)].terms)
+}
+
+// dictField is the field whose dictionary numbers field's terms: the
+// summary's terms are the doc comment's.
+func dictField(field int) int {
 	if field == Summary {
-		field = Doc
+		return Doc
 	}
-	return len(ix.text[field].terms)
+	return field
 }
