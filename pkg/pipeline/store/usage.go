@@ -481,17 +481,41 @@ func (u *Usage) Report(ctx context.Context, f spend.Filter) (spend.Report, error
 }
 
 // Pending is how many turn records the folder has not yet added to the
-// totals (a report is exact once it is 0).
+// totals (a report is exact once it is 0). The consumer's own count lags a
+// publish (the server signals its consumers from a queue), so a record
+// stored but not yet counted there still shows as the gap between the
+// stream's last sequence and the folder's ack floor.
 func (u *Usage) Pending(ctx context.Context) (uint64, error) {
 	c, err := u.js.Consumer(ctx, UsageStream, UsageFolder)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("usage pending: %w", err)
 	}
 	info, err := c.Info(ctx)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("usage pending: %w", err)
 	}
-	return info.NumPending + uint64(info.NumAckPending), nil
+	s, err := u.js.Stream(ctx, UsageStream)
+	if err != nil {
+		return 0, fmt.Errorf("usage pending: %w", err)
+	}
+	st, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("usage pending: %w", err)
+	}
+	return unfolded(info.NumPending+uint64(info.NumAckPending), st.State.FirstSeq, st.State.LastSeq, info.AckFloor.Stream), nil
+}
+
+// unfolded is the larger of the consumer's count and the records stored
+// after its ack floor; records that aged out before the floor (first > floor)
+// are not waiting for anyone.
+func unfolded(counted, first, last, floor uint64) uint64 {
+	if first > 0 {
+		floor = max(floor, first-1)
+	}
+	if last <= floor {
+		return counted
+	}
+	return max(counted, last-floor)
 }
 
 // observeSpend counts a folded turn's cost and tokens once, with the GenAI

@@ -135,3 +135,23 @@ func TestUsageTwoFoldersKeepNoStaleTotals(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+// TestPendingRightAfterRecord: a record is pending the moment Record
+// returns, before the server has told the folder's consumer of it (it does
+// so from a queue), so waiting for Pending to reach 0 never returns early.
+func TestPendingRightAfterRecord(t *testing.T) {
+	_, js := natstest.JetStream(t)
+	ctx := context.Background()
+	u, err := store.OpenUsage(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if err := u.Record(ctx, usageRec("key:a", "t"+strconv.Itoa(i), 0.001)); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := u.Pending(ctx); err != nil || n != uint64(i+1) {
+			t.Fatalf("after record %d: %d pending (%v), want %d", i+1, n, err, i+1)
+		}
+	}
+}
