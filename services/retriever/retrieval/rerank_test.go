@@ -1,6 +1,7 @@
 package retrieval
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -390,6 +391,39 @@ func TestWordVectors(t *testing.T) {
 	}
 	if _, err := decodeVectors([]byte("not gzip")); err == nil {
 		t.Error("decodeVectors accepted a file that is not gzip")
+	}
+}
+
+// TestEncodeVectors: what EncodeVectors writes decodes to the same words,
+// each vector's direction kept to a byte a coordinate.
+func TestEncodeVectors(t *testing.T) {
+	words := []string{"lock", "mutex", "pixel"}
+	data := []float32{0.5, -0.25, 0.1, 0, 40, -20, 8, 1, 0, 0, -3, 0.001}
+	var b bytes.Buffer
+	if err := EncodeVectors(&b, words, 4, data); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := decodeVectors(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs.index) != 3 || vs.dim != 4 {
+		t.Fatalf("%d words of %d, want 3 of 4", len(vs.index), vs.dim)
+	}
+	for i, w := range words {
+		got := make([]float32, 4)
+		if !vs.add(got, w, 1) {
+			t.Fatalf("no vector for %q", w)
+		}
+		if c := cosine(got, data[i*4:(i+1)*4]); c < 0.9999 {
+			t.Errorf("%q: cosine %.5f with what was written", w, c)
+		}
+	}
+	if err := EncodeVectors(&b, []string{strings.Repeat("x", 256)}, 1, []float32{1}); err == nil {
+		t.Error("a 256-byte word encoded")
+	}
+	if err := EncodeVectors(&b, words, 4, data[:8]); err == nil {
+		t.Error("too few coordinates encoded")
 	}
 }
 

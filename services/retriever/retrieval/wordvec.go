@@ -16,7 +16,8 @@ import (
 
 // wordvecData are word vectors learned offline from the doc comments and
 // comments of 120,000 Go files of Debian's golang-*-dev packages and the
-// Go standard library (cmd/wordvectors, docs/retrieval.md "Twelfth pass"):
+// Go standard library (cmd/wordvectors, package skipgram; docs/retrieval.md
+// "Twelfth pass", "Thirteenth pass"):
 // a developer's English, the words a question uses and the words code
 // says them with, in codetext's analysis, the 50,000 most frequent, one
 // signed byte a dimension. A question says "thread-safe" where the doc
@@ -83,6 +84,51 @@ func decodeVectors(b []byte) (*vectors, error) {
 		v.index[string(word[:n])] = int32(i)
 	}
 	return v, nil
+}
+
+// EncodeVectors writes words' vectors (dim coordinates each, word i's at
+// data[i*dim:]) in the embedded file's format, which decodeVectors reads:
+// gzip of "APTIXWV1", the word count and dim as little-endian uint32, then
+// per word its length in one byte, its bytes and its coordinates as int8,
+// scaled so the largest is ±127. Only a vector's direction is kept; the
+// cosines the reranker takes do not need more.
+func EncodeVectors(w io.Writer, words []string, dim int, data []float32) error {
+	if len(data) != len(words)*dim {
+		return fmt.Errorf("encode vectors: %d coordinates for %d words of %d", len(data), len(words), dim)
+	}
+	z, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	b := bufio.NewWriter(z)
+	b.WriteString("APTIXWV1")
+	binary.Write(b, binary.LittleEndian, [2]uint32{uint32(len(words)), uint32(dim)})
+	row := make([]int8, dim)
+	for i, word := range words {
+		if len(word) == 0 || len(word) > 255 {
+			return fmt.Errorf("encode vectors: word %d is %d bytes, want 1 to 255", i, len(word))
+		}
+		x := data[i*dim : (i+1)*dim]
+		var top float64
+		for _, c := range x {
+			top = max(top, math.Abs(float64(c)))
+		}
+		for k, c := range x {
+			if top > 0 {
+				row[k] = int8(math.Round(float64(c) * 127 / top))
+			}
+		}
+		b.WriteByte(byte(len(word)))
+		b.WriteString(word)
+		binary.Write(b, binary.LittleEndian, row)
+	}
+	if err := b.Flush(); err != nil {
+		return fmt.Errorf("encode vectors: %w", err)
+	}
+	if err := z.Close(); err != nil {
+		return fmt.Errorf("encode vectors: %w", err)
+	}
+	return nil
 }
 
 // add adds w times the word's unit vector to acc; false when the word has
