@@ -59,6 +59,21 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// TwelfthPassRerank are the twelfth pass's learned weights (c2cd814),
+// the ranking before the thirteenth pass's, for the benchmark's grid. Its
+// four similarities were learned on the twelfth pass's vectors (gensim's);
+// the grid measures them on today's.
+var TwelfthPassRerank = features{
+	fScore: 0.97, fLift: 1.33, fPath: 4.56,
+	fSymbol: -1.31, fDoc: -0.22, fSummary: -0.35, fPathWords: 1.69, fContent: 0.55, fAny: 0.39, fAll: -0.5, fSymbolShare: -0.57,
+	fFunc: -0.03, fMethod: -0.66, fType: -0.97, fExported: 0.85, fLines: -0.27,
+	fSameFile: 0.29, fFileAny: 0.73, fFileSummary: 1.89, fPairs: 1.66, fDocLen: 0,
+	fLeadSymbol: -0.08, fLeadSummary: 0.42, fGenerated: -2.46, fOtherOS: -2.45,
+	fAnyOfBest: 2.32, fSummaryOfBest: 0.76, fFileAnyOfBest: 1.55,
+	fPkgRank: -0.7, fPkgAny: 1.81, fPkgSummary: 1.55, fPkgPairs: 1.04,
+	fSimSummary: 0.3, fSimSymbol: 2.46, fSimPkg: 0.36, fSimSummaryOfBest: 0.17,
+}
+
 // EleventhPassRerank are the eleventh pass's learned weights (b2c5853),
 // the ranking before the twelfth pass's, for the benchmark's grid.
 var EleventhPassRerank = features{
