@@ -431,13 +431,14 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	before := []func(w *retrieval.Weights){ // this pass's ranking, then the ones it replaced
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Rerank = retrieval.TwelfthPassRerank },  // the twelfth pass's weights (before the thirteenth), on today's vectors
-		func(w *retrieval.Weights) { w.Rerank = retrieval.EleventhPassRerank }, // the eleventh pass's ranking (before the twelfth)
-		func(w *retrieval.Weights) { w.Rerank = retrieval.TenthPassRerank },    // the tenth pass's ranking (before the eleventh)
-		func(w *retrieval.Weights) { w.Rerank = retrieval.NinthPassRerank },    // the ninth pass's ranking (before the tenth)
-		func(w *retrieval.Weights) { w.Rerank = retrieval.EighthPassRerank },   // the eighth pass's ranking (before the ninth)
-		func(w *retrieval.Weights) { w.Rerank = retrieval.SeventhPassRerank },  // the seventh pass's ranking (before the eighth)
-		func(w *retrieval.Weights) { w.Rerank = retrieval.IdentityRerank },     // the fifth pass's ranking (before the sixth)
+		func(w *retrieval.Weights) { w.Forest = nil },                                         // this pass's weights without its trees
+		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.TwelfthPassRerank, nil },  // the twelfth pass's weights (before the thirteenth), on today's vectors
+		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.EleventhPassRerank, nil }, // the eleventh pass's ranking (before the twelfth)
+		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.TenthPassRerank, nil },    // the tenth pass's ranking (before the eleventh)
+		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.NinthPassRerank, nil },    // the ninth pass's ranking (before the tenth)
+		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.EighthPassRerank, nil },   // the eighth pass's ranking (before the ninth)
+		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.SeventhPassRerank, nil },  // the seventh pass's ranking (before the eighth)
+		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.IdentityRerank, nil },     // the fifth pass's ranking (before the sixth)
 	}
 	vary := append(before,
 		func(w *retrieval.Weights) { w.Pool = 2 }, // the reranker's pool
@@ -449,7 +450,7 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 			w.Pool = 1
 			w.Coord = 0
 			w.AbbrevShape = false
-			w.Rerank = retrieval.IdentityRerank
+			w.Rerank, w.Forest = retrieval.IdentityRerank, nil
 		}, // the fourth pass's ranking
 	)
 	if g := os.Getenv("APTIX_BENCH_GRID"); g != "" && g != "1" && g != "before" { // one setting: APTIX_BENCH_GRID=Usage=0.2,Pool=4
@@ -471,7 +472,9 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 			if pass == 0 {
 				against = first
 			}
-			splits := measure(b, ix, workspace, qs, withFresh && pass == 0, verbose && pass == 0 && w.Related > 0, fmt.Sprintf("grid %s %+v pass %d", workspace, w, pass), against)
+			label := w
+			label.Forest = nil // its size, not its trees
+			splits := measure(b, ix, workspace, qs, withFresh && pass == 0, verbose && pass == 0 && w.Related > 0, fmt.Sprintf("grid %s %+v trees %d pass %d", workspace, label, len(w.Forest), pass), against)
 			if first == nil {
 				first = &splits
 			}

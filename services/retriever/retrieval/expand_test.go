@@ -84,7 +84,7 @@ func TestPackageDocFavoursItsPackage(t *testing.T) {
 	}{{0, "other/check.go"}, {5, "crcx/sum.go"}} {
 		// The package bonus as the score has it (the reranker weighs the
 		// score with other features: TestRerankerWeighsTheFeatures).
-		old := SetWeights(func() Weights { w := weights; w.Package = tt.pkg; w.Rerank = identityRerank; return w }())
+		old := SetWeights(func() Weights { w := weights; w.Package = tt.pkg; w.Rerank, w.Forest = identityRerank, nil; return w }())
 		hits := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "check data for a cyclic redundancy"})
 		SetWeights(old)
 		i := slices.IndexFunc(hits, func(c contracts.RagChunk) bool { return c.Path != "crcx/doc.go" })

@@ -127,3 +127,18 @@ var SeventhPassRerank = features{
 	fSameFile: -0.08, fFileAny: 2.08, fFileSummary: 1.96, fPairs: 1.03, fDocLen: -0.24,
 	fLeadSymbol: 0.29, fLeadSummary: 0.28,
 }
+
+// RerankTree is one of the reranker's trees, NoSplit a split that sends
+// every hit left and TreeSplits a tree's number of splits, for
+// TestTrainRerank's boosting.
+type RerankTree = rerankTree
+
+const (
+	NoSplit    = noSplit
+	TreeSplits = treeSplits
+	FSymbol    = fSymbol // two features by name, for a synthetic pool
+	FDoc       = fDoc
+)
+
+// TreeScore is what t adds to a hit with features f.
+func TreeScore(t *RerankTree, f *[NumFeatures]float64) float64 { return t.score((*features)(f)) }

@@ -172,7 +172,7 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 		return nil, nil
 	}
 	use, lift := ix.usageFactors(hits)
-	if weights.Rerank == identityRerank && tracePool == nil {
+	if weights.Rerank == identityRerank && len(weights.Forest) == 0 && tracePool == nil {
 		for i := range hits {
 			hits[i].Score *= factor(hits[i].Meta.(*memMeta).file) * lift[i]
 		}

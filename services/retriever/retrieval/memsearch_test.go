@@ -101,9 +101,9 @@ func TestScoringIndexMatchesBleve(t *testing.T) {
 		// gives the scoring index the same), not by the mean; and only
 		// the scoring index counts uses (TestUsageRanksTheUsedFirst).
 		w.MeanLength = false
-		w.Coord, w.IDF, w.K1, w.B = 0, 0, 0, 0 // bleve's BM25 and coordination
-		w.Usage, w.Pool = 0, 1                 // bleve applies the path factor to the hits it keeps
-		w.Rerank = identityRerank              // and does not rerank
+		w.Coord, w.IDF, w.K1, w.B = 0, 0, 0, 0   // bleve's BM25 and coordination
+		w.Usage, w.Pool = 0, 1                   // bleve applies the path factor to the hits it keeps
+		w.Rerank, w.Forest = identityRerank, nil // and does not rerank
 		st.set(&w)
 		weights = w
 		compareEngines(t, ix, st.name, reqs)

@@ -74,14 +74,14 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.97, fLift: 1.33, fPath: 4.56,
-	fSymbol: -1.31, fDoc: -0.22, fSummary: -0.35, fPathWords: 1.69, fContent: 0.55, fAny: 0.39, fAll: -0.5, fSymbolShare: -0.57,
-	fFunc: -0.03, fMethod: -0.66, fType: -0.97, fExported: 0.85, fLines: -0.27,
-	fSameFile: 0.29, fFileAny: 0.73, fFileSummary: 1.89, fPairs: 1.66, fDocLen: 0,
-	fLeadSymbol: -0.08, fLeadSummary: 0.42, fGenerated: -2.46, fOtherOS: -2.45,
-	fAnyOfBest: 2.32, fSummaryOfBest: 0.76, fFileAnyOfBest: 1.55,
-	fPkgRank: -0.7, fPkgAny: 1.81, fPkgSummary: 1.55, fPkgPairs: 1.04,
-	fSimSummary: 0.3, fSimSymbol: 2.46, fSimPkg: 0.36, fSimSummaryOfBest: 0.17,
+	fScore: 0.9, fLift: 1.24, fPath: 4.44,
+	fSymbol: -1.31, fDoc: -0.24, fSummary: -0.33, fPathWords: 1.83, fContent: 0.63, fAny: 0.47, fAll: -0.49, fSymbolShare: -0.65,
+	fFunc: -0.08, fMethod: -0.73, fType: -1.08, fExported: 0.84, fLines: -0.3,
+	fSameFile: 0.27, fFileAny: 0.71, fFileSummary: 1.75, fPairs: 1.61, fDocLen: -0.01,
+	fLeadSymbol: -0.04, fLeadSummary: 0.37, fGenerated: -2.38, fOtherOS: -2.37,
+	fAnyOfBest: 2.25, fSummaryOfBest: 0.84, fFileAnyOfBest: 1.63,
+	fPkgRank: -0.69, fPkgAny: 1.67, fPkgSummary: 1.68, fPkgPairs: 1.01,
+	fSimSummary: 0.58, fSimSymbol: 2, fSimPkg: 0.43, fSimSummaryOfBest: 0.51,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -364,7 +364,7 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		if tracePool != nil {
 			tracePool(h.Meta.(*memMeta).file, *f)
 		}
-		var s float64
+		s := weights.Forest.score(f)
 		for k, w := range weights.Rerank {
 			s += w * f[k]
 		}
@@ -433,7 +433,7 @@ type similarity struct {
 // them (the plain ranking) and no trace asks.
 func (ix *Index) similarities(hits []termindex.Hit, groups [][]string, idf []float64, pkgs []termindex.Hit) *similarity {
 	w := weights.Rerank
-	if w[fSimSummary] == 0 && w[fSimSymbol] == 0 && w[fSimPkg] == 0 && w[fSimSummaryOfBest] == 0 && tracePool == nil {
+	if w[fSimSummary] == 0 && w[fSimSymbol] == 0 && w[fSimPkg] == 0 && w[fSimSummaryOfBest] == 0 && len(weights.Forest) == 0 && tracePool == nil {
 		return nil
 	}
 	vs := wordVectors()

@@ -126,8 +126,8 @@ func TestRerankerWeighsTheFeatures(t *testing.T) {
 	}
 	e.index(root, "ws", "app")
 	ix := e.open()
-	ask := func(w features) string {
-		old := SetWeights(func() Weights { v := weights; v.Rerank = w; return v }())
+	ask := func(w features, trees forest) string {
+		old := SetWeights(func() Weights { v := weights; v.Rerank, v.Forest = w, trees; return v }())
 		defer SetWeights(old)
 		hits := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "which day of the week does a time fall on"})
 		if len(hits) == 0 {
@@ -135,17 +135,18 @@ func TestRerankerWeighsTheFeatures(t *testing.T) {
 		}
 		return hits[0].Path
 	}
-	if got := ask(identityRerank); got != "clock/time.go" {
+	if got := ask(identityRerank, nil); got != "clock/time.go" {
 		t.Fatalf("on BM25F alone %s comes first: the fixture does not test the reranker", got)
 	}
-	if got := ask(learnedRerank); got != "clock/weekday.go" {
+	if got := ask(learnedRerank, learnedForest); got != "clock/weekday.go" {
 		t.Errorf("learned weights: %s first, want clock/weekday.go", got)
 	}
 	mutated := learnedRerank
 	mutated[fSummary], mutated[fFileSummary], mutated[fAny], mutated[fFileAny], mutated[fContent] = 0, 0, 0, 0, 0
 	mutated[fAnyOfBest], mutated[fSummaryOfBest], mutated[fFileAnyOfBest] = 0, 0, 0                      // the same shares, against the pool's best
+	mutated[fPairs], mutated[fLeadSummary] = 0, 0                                                        // what else the first sentence says
 	mutated[fSimSummary], mutated[fSimSymbol], mutated[fSimPkg], mutated[fSimSummaryOfBest] = 0, 0, 0, 0 // and how near the question they lie
-	if got := ask(mutated); got != "clock/time.go" {
+	if got := ask(mutated, nil); got != "clock/time.go" {                                                // no trees: they read the same features
 		t.Errorf("without the coverage features %s is first: the test does not see them", got)
 	}
 }
@@ -500,5 +501,35 @@ func TestSimilaritiesWhileIndexing(t *testing.T) {
 	hits := find(t, ix, req)
 	if hits[0].Path != "sync/map.go" || !strings.Contains(hits[0].Content, "Map10") {
 		t.Errorf("first hit %s %q, want sync/map.go's last version", hits[0].Path, hits[0].Content)
+	}
+}
+
+// TestForestScore: a hit walks each tree by its features, left when a
+// feature is at most the split, and the trees' leaves add up; a node that
+// does not split sends every hit left.
+func TestForestScore(t *testing.T) {
+	tree := rerankTree{
+		Feature: [treeSplits]uint8{fSimSymbol, fPath, fSymbol, fAny, fAny, fAny, fAny},
+		Split:   [treeSplits]float64{0.5, 0, noSplit, 0, 0, noSplit, noSplit},
+		Leaf:    [treeSplits + 1]float64{1, 2, 3, 4, 5, 6, 7, 8},
+	}
+	for _, c := range []struct {
+		simSymbol, path, any float64
+		want                 float64
+	}{
+		{0.5, 0, 0, 1},   // left (at the split), left, left
+		{0.5, 0, 0.1, 2}, // left, left, right
+		{0.5, 1, 0, 3},   // left, right, right
+		{0.7, 0, 0, 5},   // right, then every hit left
+		{0.7, 0, 9, 5},
+	} {
+		var f features
+		f[fSimSymbol], f[fPath], f[fAny] = c.simSymbol, c.path, c.any
+		if got := (forest{tree}).score(&f); got != c.want {
+			t.Errorf("simSymbol %v, path %v, any %v: leaf %v, want %v", c.simSymbol, c.path, c.any, got, c.want)
+		}
+		if got := (forest{tree, tree}).score(&f); got != 2*c.want {
+			t.Errorf("two trees: %v, want %v", got, 2*c.want)
+		}
 	}
 }

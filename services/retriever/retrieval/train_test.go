@@ -26,8 +26,12 @@ import (
 // by gradient descent on ListNet's loss (fit; APTIX_TRAIN_ASCEND=1 for
 // coordinate ascent on the MRR, which over-fits), an L2 pull of
 // APTIX_TRAIN_L2 (0.001 unless set) towards the plain ranking, reports a
-// cross-validation over APTIX_TRAIN_FOLDS folds (2 unless set) and prints
-// the weights as Go.
+// cross-validation over APTIX_TRAIN_FOLDS folds (2 unless set; 0: none)
+// and prints the weights as Go, rounded to two decimals; then boosts APTIX_TRAIN_TREES trees (boostRounds
+// unless set; 0: none) on top of each fold's weights and of the weights
+// learned on all (boost_test.go), reports their cross-validation too and,
+// with APTIX_TRAIN_FOREST=path, writes the last as Go source
+// (forest_learned.go).
 
 // pool is one question's pool as dumpPools writes it.
 type pool struct {
@@ -111,8 +115,10 @@ func (q *pool) scores(w [retrieval.NumFeatures]float64) []float64 {
 // rr is the reciprocal rank of q's first wanted file when its pool is
 // scored by w, files ranked by their best hit (one hit a file, as the
 // search's spread), 0 past the tenth file.
-func (q *pool) rr(w [retrieval.NumFeatures]float64) float64 {
-	s := q.scores(w)
+func (q *pool) rr(w [retrieval.NumFeatures]float64) float64 { return q.rrOf(q.scores(w)) }
+
+// rrOf is rr for rows scored s.
+func (q *pool) rrOf(s []float64) float64 {
 	best := q.bestRows(s)
 	target := math.Inf(-1)
 	for _, f := range q.Want {
@@ -306,17 +312,27 @@ func TestTrainRerank(t *testing.T) {
 	corpora := loadPools(t, dir)
 	var start [retrieval.NumFeatures]float64 = retrieval.IdentityRerank
 	all := func(int) bool { return true }
-	report := func(label string, w [retrieval.NumFeatures]float64, keep func(int) bool) map[string]float64 {
+	reportScores := func(label string, score func(q *pool) []float64, keep func(int) bool) map[string]float64 {
 		byCorpus := map[string]float64{}
 		var parts []string
 		for name, qs := range corpora {
-			m, n := mrr(qs, w, keep)
-			byCorpus[name] = m
-			parts = append(parts, fmt.Sprintf("%s MRR %.3f (%d)", name, m, n))
+			var sum float64
+			n := 0
+			for i := range qs {
+				if keep(i) {
+					sum += qs[i].rrOf(score(&qs[i]))
+					n++
+				}
+			}
+			byCorpus[name] = sum / float64(max(n, 1))
+			parts = append(parts, fmt.Sprintf("%s MRR %.3f (%d)", name, byCorpus[name], n))
 		}
 		slices.Sort(parts)
 		t.Logf("%s: %s", label, strings.Join(parts, ", "))
 		return byCorpus
+	}
+	report := func(label string, w [retrieval.NumFeatures]float64, keep func(int) bool) map[string]float64 {
+		return reportScores(label, func(q *pool) []float64 { return q.scores(w) }, keep)
 	}
 	report("identity, all", start, all)
 	l2 := 0.001
@@ -342,8 +358,8 @@ func TestTrainRerank(t *testing.T) {
 	folds := 2
 	if v := os.Getenv("APTIX_TRAIN_FOLDS"); v != "" {
 		var err error
-		if folds, err = strconv.Atoi(v); err != nil || folds < 2 {
-			t.Fatalf("APTIX_TRAIN_FOLDS=%q: want 2 or more", v)
+		if folds, err = strconv.Atoi(v); err != nil || folds == 1 || folds < 0 {
+			t.Fatalf("APTIX_TRAIN_FOLDS=%q: want 2 or more (0: learn on all only)", v)
 		}
 	}
 	for name, qs := range corpora {
@@ -351,7 +367,15 @@ func TestTrainRerank(t *testing.T) {
 			t.Fatalf("%d folds: %s has only %d questions, a fold would have none", folds, name, len(qs))
 		}
 	}
-	cv := map[string]float64{} // each corpus's mean over the folds of their held-out part's MRR
+	rounds := boostRounds
+	if v := os.Getenv("APTIX_TRAIN_TREES"); v != "" {
+		var err error
+		if rounds, err = strconv.Atoi(v); err != nil || rounds < 0 {
+			t.Fatalf("APTIX_TRAIN_TREES=%q: want a count of trees", v)
+		}
+	}
+	cv := map[string]float64{}      // each corpus's mean over the folds of their held-out part's MRR
+	cvTrees := map[string]float64{} // idem, with the trees
 	for fold := range folds {
 		train := func(i int) bool { return i%folds != fold }
 		test := func(i int) bool { return i%folds == fold }
@@ -360,15 +384,43 @@ func TestTrainRerank(t *testing.T) {
 		for name, m := range report(fmt.Sprintf("fold %d learned on its held-out part", fold), w, test) {
 			cv[name] += m / float64(folds)
 		}
+		if rounds > 0 {
+			trees := boost(corpora, w, train, rounds)
+			for name, m := range reportScores(fmt.Sprintf("fold %d learned with %d trees on its held-out part", fold, rounds), func(q *pool) []float64 { return q.forestScores(w, trees) }, test) {
+				cvTrees[name] += m / float64(folds)
+			}
+		}
 	}
-	var parts []string
-	for name, m := range cv {
-		parts = append(parts, fmt.Sprintf("%s %.3f", name, m))
+	for _, c := range []struct {
+		label string
+		mrr   map[string]float64
+	}{{"", cv}, {fmt.Sprintf(", with %d trees", rounds), cvTrees}} {
+		var parts []string
+		for name, m := range c.mrr {
+			parts = append(parts, fmt.Sprintf("%s %.3f", name, m))
+		}
+		slices.Sort(parts)
+		if len(parts) > 0 {
+			t.Logf("cross-validated MRR (%d folds)%s: %s", folds, c.label, strings.Join(parts, ", "))
+		}
 	}
-	slices.Sort(parts)
-	t.Logf("cross-validated MRR (%d folds): %s", folds, strings.Join(parts, ", "))
 	w := learn(all)
 	report("learned on all, all", w, all)
+	for k := range w { // as learnedRerank keeps them: the trees learn over what ships
+		w[k] = math.Round(w[k]*100) / 100
+	}
+	report("learned on all, rounded, all", w, all)
+	if rounds > 0 {
+		trees := boost(corpora, w, all, rounds)
+		reportScores(fmt.Sprintf("learned on all with %d trees, all", rounds), func(q *pool) []float64 { return q.forestScores(w, trees) }, all)
+		if path := os.Getenv("APTIX_TRAIN_FOREST"); path != "" {
+			note := fmt.Sprintf("%d rounds over learnedRerank's scores, each leaf\n// shrunk by %g", rounds, boostShrink)
+			if err := writeForest(path, trees, note); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("the forest is in %s", path)
+		}
+	}
 	var b strings.Builder
 	for k, v := range w {
 		if v != 0 {
