@@ -39,7 +39,7 @@ func (m *Model) Vector(i int) []float32 { return m.In[i*m.Dim : (i+1)*m.Dim] }
 
 const (
 	expSize = 1000 // sigmoid table entries over [-maxExp, maxExp]
-	maxExp    = 6
+	maxExp  = 6
 )
 
 // rng is word2vec's linear congruential generator: fast, and the same
