@@ -486,22 +486,15 @@ func (u *Usage) Report(ctx context.Context, f spend.Filter) (spend.Report, error
 // stored but not yet counted there still shows as the gap between the
 // stream's last sequence and the folder's ack floor.
 func (u *Usage) Pending(ctx context.Context) (uint64, error) {
-	c, err := u.js.Consumer(ctx, UsageStream, UsageFolder)
+	c, err := u.js.Consumer(ctx, UsageStream, UsageFolder) // reads its info: CachedInfo is now
 	if err != nil {
 		return 0, fmt.Errorf("usage pending: %w", err)
 	}
-	info, err := c.Info(ctx)
+	s, err := u.js.Stream(ctx, UsageStream) // after the consumer: a record between the two counts, never one less
 	if err != nil {
 		return 0, fmt.Errorf("usage pending: %w", err)
 	}
-	s, err := u.js.Stream(ctx, UsageStream)
-	if err != nil {
-		return 0, fmt.Errorf("usage pending: %w", err)
-	}
-	st, err := s.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("usage pending: %w", err)
-	}
+	info, st := c.CachedInfo(), s.CachedInfo()
 	return unfolded(info.NumPending+uint64(info.NumAckPending), st.State.FirstSeq, st.State.LastSeq, info.AckFloor.Stream), nil
 }
 

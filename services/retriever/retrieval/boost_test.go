@@ -66,14 +66,14 @@ func boost(corpora map[string][]pool, w [retrieval.NumFeatures]float64, keep fun
 			}
 		}
 	}
-	if len(b.pools) == 0 {
-		return nil
-	}
-	b.lambda = 1 / float64(len(b.pools))
+	b.lambda = 1 / float64(max(len(b.pools), 1))
 	for qi, q := range b.pools {
 		for j := range q.Rows {
 			b.rows = append(b.rows, rowRef{qi, j})
 		}
+	}
+	if len(b.rows) == 0 {
+		return nil
 	}
 	for k := range retrieval.NumFeatures {
 		vals := make([]float64, 0, len(b.rows))

@@ -256,9 +256,10 @@ func (ix *Index) termGroups(terms []string, exps []expansion) (groups [][]string
 }
 
 // rerank rescores hits (their Score the BM25F score, lift and path factor
-// given apart) as weights.Rerank's weighted sum of their features, and
-// returns the new scores, exp of the sum so they stay positive: with the
-// identity weights, the factored score itself. pkgs are the package docs
+// given apart) as weights.Rerank's weighted sum of their features plus
+// what weights.Forest's trees add, and returns the new scores, exp of the
+// sum so they stay positive: with the identity weights and no trees, the
+// factored score itself. pkgs are the package docs
 // the question matched best, best first (the search's first pass).
 func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path string) float64, groups [][]string, idf []float64, pkgs []termindex.Hit) []float64 {
 	matched := make([]termindex.Match, len(hits))
@@ -430,7 +431,8 @@ type similarity struct {
 // side the sum of its words' unit vectors weighed by idf (a mean vector
 // says what a text is about: "thread-safe map" lies near "a map safe for
 // concurrent use" though they share one word). nil when no weight reads
-// them (the plain ranking) and no trace asks.
+// them (the plain ranking), there are no trees (they split on them too)
+// and no trace asks.
 func (ix *Index) similarities(hits []termindex.Hit, groups [][]string, idf []float64, pkgs []termindex.Hit) *similarity {
 	w := weights.Rerank
 	if w[fSimSummary] == 0 && w[fSimSymbol] == 0 && w[fSimPkg] == 0 && w[fSimSummaryOfBest] == 0 && len(weights.Forest) == 0 && tracePool == nil {

@@ -398,8 +398,8 @@ func TestWordVectors(t *testing.T) {
 // TestEncodeVectors: what EncodeVectors writes decodes to the same words,
 // each vector's direction kept to a byte a coordinate.
 func TestEncodeVectors(t *testing.T) {
-	words := []string{"lock", "mutex", "pixel"}
-	data := []float32{0.5, -0.25, 0.1, 0, 40, -20, 8, 1, 0, 0, -3, 0.001}
+	words := []string{"lock", "mutex", "pixel", "void"}
+	data := []float32{0.5, -0.25, 0.1, 0, 40, -20, 8, 1, 0, 0, -3, 0.001, 0, 0, 0, 0}
 	var b bytes.Buffer
 	if err := EncodeVectors(&b, words, 4, data); err != nil {
 		t.Fatal(err)
@@ -408,10 +408,13 @@ func TestEncodeVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(vs.index) != 3 || vs.dim != 4 {
-		t.Fatalf("%d words of %d, want 3 of 4", len(vs.index), vs.dim)
+	if len(vs.index) != 4 || vs.dim != 4 {
+		t.Fatalf("%d words of %d, want 4 of 4", len(vs.index), vs.dim)
 	}
-	for i, w := range words {
+	if row := vs.data[3*4 : 4*4]; row[0] != 0 || row[1] != 0 || row[2] != 0 || row[3] != 0 || vs.scale[3] != 0 {
+		t.Errorf("a zero vector decodes as %v (scale %v)", row, vs.scale[3])
+	}
+	for i, w := range words[:3] {
 		got := make([]float32, 4)
 		if !vs.add(got, w, 1) {
 			t.Fatalf("no vector for %q", w)
@@ -423,7 +426,7 @@ func TestEncodeVectors(t *testing.T) {
 	if err := EncodeVectors(&b, []string{strings.Repeat("x", 256)}, 1, []float32{1}); err == nil {
 		t.Error("a 256-byte word encoded")
 	}
-	if err := EncodeVectors(&b, words, 4, data[:8]); err == nil {
+	if err := EncodeVectors(&b, words, 4, data[:12]); err == nil {
 		t.Error("too few coordinates encoded")
 	}
 }

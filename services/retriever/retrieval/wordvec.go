@@ -109,6 +109,7 @@ func EncodeVectors(w io.Writer, words []string, dim int, data []float32) error {
 			return fmt.Errorf("encode vectors: word %d is %d bytes, want 1 to 255", i, len(word))
 		}
 		x := data[i*dim : (i+1)*dim]
+		clear(row) // a zero vector stays zero, not the last word's
 		var top float64
 		for _, c := range x {
 			top = max(top, math.Abs(float64(c)))

@@ -1,7 +1,8 @@
 // Package skipgram learns word vectors from lines of words: skip-gram
 // with negative sampling (Mikolov et al., 2013), the method of word2vec
 // and gensim, in plain Go on one goroutine, so one corpus and one seed
-// give the same vectors bit for bit on one architecture. The retriever's
+// give the same vectors bit for bit from one build on one kind of CPU
+// (math.Exp picks its code by CPU). The retriever's
 // embedded vectors are learned with it (cmd/wordvectors).
 package skipgram
 

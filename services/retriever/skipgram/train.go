@@ -22,8 +22,9 @@ type Config struct {
 	Seed            uint64
 }
 
-// Defaults are word2vec's skip-gram settings with 10 noise words: what
-// the retriever's vectors were learned with.
+// Defaults are what the retriever's vectors are learned with: word2vec's
+// skip-gram with 10 noise words, subsampling at 10^-4 and the rate
+// falling to 10^-4, as the twelfth pass's gensim run had them.
 func Defaults() Config {
 	return Config{Dim: 100, Window: 5, Negative: 10, Epochs: 5, Sample: 1e-4, Alpha: 0.025, MinAlpha: 0.0001, Seed: 1}
 }
@@ -43,8 +44,8 @@ const (
 )
 
 // rng is word2vec's linear congruential generator: fast, and the same
-// sequence for a seed everywhere. Its high bits are used; the low ones
-// cycle.
+// sequence for a seed everywhere. Draws shift its lowest 8 bits or more
+// away: they cycle fastest.
 type rng uint64
 
 func (r *rng) next() uint64 {
@@ -244,13 +245,13 @@ func dot(a, b []float32) float32 {
 	var s0, s1, s2, s3 float32
 	i := 0
 	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+		s0 += float32(a[i] * b[i]) // each product rounded: no fused multiply-add, on any GOAMD64
+		s1 += float32(a[i+1] * b[i+1])
+		s2 += float32(a[i+2] * b[i+2])
+		s3 += float32(a[i+3] * b[i+3])
 	}
 	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
+		s0 += float32(a[i] * b[i])
 	}
 	return (s0 + s1) + (s2 + s3)
 }
@@ -260,12 +261,12 @@ func axpy(y []float32, g float32, x []float32) {
 	x = x[:len(y)]
 	i := 0
 	for ; i+4 <= len(y); i += 4 {
-		y[i] += g * x[i]
-		y[i+1] += g * x[i+1]
-		y[i+2] += g * x[i+2]
-		y[i+3] += g * x[i+3]
+		y[i] += float32(g * x[i])
+		y[i+1] += float32(g * x[i+1])
+		y[i+2] += float32(g * x[i+2])
+		y[i+3] += float32(g * x[i+3])
 	}
 	for ; i < len(y); i++ {
-		y[i] += g * x[i]
+		y[i] += float32(g * x[i])
 	}
 }

@@ -19,7 +19,7 @@ func train(args []string) error {
 	words := fl.Int("words", 50000, "how many of the most frequent words to keep")
 	seed := fl.Uint64("seed", 1, "the random seed")
 	fl.Parse(args)
-	if fl.NArg() != 2 {
+	if fl.NArg() != 2 || *words < 1 {
 		usage()
 	}
 	f, err := os.Open(fl.Arg(0))
