@@ -444,27 +444,19 @@ func (ix *Index) similarities(hits []termindex.Hit, groups [][]string, idf []flo
 		vs.add(q, ts[0], idf[g])
 	}
 	cosines := func(hs []termindex.Hit, field int) []float64 {
-		type use struct {
-			hit int
-			id  uint32
-		}
-		var uses []use // read first: resolving a term takes the index's lock again
-		ix.mem.EachTermID(hs, field, func(i int, id uint32) { uses = append(uses, use{i, id}) })
-		ids := make([]uint32, len(uses))
-		for k, u := range uses {
-			ids[k] = u.id
-		}
+		var hitOf []int // read first: resolving a term takes the index's lock again
+		var ids []uint32
+		ix.mem.EachTermID(hs, field, func(i int, id uint32) { hitOf, ids = append(hitOf, i), append(ids, id) })
 		tv := ix.vecs.resolve(ix, field, ids)
-		acc := make([][]float32, len(hs))
-		for i := range acc {
-			acc[i] = make([]float32, vs.dim)
-		}
-		for k, u := range uses {
-			vs.addRow(acc[u.hit], tv[k])
-		}
-		out := make([]float64, len(hs))
-		for i := range out {
-			out[i] = cosine(q, acc[i])
+		out := make([]float64, len(hs)) // a hit without terms: 0
+		acc := make([]float32, vs.dim)
+		for k := 0; k < len(ids); { // EachTermID hands the hits out in order
+			i := hitOf[k]
+			clear(acc)
+			for ; k < len(ids) && hitOf[k] == i; k++ {
+				vs.addRow(acc, tv[k])
+			}
+			out[i] = cosine(q, acc)
 		}
 		return out
 	}

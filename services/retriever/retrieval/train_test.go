@@ -144,11 +144,16 @@ func (q *pool) rrOf(s []float64) float64 {
 // mrr is the MRR under w of the questions of qs that keep keeps, and how
 // many those are.
 func mrr(qs []pool, w [retrieval.NumFeatures]float64, keep func(i int) bool) (float64, int) {
+	return mrrOf(qs, func(q *pool) []float64 { return q.scores(w) }, keep)
+}
+
+// mrrOf is mrr with each pool's rows scored by score.
+func mrrOf(qs []pool, score func(q *pool) []float64, keep func(i int) bool) (float64, int) {
 	var s float64
 	n := 0
 	for i := range qs {
 		if keep(i) {
-			s += qs[i].rr(w)
+			s += qs[i].rrOf(score(&qs[i]))
 			n++
 		}
 	}
@@ -316,16 +321,9 @@ func TestTrainRerank(t *testing.T) {
 		byCorpus := map[string]float64{}
 		var parts []string
 		for name, qs := range corpora {
-			var sum float64
-			n := 0
-			for i := range qs {
-				if keep(i) {
-					sum += qs[i].rrOf(score(&qs[i]))
-					n++
-				}
-			}
-			byCorpus[name] = sum / float64(max(n, 1))
-			parts = append(parts, fmt.Sprintf("%s MRR %.3f (%d)", name, byCorpus[name], n))
+			m, n := mrrOf(qs, score, keep)
+			byCorpus[name] = m
+			parts = append(parts, fmt.Sprintf("%s MRR %.3f (%d)", name, m, n))
 		}
 		slices.Sort(parts)
 		t.Logf("%s: %s", label, strings.Join(parts, ", "))

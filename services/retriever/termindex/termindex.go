@@ -578,8 +578,9 @@ func (ix *Index) CoOccur(field int, a, b string) int {
 	return n
 }
 
-// EachTermID calls fn with the id of each term hit i holds in field, or of
-// each term of its first sentence in order for Summary (ids of the Doc
+// EachTermID calls fn, hit by hit in the hits' order, with the id of each
+// term hit i holds in field, or of each term of its first sentence in
+// order for Summary (ids of the Doc
 // field's dictionary). Term resolves an id; an id names the same term for
 // the index's life (terms are never renumbered). fn must not call the
 // index.

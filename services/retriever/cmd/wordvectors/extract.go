@@ -17,12 +17,10 @@ import (
 	"github.com/blevesearch/bleve/v2/registry"
 )
 
-// extractor writes the corpus: the analyser the index uses, and each
-// text once.
+// extractor writes the corpus's lines with the analyser the index uses.
 type extractor struct {
-	an   analysis.Analyzer
-	out  *bufio.Writer
-	seen map[string]bool
+	an  analysis.Analyzer
+	out *bufio.Writer
 }
 
 // emit writes the text's terms as the index analyses them, one line: a
@@ -48,8 +46,13 @@ func extract(roots []string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("analyzer: %w", err)
 	}
-	x := &extractor{an: an, out: bufio.NewWriterSize(w, 1<<20), seen: map[string]bool{}}
-	seen, emit := x.seen, x.emit
+	for _, root := range roots {
+		if _, err := os.Stat(root); err != nil {
+			return err // not an empty corpus: a wrong path
+		}
+	}
+	x := &extractor{an: an, out: bufio.NewWriterSize(w, 1<<20)}
+	seen, emit := map[string]bool{}, x.emit // each text once
 	for _, root := range roots {
 		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
