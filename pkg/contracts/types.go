@@ -208,6 +208,11 @@ type RagChunk struct {
 	// name per method so named): the retriever lifts the declarations the
 	// code leans on. Optional, like Matches.
 	Uses float64 `json:"uses,omitempty"`
+	// Near is the chunk's rank among those whose doc comments lie nearest
+	// the question in meaning (word vectors), which the retriever adds to
+	// the candidates it reranks; 0 when it is not among them. Optional,
+	// like Matches.
+	Near int `json:"near,omitempty"`
 }
 
 // RagMatch is one field of a chunk that matched the query.

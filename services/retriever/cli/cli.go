@@ -178,7 +178,7 @@ func searchCommand(connect Connect, dataDir func() string) *cobra.Command {
 				first, _, _ := strings.Cut(strings.TrimSpace(c.Content), "\n")
 				fmt.Fprintf(out, "%d. %s:%d-%d  %s  score %.2f  %s\n     %s\n", i+1, c.Path, c.StartLine, c.EndLine, c.Language, c.Score, c.Id, first)
 				if explain {
-					fmt.Fprintf(out, "     matched: %s%s\n", Matches(c.Matches), UsedBy(c.Uses))
+					fmt.Fprintf(out, "     matched: %s%s%s\n", Matches(c.Matches), NearBy(c.Near), UsedBy(c.Uses))
 				}
 			}
 			fmt.Fprintf(out, "%d hits in %.1f ms\n", len(res.Chunks), res.TookMs)
@@ -196,6 +196,15 @@ func searchCommand(connect Connect, dataDir func() string) *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "one JSON RagChunk per line")
 	f.BoolVar(&explain, "explain", false, "show the query's terms and, for each hit, which terms matched which field")
 	return cmd
+}
+
+// NearBy says where a chunk ranks among those nearest the question in
+// meaning, "" when it is not among them.
+func NearBy(rank int) string {
+	if rank == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  near in meaning #%d", rank)
 }
 
 // UsedBy says how many chunks use what a chunk declares, "" for none.

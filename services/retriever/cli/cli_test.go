@@ -58,7 +58,7 @@ func TestIndexThenSearch(t *testing.T) {
 		t.Errorf("readable output %q", out)
 	}
 	out = run(t, url, data, "search", "parse a duration", "--workspace", "w", "--explain")
-	if !strings.Contains(out, "query terms: pars durat") || !strings.Contains(out, "matched: symbol[durat pars] doc[durat pars]") {
+	if !strings.Contains(out, "query terms: pars durat") || !strings.Contains(out, "matched: symbol[durat pars] doc[durat pars] summary[durat pars] content[durat pars]  near in meaning #1\n") {
 		t.Errorf("explained output %q", out)
 	}
 	// A use elsewhere: the explanation says how many chunks use the hit.

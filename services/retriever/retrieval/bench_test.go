@@ -38,21 +38,21 @@ type question struct {
 
 // The question sets. The first two passes tuned on two thirds of each
 // corpus's questions file and held out every third question; the third and
-// the fifth to twelfth passes held out a fresh file per corpus
+// the fifth to thirteenth passes held out a fresh file per corpus
 // (corpus.heldOut; docs/retrieval.md numbers the engine pass fourth). All
 // of them have been measured since, so they now join the tuning (reported
-// apart, for continuity). The thirteenth pass's held-out questions are a new
+// apart, for continuity). The fourteenth pass's held-out questions are a new
 // file per corpus (corpus.fresh), written and committed before its tuning,
 // measured only with APTIX_BENCH_FRESH=1.
 const (
 	tuning = iota
 	oldHeldOut
-	thirdHeldOut // then the fifth pass's, the sixth's, the seventh's, the eighth's, the ninth's, the tenth's, the eleventh's, the twelfth's
+	thirdHeldOut // then the fifth pass's, the sixth's, the seventh's, the eighth's, the ninth's, the tenth's, the eleventh's, the twelfth's, the thirteenth's
 	fresh        = thirdHeldOut + len(passes)
 )
 
 // passes are the passes whose held-out files have joined the tuning.
-var passes = [...]string{"third", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh", "twelfth"}
+var passes = [...]string{"third", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh", "twelfth", "thirteenth"}
 
 var setNames = func() (n [fresh + 1]string) {
 	n[tuning], n[oldHeldOut], n[fresh] = "tuning", "old held-out", "fresh held-out"
@@ -73,8 +73,8 @@ type corpus struct {
 }
 
 var corpora = []corpus{
-	{"stdlib", "stdlib.txt", [...]string{"stdlib-3.txt", "stdlib-4.txt", "stdlib-5.txt", "stdlib-6.txt", "stdlib-7.txt", "stdlib-8.txt", "stdlib-9.txt", "stdlib-10.txt", "stdlib-11.txt"}, "stdlib-12.txt", []string{"stdlib-13.txt"}, goroot},
-	{"nats-server", "nats-server.txt", [...]string{"nats-server-3.txt", "nats-server-4.txt", "nats-server-5.txt", "nats-server-6.txt", "nats-server-7.txt", "nats-server-8.txt", "nats-server-9.txt", "nats-server-10.txt", "nats-server-11.txt"}, "nats-server-12.txt", []string{"nats-server-13.txt"}, moduleDir("github.com/nats-io/nats-server/v2")},
+	{"stdlib", "stdlib.txt", [...]string{"stdlib-3.txt", "stdlib-4.txt", "stdlib-5.txt", "stdlib-6.txt", "stdlib-7.txt", "stdlib-8.txt", "stdlib-9.txt", "stdlib-10.txt", "stdlib-11.txt", "stdlib-12.txt"}, "stdlib-13.txt", []string{"stdlib-14.txt"}, goroot},
+	{"nats-server", "nats-server.txt", [...]string{"nats-server-3.txt", "nats-server-4.txt", "nats-server-5.txt", "nats-server-6.txt", "nats-server-7.txt", "nats-server-8.txt", "nats-server-9.txt", "nats-server-10.txt", "nats-server-11.txt", "nats-server-12.txt"}, "nats-server-13.txt", []string{"nats-server-14.txt"}, moduleDir("github.com/nats-io/nats-server/v2")},
 }
 
 // load reads the corpus's questions, the fresh held-out ones last.
@@ -329,7 +329,7 @@ func benchCorpus(b *testing.B, c corpus) {
 		fmt.Fprintf(os.Stderr, "%s: %q\nquery terms: %s\n", c.name, q, res.Query)
 		for i, h := range res.Chunks[:min(3, len(res.Chunks))] {
 			first, _, _ := strings.Cut(strings.TrimSpace(h.Content), "\n")
-			fmt.Fprintf(os.Stderr, "%d. %s:%d-%d  %s  score %.2f\n     %s\n     matched: %s%s\n", i+1, h.Path, h.StartLine, h.EndLine, h.Language, h.Score, first, cli.Matches(h.Matches), cli.UsedBy(h.Uses))
+			fmt.Fprintf(os.Stderr, "%d. %s:%d-%d  %s  score %.2f\n     %s\n     matched: %s%s%s\n", i+1, h.Path, h.StartLine, h.EndLine, h.Language, h.Score, first, cli.Matches(h.Matches), cli.NearBy(h.Near), cli.UsedBy(h.Uses))
 		}
 	}
 	withFresh := os.Getenv("APTIX_BENCH_FRESH") != ""
@@ -431,14 +431,17 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	defer ix.ResetCaches()
 	before := []func(w *retrieval.Weights){ // this pass's ranking, then the ones it replaced
 		func(w *retrieval.Weights) {},
-		func(w *retrieval.Weights) { w.Forest = nil },                                         // this pass's weights without its trees
-		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.TwelfthPassRerank, nil },  // the twelfth pass's weights (before the thirteenth), on today's vectors
-		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.EleventhPassRerank, nil }, // the eleventh pass's ranking (before the twelfth)
-		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.TenthPassRerank, nil },    // the tenth pass's ranking (before the eleventh)
-		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.NinthPassRerank, nil },    // the ninth pass's ranking (before the tenth)
-		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.EighthPassRerank, nil },   // the eighth pass's ranking (before the ninth)
-		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.SeventhPassRerank, nil },  // the seventh pass's ranking (before the eighth)
-		func(w *retrieval.Weights) { w.Rerank, w.Forest = retrieval.IdentityRerank, nil },     // the fifth pass's ranking (before the sixth)
+		func(w *retrieval.Weights) { w.Forest = nil }, // this pass's weights without its trees
+		func(w *retrieval.Weights) {
+			w.Rerank, w.Forest, w.Near = retrieval.ThirteenthPassRerank, retrieval.ThirteenthPassForest, 0
+		}, // the thirteenth pass's ranking (before the fourteenth)
+		func(w *retrieval.Weights) { w.Rerank, w.Forest, w.Near = retrieval.TwelfthPassRerank, nil, 0 },  // the twelfth pass's weights (before the thirteenth), on today's vectors
+		func(w *retrieval.Weights) { w.Rerank, w.Forest, w.Near = retrieval.EleventhPassRerank, nil, 0 }, // the eleventh pass's ranking (before the twelfth)
+		func(w *retrieval.Weights) { w.Rerank, w.Forest, w.Near = retrieval.TenthPassRerank, nil, 0 },    // the tenth pass's ranking (before the eleventh)
+		func(w *retrieval.Weights) { w.Rerank, w.Forest, w.Near = retrieval.NinthPassRerank, nil, 0 },    // the ninth pass's ranking (before the tenth)
+		func(w *retrieval.Weights) { w.Rerank, w.Forest, w.Near = retrieval.EighthPassRerank, nil, 0 },   // the eighth pass's ranking (before the ninth)
+		func(w *retrieval.Weights) { w.Rerank, w.Forest, w.Near = retrieval.SeventhPassRerank, nil, 0 },  // the seventh pass's ranking (before the eighth)
+		func(w *retrieval.Weights) { w.Rerank, w.Forest, w.Near = retrieval.IdentityRerank, nil, 0 },     // the fifth pass's ranking (before the sixth)
 	}
 	vary := append(before,
 		func(w *retrieval.Weights) { w.Pool = 2 }, // the reranker's pool

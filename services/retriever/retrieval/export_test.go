@@ -59,6 +59,24 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// ThirteenthPassRerank and ThirteenthPassForest are the thirteenth pass's
+// learned weights and trees (91d0ccc), the ranking before the fourteenth
+// pass's, for the benchmark's grid: the weights without the chunks nearest
+// in meaning (Near 0).
+var (
+	ThirteenthPassRerank = features{
+		fScore: 0.9, fLift: 1.24, fPath: 4.44,
+		fSymbol: -1.31, fDoc: -0.24, fSummary: -0.33, fPathWords: 1.83, fContent: 0.63, fAny: 0.47, fAll: -0.49, fSymbolShare: -0.65,
+		fFunc: -0.08, fMethod: -0.73, fType: -1.08, fExported: 0.84, fLines: -0.3,
+		fSameFile: 0.27, fFileAny: 0.71, fFileSummary: 1.75, fPairs: 1.61, fDocLen: -0.01,
+		fLeadSymbol: -0.04, fLeadSummary: 0.37, fGenerated: -2.38, fOtherOS: -2.37,
+		fAnyOfBest: 2.25, fSummaryOfBest: 0.84, fFileAnyOfBest: 1.63,
+		fPkgRank: -0.69, fPkgAny: 1.67, fPkgSummary: 1.68, fPkgPairs: 1.01,
+		fSimSummary: 0.58, fSimSymbol: 2, fSimPkg: 0.43, fSimSummaryOfBest: 0.51,
+	}
+	ThirteenthPassForest = thirteenthPassForest
+)
+
 // TwelfthPassRerank are the twelfth pass's learned weights (c2cd814),
 // the ranking before the thirteenth pass's, for the benchmark's grid. Its
 // four similarities were learned on the twelfth pass's vectors (gensim's);

@@ -167,17 +167,28 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 		}
 		first = &fp
 	}
+	reranked := weights.Rerank != identityRerank || len(weights.Forest) > 0 || tracePool != nil
+	var groups [][]string
+	var idf []float64
+	if reranked {
+		groups, idf = ix.termGroups(terms, exps)
+	}
+	if reranked && weights.Near > 0 {
+		// A question may name a thing by what it does, in words no field
+		// of the chunk that answers holds: no clause scores it. The chunks
+		// whose doc comments lie nearest it in meaning join the pool.
+		q.Near, q.NearK = questionVector(groups, idf), weights.Near
+	}
 	hits := ix.mem.Search(q, first, keep*max(weights.Pool, 1))
 	if len(hits) == 0 {
 		return nil, nil
 	}
 	use, lift := ix.usageFactors(hits)
-	if weights.Rerank == identityRerank && len(weights.Forest) == 0 && tracePool == nil {
+	if !reranked {
 		for i := range hits {
 			hits[i].Score *= factor(hits[i].Meta.(*memMeta).file) * lift[i]
 		}
 	} else {
-		groups, idf := ix.termGroups(terms, exps)
 		top := 0.0
 		for i, s := range ix.rerank(hits, lift, factor, groups, idf, pkgs) {
 			hits[i].Score, top = s, max(top, s)
@@ -205,7 +216,7 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 	out := make([]candidate, 0, len(hits))
 	for _, h := range hits {
 		m := h.Meta.(*memMeta)
-		c := contracts.RagChunk{Id: h.ID, Path: m.file, Repo: m.repo, Language: m.language, StartLine: m.startLine, EndLine: m.endLine, Score: h.Score, Uses: use[h.ID]}
+		c := contracts.RagChunk{Id: h.ID, Path: m.file, Repo: m.repo, Language: m.language, StartLine: m.startLine, EndLine: m.endLine, Score: h.Score, Uses: use[h.ID], Near: h.NearRank}
 		d, err := r.Document(h.ID)
 		if err != nil {
 			return nil, fmt.Errorf("chunk %s: %w", h.ID, err)

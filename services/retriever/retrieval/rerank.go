@@ -57,12 +57,14 @@ const (
 	fSimSymbol               // idem, with the symbol's words
 	fSimPkg                  // idem, with the first sentence of the hit's package doc, for a package among the first pass's (fPkgRank)
 	fSimSummaryOfBest        // fSimSummary divided by the pool's best
+	fNear                    // cosine of the doc comment's vector with the question's, as the nearest-chunk search reads them (docVector)
+	fNearRank                // 1 / its rank among the chunks nearest the question (weights.Near); 0 beyond them
 	numFeatures
 )
 
 // featureNames name the features in weights.Rerank's order, for the
 // benchmark's training output.
-var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs", "simSummary", "simSymbol", "simPkg", "simSummaryOfBest"}
+var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs", "simSummary", "simSymbol", "simPkg", "simSummaryOfBest", "near", "nearRank"}
 
 // features is one hit's feature vector; weights.Rerank is one of them too.
 type features [numFeatures]float64
@@ -74,14 +76,15 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.9, fLift: 1.24, fPath: 4.44,
-	fSymbol: -1.31, fDoc: -0.24, fSummary: -0.33, fPathWords: 1.83, fContent: 0.63, fAny: 0.47, fAll: -0.49, fSymbolShare: -0.65,
-	fFunc: -0.08, fMethod: -0.73, fType: -1.08, fExported: 0.84, fLines: -0.3,
-	fSameFile: 0.27, fFileAny: 0.71, fFileSummary: 1.75, fPairs: 1.61, fDocLen: -0.01,
-	fLeadSymbol: -0.04, fLeadSummary: 0.37, fGenerated: -2.38, fOtherOS: -2.37,
-	fAnyOfBest: 2.25, fSummaryOfBest: 0.84, fFileAnyOfBest: 1.63,
-	fPkgRank: -0.69, fPkgAny: 1.67, fPkgSummary: 1.68, fPkgPairs: 1.01,
-	fSimSummary: 0.58, fSimSymbol: 2, fSimPkg: 0.43, fSimSummaryOfBest: 0.51,
+	fScore: 0.67, fLift: 1.15, fPath: 4.39,
+	fSymbol: -1.27, fDoc: -0.38, fSummary: -0.46, fPathWords: 1.98, fContent: 0.53, fAny: 0.55, fAll: -0.34, fSymbolShare: -0.33,
+	fFunc: 0.1, fMethod: -0.69, fType: -0.9, fExported: 0.82, fLines: -0.28,
+	fSameFile: 0.29, fFileAny: 1, fFileSummary: 1.59, fPairs: 1.77, fDocLen: -0.16,
+	fLeadSymbol: -0.01, fLeadSummary: 0.33, fGenerated: -2.22, fOtherOS: -2.34,
+	fAnyOfBest: 2.31, fSummaryOfBest: 0.77, fFileAnyOfBest: 1.28,
+	fPkgRank: -0.6, fPkgAny: 1.55, fPkgSummary: 1.79, fPkgPairs: 1.01,
+	fSimSummary: 0.11, fSimSymbol: 1.8, fSimPkg: 0.48, fSimSummaryOfBest: 0.01,
+	fNear: 0.71, fNearRank: 1.36,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -349,6 +352,10 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		if sims != nil {
 			f[fSimSummary], f[fSimSymbol] = sims.summary[i], sims.symbol[i]
 			f[fSimPkg] = sims.pkg[path.Dir(m.file)]
+		}
+		f[fNear] = h.Near
+		if h.NearRank > 0 {
+			f[fNearRank] = 1 / float64(h.NearRank)
 		}
 		for _, r := range ofBest {
 			best[r.of] = max(best[r.of], f[r.of])

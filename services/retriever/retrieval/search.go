@@ -66,9 +66,10 @@ type weightSet struct {
 	AbbrevShape       bool     // an abbreviation must be shaped like one, see shapedLike
 	Rerank            features // the reranker's weights, see rerank; identityRerank ranks by the factored score
 	Forest            forest   // the reranker's trees, added to the weighted sum; nil: none
+	Near              int      // chunks nearest the question in meaning joined to the reranker's pool, see searchMem; 0: none
 }
 
-var weights = weightSet{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true, MeanLength: true, Usage: 0.8, Pool: 4, Coord: 1.5, AbbrevShape: true, Rerank: learnedRerank, Forest: learnedForest}
+var weights = weightSet{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true, MeanLength: true, Usage: 0.8, Pool: 4, Coord: 1.5, AbbrevShape: true, Rerank: learnedRerank, Forest: learnedForest, Near: 50}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request

@@ -237,3 +237,67 @@ func (c *vecCache) resolve(ix *Index, field int, ids []uint32) []termVec {
 	c.mu.Unlock()
 	return out
 }
+
+// docVector is a chunk's place in meaning for the nearest-chunk search
+// (termindex.Query.Near): its doc comment's distinct words' unit vectors,
+// each weighed by how rare the word is where the vectors were learned
+// (ln(1 + rank/10), the vectors being stored most frequent first), summed
+// and quantised (quantise). Not the index's idf: a chunk's vector must not
+// depend on what else the index held when it was added, or replicas that
+// loaded the bucket in another order would rank apart. nil when none of
+// its words has a vector.
+func docVector(terms []string) []int8 {
+	vs := wordVectors()
+	acc := make([]float32, vs.dim)
+	seen := make(map[string]bool, len(terms))
+	any := false
+	for _, t := range terms {
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		row, ok := vs.index[t]
+		if !ok {
+			continue
+		}
+		any = true
+		vs.addRow(acc, termVec{row: row, w: float32(math.Log1p(float64(row+1)/10)) * vs.scale[row]})
+	}
+	if !any {
+		return nil
+	}
+	return quantise(acc)
+}
+
+// questionVector is a question's vector for the same search: its words'
+// unit vectors weighed by idf, as similarities sums them.
+func questionVector(groups [][]string, idf []float64) []int8 {
+	vs := wordVectors()
+	acc := make([]float32, vs.dim)
+	any := false
+	for g, ts := range groups {
+		any = vs.add(acc, ts[0], idf[g]) || any
+	}
+	if !any {
+		return nil
+	}
+	return quantise(acc)
+}
+
+// quantise scales v to unit length and each coordinate to a signed byte
+// (±127: termindex's cosine8); nil for a zero vector.
+func quantise(v []float32) []int8 {
+	var ss float64
+	for _, x := range v {
+		ss += float64(x) * float64(x)
+	}
+	if ss == 0 {
+		return nil
+	}
+	inv := 127 / math.Sqrt(ss)
+	out := make([]int8, len(v))
+	for i, x := range v {
+		out[i] = int8(math.Round(float64(x) * inv))
+	}
+	return out
+}

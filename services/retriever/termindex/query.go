@@ -59,6 +59,10 @@ type Query struct {
 	// IDF is the power of a term's idf in its weight (bleve: 2, the idf
 	// of the term's score times the idf of the query's term; taken for 0).
 	IDF float64
+	// Near, when it has the chunks' vectors' length, brings the NearK
+	// chunks whose vectors lie nearest it into the hits (near.go).
+	Near  []int8
+	NearK int
 }
 
 // FirstPass ranks the chunks that pass Filters by the query's clauses
@@ -75,6 +79,10 @@ type Hit struct {
 	ID    string
 	Score float64
 	Meta  any
+	// Near is the cosine of the chunk's vector with Query.Near (0 without
+	// either), NearRank its rank among the NearK nearest (0: not among them).
+	Near     float64
+	NearRank int
 }
 
 type scratch struct {
@@ -87,6 +95,7 @@ type scratch struct {
 	bsum     []float64 // should bonus, see addBonus
 	bcnt     []uint16
 	btouched []uint32
+	dist     []uint16 // by vector row: the signs' distance from the query's, see nearest
 }
 
 // fold adds one clause of n terms to the sums: each chunk the clause
@@ -206,7 +215,7 @@ func (ix *Index) Search(q Query, first *FirstPass, k int) []Hit {
 		bonus = append(bonus, shouldScore{terms: ks})
 	}
 	qn := 1 / math.Sqrt(sumSq)
-	return ix.top(s, q.Filters, k, bonus, qn)
+	return ix.addNearest(s, &q, ix.top(s, q.Filters, k, bonus, qn), qn)
 }
 
 type kwScore struct {

@@ -69,6 +69,9 @@ type Chunk struct {
 	Summary []string
 	// Meta is the caller's, returned with a hit (path, lines, language...).
 	Meta any
+	// Vector is the chunk's place in meaning, unit length, each coordinate
+	// times 127 (nil: none): Query.Near finds the nearest (near.go).
+	Vector []int8
 }
 
 type posting struct {
@@ -111,6 +114,7 @@ type doc struct {
 	termOff [NumText + 2]uint32 // the last segment: the summary's terms in order (Chunk.Summary)
 	kw      []uint32            // keyword value numbers of each field
 	kwOff   [NumKeyword + 1]uint16
+	vec     int32 // its row in Index.vecRows; -1: no vector
 	meta    any
 }
 
@@ -153,6 +157,12 @@ type Index struct {
 	live  int
 	dead  int // dead entries still in the postings
 	pool  sync.Pool
+	// The chunks' vectors (near.go): dim coordinates each, live and dead
+	// until compaction, in the order they were added.
+	dim     int
+	vecRows []vecRow
+	vecs    []int8
+	signs   []uint64 // signWords(dim) a row: the vector's signs (appendSigns)
 }
 
 type fileEntry struct {
@@ -245,7 +255,7 @@ func (ix *Index) add(c *Chunk) {
 		ix.remove(c.ID) // the same chunk in two files' entries: the last one wins, as in bleve
 	}
 	d := uint32(len(ix.docs))
-	nd := doc{id: c.ID, live: true, meta: c.Meta}
+	nd := doc{id: c.ID, live: true, meta: c.Meta, vec: -1}
 	counts := map[string]uint32{}
 	for f := range NumText {
 		nd.termOff[f] = uint32(len(nd.terms))
@@ -301,6 +311,7 @@ func (ix *Index) add(c *Chunk) {
 	nd.kwOff[NumKeyword] = uint16(len(nd.kw))
 	ix.docs = append(ix.docs, nd)
 	ix.byID[c.ID] = d
+	ix.addVector(d, c.Vector)
 	ix.live++
 }
 
@@ -350,6 +361,7 @@ func (ix *Index) compact() {
 			k.post[v] = slices.DeleteFunc(ds, func(d uint32) bool { return !ix.docs[d].live })
 		}
 	}
+	ix.compactVectors()
 	ix.dead = 0
 }
 
