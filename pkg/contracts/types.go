@@ -209,8 +209,9 @@ type RagChunk struct {
 	// code leans on. Optional, like Matches.
 	Uses float64 `json:"uses,omitempty"`
 	// Near is the chunk's rank among those whose doc comments lie nearest
-	// the question in meaning (word vectors), which the retriever adds to
-	// the candidates it reranks; 0 when it is not among them. Optional,
+	// the question in meaning (word vectors; among the chunks in scope that
+	// share a word with it, found approximately), which the retriever adds
+	// to the candidates it reranks; 0 when it is not among them. Optional,
 	// like Matches.
 	Near int `json:"near,omitempty"`
 }

@@ -150,8 +150,8 @@ func memQuery(req contracts.AgentExecuteRequest, scope, workspace string, filter
 var memAvgLength func(field string) float64
 
 // searchMem runs the query on the scoring index and reads the hits' text
-// from bleve's stored fields. The pool, weights.Pool times the hits kept,
-// is reranked (rerank: the path factor, how often the code uses each hit's
+// from bleve's stored fields. The pool, weights.Pool times the hits kept
+// and the weights.Near chunks nearest the question in meaning, is reranked (rerank: the path factor, how often the code uses each hit's
 // declaration and the hit's other features) before the cut and before the
 // text is read, so a chunk the reranker lifts can come from below the
 // plain score's cut. The active files' hits stay first, and the scores

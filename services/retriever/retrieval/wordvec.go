@@ -162,7 +162,7 @@ func (v *vectors) addRow(acc []float32, t termVec) {
 		return
 	}
 	for k, x := range v.data[int(t.row)*v.dim : int(t.row+1)*v.dim] {
-		acc[k] += t.w * float32(x)
+		acc[k] += float32(t.w * float32(x)) // rounded: no build fuses it, so a chunk's vector is the same on every CPU
 	}
 }
 

@@ -15,17 +15,15 @@ import (
 // BM25F, among the chunks that match at least one clause: a chunk that
 // shares no word with the question is not an answer anyone can check.
 
-// vecRow is one chunk's vector: the chunk's number and where its
-// coordinates start in Index.vecs.
-type vecRow struct {
-	doc uint32
-	off uint32
-}
+// maxDim bounds a vector's length: nearest keeps sign distances in a
+// uint16.
+const maxDim = 4096
 
 // addVector keeps d's vector; a vector of another length than the first
-// one the index took is not kept (an index holds one kind).
+// one the index took is not kept (an index holds one kind: the caller's
+// vectors all come from one table), nor one longer than maxDim.
 func (ix *Index) addVector(d uint32, v []int8) {
-	if len(v) == 0 {
+	if len(v) == 0 || len(v) > maxDim {
 		return
 	}
 	if ix.dim == 0 {
@@ -34,8 +32,8 @@ func (ix *Index) addVector(d uint32, v []int8) {
 	if len(v) != ix.dim {
 		return
 	}
-	ix.docs[d].vec = int32(len(ix.vecRows))
-	ix.vecRows = append(ix.vecRows, vecRow{doc: d, off: uint32(len(ix.vecs))})
+	ix.docs[d].vec = int32(len(ix.vecDocs))
+	ix.vecDocs = append(ix.vecDocs, d)
 	ix.vecs = append(ix.vecs, v...)
 	ix.signs = appendSigns(ix.signs, v)
 }
@@ -60,27 +58,27 @@ func appendSigns(dst []uint64, v []int8) []uint64 {
 	return dst
 }
 
-// compactVectors drops dead chunks' vectors and renumbers the live ones'.
+// compactVectors drops dead chunks' vectors and renumbers the live
+// ones', in place.
 func (ix *Index) compactVectors() {
-	rows, vecs := ix.vecRows[:0], make([]int8, 0, len(ix.vecs))
-	for _, r := range ix.vecRows {
-		d := &ix.docs[r.doc]
+	dim, sw := ix.dim, signWords(ix.dim)
+	n := 0
+	for i, dn := range ix.vecDocs {
+		d := &ix.docs[dn]
 		if !d.live {
 			continue
 		}
-		d.vec = int32(len(rows))
-		rows = append(rows, vecRow{doc: r.doc, off: uint32(len(vecs))})
-		vecs = append(vecs, ix.vecs[r.off:r.off+uint32(ix.dim)]...)
+		d.vec = int32(n)
+		copy(ix.vecs[n*dim:(n+1)*dim], ix.vecs[i*dim:(i+1)*dim])
+		copy(ix.signs[n*sw:(n+1)*sw], ix.signs[i*sw:(i+1)*sw])
+		ix.vecDocs[n] = dn
+		n++
 	}
-	ix.vecRows, ix.vecs = rows, vecs
-	ix.signs = ix.signs[:0]
-	for _, r := range rows {
-		ix.signs = appendSigns(ix.signs, ix.vecs[r.off:r.off+uint32(ix.dim)])
-	}
+	ix.vecDocs, ix.vecs, ix.signs = ix.vecDocs[:n], ix.vecs[:n*dim], ix.signs[:n*sw]
 }
 
-// dot8 is the dot product of two equally long signed-byte vectors. The
-// scan reads every chunk's vector (near): eight sums at a time, slices
+// dot8 is the dot product of two equally long signed-byte vectors, for
+// the candidates nearest scores exactly: eight sums at a time, slices
 // that shrink so the compiler drops the bounds checks.
 func dot8(a, b []int8) int32 {
 	b = b[:len(a)]
@@ -102,31 +100,52 @@ func dot8(a, b []int8) int32 {
 func cosine8(dot int32) float64 { return float64(dot) / (127 * 127) }
 
 // nearestScan is how many candidates per chunk asked for nearest scores
-// exactly: the rest are passed over by their signs alone.
+// at least: the rest are passed over by their signs alone.
 const nearestScan = 60
+
+// nearer orders the nearest: the larger dot product, then the smaller
+// chunk id, so that which of two equally near chunks makes the cut does
+// not depend on the order the index took them in (replicas agree).
+func (ix *Index) nearer(a, b scored) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return ix.docs[a.doc].id < ix.docs[b.doc].id
+}
 
 // nearest returns the k chunks among those the query's clauses touched
 // (so each shares a word with the question) that pass filters and whose
 // vectors lie nearest q, nearest first. A dot product of every touched
 // chunk's vector costs milliseconds on a large index; the signs' distance
-// (appendSigns) picks the nearestScan·k likeliest first, and only they are
-// scored exactly.
+// (appendSigns) picks the likeliest first: every chunk within the
+// distance that takes in nearestScan·k of them (more when many lie at
+// that distance, such as copies of one doc comment) is scored exactly.
+// The distance is approximate, so a chunk beyond it may be nearer than
+// one within it.
 func (ix *Index) nearest(s *scratch, q []int8, k int, filters []filter) []scored {
 	if k <= 0 || len(q) != ix.dim || ix.dim == 0 {
 		return nil
 	}
 	sw := signWords(ix.dim)
 	qs := appendSigns(make([]uint64, 0, sw), q)
-	if cap(s.dist) < len(ix.vecRows) {
-		s.dist = make([]uint16, len(ix.vecRows))
+	if cap(s.dist) < len(ix.vecDocs) {
+		s.dist = make([]uint16, len(ix.vecDocs))
 	}
-	dist := s.dist[:len(ix.vecRows)]
-	hist := make([]int, ix.dim+2)
-	const untouched = 0xffff
-	for i, r := range ix.vecRows {
-		if s.cnt[r.doc] == 0 {
-			dist[i] = untouched
-			continue
+	dist := s.dist[:len(ix.vecDocs)] // a row's distance; dim+1: not a candidate (maxDim keeps it in a uint16)
+	hist := make([]int, ix.dim+1)
+next:
+	for i, dn := range ix.vecDocs { // in the order they lie in memory
+		dist[i] = uint16(ix.dim + 1)
+		if s.cnt[dn] == 0 {
+			continue // untouched (dead chunks never are)
+		}
+		if len(filters) > 0 { // out of scope: not a candidate, or it would take a place in the budget
+			d := &ix.docs[dn]
+			for _, f := range filters {
+				if !d.holds(f) {
+					continue next
+				}
+			}
 		}
 		d := 0
 		for w, x := range ix.signs[i*sw : (i+1)*sw] {
@@ -136,40 +155,44 @@ func (ix *Index) nearest(s *scratch, q []int8, k int, filters []filter) []scored
 		hist[d]++
 	}
 	limit, n := 0, 0 // score exactly those within limit: at least nearestScan·k of them
-	for limit < len(hist)-1 && n+hist[limit] < nearestScan*k {
+	for limit < ix.dim && n+hist[limit] < nearestScan*k {
 		n += hist[limit]
 		limit++
 	}
-	h := make(hitHeap, 0, k)
-	dim := uint32(ix.dim)
-next:
-	for i, r := range ix.vecRows {
+	h := make(hitHeap, 0, k) // a min-heap by nearer: the farthest kept on top
+	less := func(i, j int) bool { return ix.nearer(h[j], h[i]) }
+	dim := ix.dim
+	for i, dn := range ix.vecDocs {
 		if int(dist[i]) > limit {
 			continue
 		}
-		x := scored{r.doc, float64(dot8(q, ix.vecs[r.off:r.off+dim]))}
-		if len(h) == k && !better(x, h[0]) {
-			continue
-		}
-		d := &ix.docs[r.doc]
-		if !d.live {
-			continue
-		}
-		for _, f := range filters {
-			if !d.holds(f) {
-				continue next
-			}
-		}
-		if len(h) < k {
+		x := scored{dn, float64(dot8(q, ix.vecs[i*dim:(i+1)*dim]))}
+		switch {
+		case len(h) < k:
 			h = append(h, x)
-			h.up(len(h) - 1)
-		} else {
+			for c := len(h) - 1; c > 0 && less(c, (c-1)/2); c = (c - 1) / 2 {
+				h[c], h[(c-1)/2] = h[(c-1)/2], h[c]
+			}
+		case ix.nearer(x, h[0]):
 			h[0] = x
-			h.down(0)
+			for c := 0; ; {
+				m := c
+				if l := 2*c + 1; l < len(h) && less(l, m) {
+					m = l
+				}
+				if r := 2*c + 2; r < len(h) && less(r, m) {
+					m = r
+				}
+				if m == c {
+					break
+				}
+				h[c], h[m] = h[m], h[c]
+				c = m
+			}
 		}
 	}
 	slices.SortFunc(h, func(a, b scored) int {
-		if better(a, b) {
+		if ix.nearer(a, b) {
 			return -1
 		}
 		return 1
@@ -177,9 +200,10 @@ next:
 	return h
 }
 
-// addNearest adds to hits (the best by BM25F, scored with query norm qn)
-// the chunks nearest q.Near that they lack, and gives every hit its
-// cosine with q.Near and, for the nearest, its rank among them.
+// addNearest appends to hits (the best by BM25F, scored with query norm
+// qn) the chunks nearest q.Near that they lack, nearest first, and gives
+// every hit its cosine with q.Near and, for the nearest, its rank among
+// them.
 func (ix *Index) addNearest(s *scratch, q *Query, hits []Hit, qn float64) []Hit {
 	if q.NearK <= 0 || len(q.Near) == 0 || len(q.Near) != ix.dim {
 		return hits
@@ -197,9 +221,8 @@ func (ix *Index) addNearest(s *scratch, q *Query, hits []Hit, qn float64) []Hit 
 		dn := ix.byID[hits[i].ID]
 		in[dn] = true
 		hits[i].NearRank = rank[dn]
-		if v := ix.docs[dn].vec; v >= 0 {
-			r := ix.vecRows[v]
-			hits[i].Near = cosine8(dot8(q.Near, ix.vecs[r.off:r.off+uint32(ix.dim)]))
+		if v := int(ix.docs[dn].vec); v >= 0 {
+			hits[i].Near = cosine8(dot8(q.Near, ix.vecs[v*ix.dim:(v+1)*ix.dim]))
 		}
 	}
 	for _, x := range near {

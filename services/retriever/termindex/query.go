@@ -59,8 +59,10 @@ type Query struct {
 	// IDF is the power of a term's idf in its weight (bleve: 2, the idf
 	// of the term's score times the idf of the query's term; taken for 0).
 	IDF float64
-	// Near, when it has the chunks' vectors' length, brings the NearK
-	// chunks whose vectors lie nearest it into the hits (near.go).
+	// Near, when it has the chunks' vectors' length, appends to the hits
+	// the NearK chunks whose vectors lie nearest it, as nearest finds
+	// them (near.go: among the touched chunks that pass Filters, by an
+	// approximate first pick), that the best k lack.
 	Near  []int8
 	NearK int
 }
@@ -162,7 +164,8 @@ func (ix *Index) keywordAvgLen(field int) float64 {
 }
 
 // Search runs q (after first, when given) and returns the best k chunks,
-// best first, ties in index order. Scores are bleve's for the same query.
+// best first, ties in index order, then those q.Near adds. Scores are
+// bleve's for the same query.
 func (ix *Index) Search(q Query, first *FirstPass, k int) []Hit {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()

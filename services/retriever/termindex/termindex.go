@@ -114,7 +114,7 @@ type doc struct {
 	termOff [NumText + 2]uint32 // the last segment: the summary's terms in order (Chunk.Summary)
 	kw      []uint32            // keyword value numbers of each field
 	kwOff   [NumKeyword + 1]uint16
-	vec     int32 // its row in Index.vecRows; -1: no vector
+	vec     int32 // its row in Index.vecDocs; -1: no vector (or dead)
 	meta    any
 }
 
@@ -157,12 +157,13 @@ type Index struct {
 	live  int
 	dead  int // dead entries still in the postings
 	pool  sync.Pool
-	// The chunks' vectors (near.go): dim coordinates each, live and dead
-	// until compaction, in the order they were added.
+	// The chunks' vectors (near.go), a row each, live and dead until
+	// compaction, in the order they were added: row i is chunk vecDocs[i]'s,
+	// its coordinates vecs[i·dim:] and its signs signs[i·signWords(dim):].
 	dim     int
-	vecRows []vecRow
+	vecDocs []uint32
 	vecs    []int8
-	signs   []uint64 // signWords(dim) a row: the vector's signs (appendSigns)
+	signs   []uint64
 }
 
 type fileEntry struct {
@@ -342,7 +343,7 @@ func (ix *Index) remove(id string) {
 			}
 		}
 	}
-	nd.terms, nd.kw, nd.meta = nil, nil, nil
+	nd.terms, nd.kw, nd.meta, nd.vec = nil, nil, nil, -1 // its vector row goes at the next compaction
 	ix.live--
 	ix.dead++
 }
