@@ -151,7 +151,8 @@ var memAvgLength func(field string) float64
 
 // searchMem runs the query on the scoring index and reads the hits' text
 // from bleve's stored fields. The pool, weights.Pool times the hits kept
-// and the weights.Near chunks nearest the question in meaning, is reranked (rerank: the path factor, how often the code uses each hit's
+// and the weights.Near chunks nearest the question in meaning, is
+// reranked (rerank: the path factor, how often the code uses each hit's
 // declaration and the hit's other features) before the cut and before the
 // text is read, so a chunk the reranker lifts can come from below the
 // plain score's cut. The active files' hits stay first, and the scores
@@ -177,7 +178,7 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 		// A question may name a thing by what it does, in words no field
 		// of the chunk that answers holds: no clause scores it. The chunks
 		// whose doc comments lie nearest it in meaning join the pool.
-		q.Near, q.NearK = questionVector(groups, idf), weights.Near
+		q.Near, q.NearK = quantise(questionSum(groups, idf)), weights.Near
 	}
 	hits := ix.mem.Search(q, first, keep*max(weights.Pool, 1))
 	if len(hits) == 0 {

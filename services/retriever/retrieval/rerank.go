@@ -446,10 +446,7 @@ func (ix *Index) similarities(hits []termindex.Hit, groups [][]string, idf []flo
 		return nil
 	}
 	vs := wordVectors()
-	q := make([]float32, vs.dim)
-	for g, ts := range groups {
-		vs.add(q, ts[0], idf[g])
-	}
+	q := questionSum(groups, idf)
 	cosines := func(hs []termindex.Hit, field int) []float64 {
 		var hitOf []int // read first: resolving a term takes the index's lock again
 		var ids []uint32

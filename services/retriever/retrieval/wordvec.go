@@ -250,38 +250,25 @@ func docVector(terms []string) []int8 {
 	vs := wordVectors()
 	acc := make([]float32, vs.dim)
 	seen := make(map[string]bool, len(terms))
-	any := false
 	for _, t := range terms {
-		if seen[t] {
-			continue
+		if row, ok := vs.index[t]; ok && !seen[t] {
+			seen[t] = true
+			vs.addRow(acc, termVec{row: row, w: float32(math.Log1p(float64(row+1)/10)) * vs.scale[row]})
 		}
-		seen[t] = true
-		row, ok := vs.index[t]
-		if !ok {
-			continue
-		}
-		any = true
-		vs.addRow(acc, termVec{row: row, w: float32(math.Log1p(float64(row+1)/10)) * vs.scale[row]})
-	}
-	if !any {
-		return nil
 	}
 	return quantise(acc)
 }
 
-// questionVector is a question's vector for the same search: its words'
-// unit vectors weighed by idf, as similarities sums them.
-func questionVector(groups [][]string, idf []float64) []int8 {
+// questionSum is a question's words' unit vectors weighed by idf, summed:
+// what similarities compares the hits with, and, quantised, the vector
+// the nearest-chunk search looks near.
+func questionSum(groups [][]string, idf []float64) []float32 {
 	vs := wordVectors()
 	acc := make([]float32, vs.dim)
-	any := false
 	for g, ts := range groups {
-		any = vs.add(acc, ts[0], idf[g]) || any
+		vs.add(acc, ts[0], idf[g])
 	}
-	if !any {
-		return nil
-	}
-	return quantise(acc)
+	return acc
 }
 
 // quantise scales v to unit length and each coordinate to a signed byte

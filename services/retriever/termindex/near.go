@@ -1,9 +1,6 @@
 package termindex
 
-import (
-	"math/bits"
-	"slices"
-)
+import "math/bits"
 
 // Nearest chunks by vector. A question that names a thing by what it does
 // ("throw away everything written") shares no word with the chunk that
@@ -159,44 +156,22 @@ next:
 		n += hist[limit]
 		limit++
 	}
-	h := make(hitHeap, 0, k) // a min-heap by nearer: the farthest kept on top
-	less := func(i, j int) bool { return ix.nearer(h[j], h[i]) }
+	h := make(hitHeap, 0, k)
 	dim := ix.dim
 	for i, dn := range ix.vecDocs {
 		if int(dist[i]) > limit {
 			continue
 		}
 		x := scored{dn, float64(dot8(q, ix.vecs[i*dim:(i+1)*dim]))}
-		switch {
-		case len(h) < k:
+		if len(h) < k {
 			h = append(h, x)
-			for c := len(h) - 1; c > 0 && less(c, (c-1)/2); c = (c - 1) / 2 {
-				h[c], h[(c-1)/2] = h[(c-1)/2], h[c]
-			}
-		case ix.nearer(x, h[0]):
+			h.up(len(h)-1, ix.nearer)
+		} else if ix.nearer(x, h[0]) {
 			h[0] = x
-			for c := 0; ; {
-				m := c
-				if l := 2*c + 1; l < len(h) && less(l, m) {
-					m = l
-				}
-				if r := 2*c + 2; r < len(h) && less(r, m) {
-					m = r
-				}
-				if m == c {
-					break
-				}
-				h[c], h[m] = h[m], h[c]
-				c = m
-			}
+			h.down(0, ix.nearer)
 		}
 	}
-	slices.SortFunc(h, func(a, b scored) int {
-		if ix.nearer(a, b) {
-			return -1
-		}
-		return 1
-	})
+	h.sort(ix.nearer)
 	return h
 }
 

@@ -388,18 +388,13 @@ next:
 		sc := s.acc[dn] * qn
 		if len(h) < k {
 			h = append(h, scored{dn, sc})
-			h.up(len(h) - 1)
+			h.up(len(h)-1, better)
 		} else if better(scored{dn, sc}, h[0]) {
 			h[0] = scored{dn, sc}
-			h.down(0)
+			h.down(0, better)
 		}
 	}
-	slices.SortFunc(h, func(a, b scored) int {
-		if better(a, b) {
-			return -1
-		}
-		return 1
-	})
+	h.sort(better)
 	out := make([]Hit, len(h))
 	for i, x := range h {
 		d := &ix.docs[x.doc]
@@ -421,13 +416,16 @@ func better(a, b scored) bool {
 	return a.doc < b.doc
 }
 
-// hitHeap is a min-heap: the worst kept hit on top.
+// hitHeap keeps the best hits found so far by an order (better, or
+// nearest's nearer: a before b when a is better), the worst kept on top.
+// The caller compares a new hit with h[0] itself: that comparison runs
+// for every candidate, the sifts only when the heap changes.
 type hitHeap []scored
 
-func (h hitHeap) up(i int) {
+func (h hitHeap) up(i int, before func(a, b scored) bool) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if !better(h[p], h[i]) {
+		if !before(h[p], h[i]) {
 			return
 		}
 		h[p], h[i] = h[i], h[p]
@@ -435,13 +433,13 @@ func (h hitHeap) up(i int) {
 	}
 }
 
-func (h hitHeap) down(i int) {
+func (h hitHeap) down(i int, before func(a, b scored) bool) {
 	for {
 		w := i
-		if l := 2*i + 1; l < len(h) && better(h[w], h[l]) {
+		if l := 2*i + 1; l < len(h) && before(h[w], h[l]) {
 			w = l
 		}
-		if r := 2*i + 2; r < len(h) && better(h[w], h[r]) {
+		if r := 2*i + 2; r < len(h) && before(h[w], h[r]) {
 			w = r
 		}
 		if w == i {
@@ -450,4 +448,14 @@ func (h hitHeap) down(i int) {
 		h[i], h[w] = h[w], h[i]
 		i = w
 	}
+}
+
+// sort orders h best first.
+func (h hitHeap) sort(before func(a, b scored) bool) {
+	slices.SortFunc(h, func(a, b scored) int {
+		if before(a, b) {
+			return -1
+		}
+		return 1
+	})
 }
