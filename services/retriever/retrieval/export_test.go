@@ -59,6 +59,26 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// FourteenthPassRerank and FourteenthPassForest are the fourteenth pass's
+// learned weights and trees (e4cc075), the ranking before the fifteenth
+// pass's, for the benchmark's grid. Their nearest-chunk features were
+// learned on chunk vectors of the doc comment alone; the grid measures
+// them on today's (chunkVector).
+var (
+	FourteenthPassRerank = features{
+		fScore: 0.67, fLift: 1.15, fPath: 4.39,
+		fSymbol: -1.27, fDoc: -0.38, fSummary: -0.46, fPathWords: 1.98, fContent: 0.53, fAny: 0.55, fAll: -0.34, fSymbolShare: -0.33,
+		fFunc: 0.1, fMethod: -0.69, fType: -0.9, fExported: 0.82, fLines: -0.28,
+		fSameFile: 0.29, fFileAny: 1, fFileSummary: 1.59, fPairs: 1.77, fDocLen: -0.16,
+		fLeadSymbol: -0.01, fLeadSummary: 0.33, fGenerated: -2.22, fOtherOS: -2.34,
+		fAnyOfBest: 2.31, fSummaryOfBest: 0.77, fFileAnyOfBest: 1.28,
+		fPkgRank: -0.6, fPkgAny: 1.55, fPkgSummary: 1.79, fPkgPairs: 1.01,
+		fSimSummary: 0.11, fSimSymbol: 1.8, fSimPkg: 0.48, fSimSummaryOfBest: 0.01,
+		fNear: 0.71, fNearRank: 1.36,
+	}
+	FourteenthPassForest = fourteenthPassForest
+)
+
 // ThirteenthPassRerank and ThirteenthPassForest are the thirteenth pass's
 // learned weights and trees (91d0ccc), the ranking before the fourteenth
 // pass's, for the benchmark's grid: the weights without the chunks nearest

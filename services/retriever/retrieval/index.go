@@ -587,7 +587,7 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 			tc.Text[f] = analyzed(text, intern)
 		}
 		m.symbolLen = uint8(min(len(tc.Text[termindex.Symbol]), math.MaxUint8))
-		tc.Vector = docVector(tc.Text[termindex.Doc])
+		tc.Vector = chunkVector(tc.Text[termindex.Doc], tc.Text[termindex.Symbol], tc.Text[termindex.Content])
 		tc.Keyword[termindex.Workspace] = []string{rec.Workspace}
 		tc.Keyword[termindex.Repo] = []string{rec.Repo}
 		tc.Keyword[termindex.Lang] = []string{lang}

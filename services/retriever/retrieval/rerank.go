@@ -1,9 +1,11 @@
 package retrieval
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -57,7 +59,7 @@ const (
 	fSimSymbol               // idem, with the symbol's words
 	fSimPkg                  // idem, with the first sentence of the hit's package doc, for a package among the first pass's (fPkgRank)
 	fSimSummaryOfBest        // fSimSummary divided by the pool's best
-	fNear                    // cosine of the doc comment's vector with the question's, as the nearest-chunk search reads them (docVector)
+	fNear                    // cosine of the chunk's vector (its doc comment's and, at half weight, its text's) with the question's, as the nearest-chunk search reads them (chunkVector)
 	fNearRank                // 1 / its rank among the chunks nearest the question (weights.Near); 0 beyond them
 	numFeatures
 )
@@ -76,15 +78,15 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.67, fLift: 1.15, fPath: 4.39,
-	fSymbol: -1.27, fDoc: -0.38, fSummary: -0.46, fPathWords: 1.98, fContent: 0.53, fAny: 0.55, fAll: -0.34, fSymbolShare: -0.33,
-	fFunc: 0.1, fMethod: -0.69, fType: -0.9, fExported: 0.82, fLines: -0.28,
-	fSameFile: 0.29, fFileAny: 1, fFileSummary: 1.59, fPairs: 1.77, fDocLen: -0.16,
-	fLeadSymbol: -0.01, fLeadSummary: 0.33, fGenerated: -2.22, fOtherOS: -2.34,
-	fAnyOfBest: 2.31, fSummaryOfBest: 0.77, fFileAnyOfBest: 1.28,
-	fPkgRank: -0.6, fPkgAny: 1.55, fPkgSummary: 1.79, fPkgPairs: 1.01,
-	fSimSummary: 0.11, fSimSymbol: 1.8, fSimPkg: 0.48, fSimSummaryOfBest: 0.01,
-	fNear: 0.71, fNearRank: 1.36,
+	fScore: 0.56, fLift: 0.9, fPath: 4.59,
+	fSymbol: -0.99, fDoc: -0.05, fSummary: -0.3, fPathWords: 1.89, fContent: 0.62, fAny: 0.89, fAll: -0.33, fSymbolShare: -0.47,
+	fFunc: 0.27, fMethod: -0.44, fType: -0.89, fExported: 0.98, fLines: -0.39,
+	fSameFile: 0.29, fFileAny: 0.93, fFileSummary: 1.77, fPairs: 1.89, fDocLen: -0.23,
+	fLeadSymbol: -0.08, fLeadSummary: 0.39, fGenerated: -2.17, fOtherOS: -2.1,
+	fAnyOfBest: 2.75, fSummaryOfBest: 0.46, fFileAnyOfBest: 1.04,
+	fPkgRank: -0.49, fPkgAny: 1.61, fPkgSummary: 1.85, fPkgPairs: 1.01,
+	fSimSummary: 0.34, fSimSymbol: 1.54, fSimPkg: 0.46, fSimSummaryOfBest: 0.13,
+	fNear: 2.73, fNearRank: 1.15,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -455,10 +457,18 @@ func (ix *Index) similarities(hits []termindex.Hit, groups [][]string, idf []flo
 		out := make([]float64, len(hs)) // a hit without terms: 0
 		acc := make([]float32, vs.dim)
 		for k := 0; k < len(ids); { // EachTermID hands the hits out in order
-			i := hitOf[k]
+			i, start := hitOf[k], k
+			for k < len(ids) && hitOf[k] == i {
+				k++
+			}
+			// Summed in the words' order in the vectors, not by term id:
+			// ids follow the order the index met the words in, and a float
+			// sum in another order differs in its last bits (replicas agree).
+			words := tv[start:k]
+			slices.SortFunc(words, func(a, b termVec) int { return cmp.Compare(a.row, b.row) })
 			clear(acc)
-			for ; k < len(ids) && hitOf[k] == i; k++ {
-				vs.addRow(acc, tv[k])
+			for _, t := range words {
+				vs.addRow(acc, t)
 			}
 			out[i] = cosine(q, acc)
 		}

@@ -112,8 +112,8 @@ func TestFirstSentence(t *testing.T) {
 // doc comment that repeats the question's commonest word, outscores on
 // BM25F and uses alone the function whose doc comment's first sentence
 // says what was asked; the learned weights put the function first. Without the summary, coverage and
-// similarity features, nearest-chunk ones included (a deliberate
-// mutation), the order goes back.
+// similarity features, nearest-chunk ones included, and the declaration's
+// kind and length (a deliberate mutation), the order goes back.
 func TestRerankerWeighsTheFeatures(t *testing.T) {
 	e := newEnv(t)
 	root := t.TempDir()
@@ -147,7 +147,8 @@ func TestRerankerWeighsTheFeatures(t *testing.T) {
 	mutated[fAnyOfBest], mutated[fSummaryOfBest], mutated[fFileAnyOfBest] = 0, 0, 0                      // the same shares, against the pool's best
 	mutated[fPairs], mutated[fLeadSummary] = 0, 0                                                        // what else the first sentence says
 	mutated[fSimSummary], mutated[fSimSymbol], mutated[fSimPkg], mutated[fSimSummaryOfBest] = 0, 0, 0, 0 // and how near the question they lie
-	mutated[fNear], mutated[fNearRank] = 0, 0                                                            // by the doc comment's vector too
+	mutated[fNear], mutated[fNearRank] = 0, 0                                                            // by the chunk's vector too
+	mutated[fFunc], mutated[fType], mutated[fDocLen], mutated[fLines] = 0, 0, 0, 0                       // and what it declares, how long
 	if got := ask(mutated, nil); got != "clock/time.go" {                                                // no trees: they read the same features
 		t.Errorf("without the coverage features %s is first: the test does not see them", got)
 	}

@@ -238,25 +238,56 @@ func (c *vecCache) resolve(ix *Index, field int, ids []uint32) []termVec {
 	return out
 }
 
-// docVector is a chunk's place in meaning for the nearest-chunk search
-// (termindex.Query.Near): its doc comment's distinct words' unit vectors,
-// each weighed by how rare the word is where the vectors were learned
-// (ln(1 + rank/10), the vectors being stored most frequent first), summed
-// and quantised (quantise). Not the index's idf: a chunk's vector must not
-// depend on what else the index held when it was added, or replicas that
-// loaded the bucket in another order would rank apart. nil when none of
-// its words has a vector.
-func docVector(terms []string) []int8 {
+// textShare is how much a chunk's whole text (its symbol and body, the
+// identifiers and strings split into words) weighs beside its doc comment
+// in the chunk's vector (chunkVector). 0.5 measured best of 0, 0.5 and 1
+// (docs/retrieval.md, "Fifteenth pass").
+const textShare = 0.5
+
+// chunkVector is a chunk's place in meaning for the nearest-chunk search
+// (termindex.Query.Near): its doc comment's words (unitSum) plus
+// textShare times its whole text's, summed and quantised (quantise). The
+// text gives a chunk without a doc comment a place (most of a server's
+// unexported functions have none, and an isOutOfSpaceErr says "space" and
+// "left" only in its code), and reads a doc comment in the light of the
+// code under it. nil when none of its words has a vector.
+func chunkVector(doc, symbol, text []string) []int8 {
+	v, t := unitSum(doc), unitSum(symbol, text)
+	for i := range v {
+		v[i] += float32(textShare * t[i]) // rounded: no CPU fuses a multiply-add (replicas agree)
+	}
+	return quantise(v)
+}
+
+// unitSum is the distinct words' unit vectors of the fields, each weighed by
+// how rare the word is where the vectors were learned (ln(1 + rank/10), the
+// vectors being stored most frequent first), summed and scaled to unit
+// length; zero when none has a vector. Not the index's idf: a chunk's vector
+// must not depend on what else the index held when it was added, or
+// replicas that loaded the bucket in another order would rank apart.
+func unitSum(fields ...[]string) []float32 {
 	vs := wordVectors()
 	acc := make([]float32, vs.dim)
-	seen := make(map[string]bool, len(terms))
-	for _, t := range terms {
-		if row, ok := vs.index[t]; ok && !seen[t] {
-			seen[t] = true
-			vs.addRow(acc, termVec{row: row, w: float32(math.Log1p(float64(row+1)/10)) * vs.scale[row]})
+	seen := make(map[string]bool, len(fields[len(fields)-1]))
+	for _, terms := range fields {
+		for _, t := range terms {
+			if row, ok := vs.index[t]; ok && !seen[t] {
+				seen[t] = true
+				vs.addRow(acc, termVec{row: row, w: float32(math.Log1p(float64(row+1)/10)) * vs.scale[row]})
+			}
 		}
 	}
-	return quantise(acc)
+	var ss float64
+	for _, x := range acc {
+		ss += float64(x) * float64(x)
+	}
+	if ss > 0 {
+		n := math.Sqrt(ss)
+		for i := range acc {
+			acc[i] = float32(float64(acc[i]) / n)
+		}
+	}
+	return acc
 }
 
 // questionSum is a question's words' unit vectors weighed by idf, summed:
