@@ -208,8 +208,8 @@ type RagChunk struct {
 	// name per method so named): the retriever lifts the declarations the
 	// code leans on. Optional, like Matches.
 	Uses float64 `json:"uses,omitempty"`
-	// Near is the chunk's rank among those whose doc comments lie nearest
-	// the question in meaning (word vectors; among the chunks in scope that
+	// Near is the chunk's rank among those that lie nearest the question in
+	// meaning (word vectors of its doc comment and its text; among the chunks in scope that
 	// share a word with it, found approximately), which the retriever adds
 	// to the candidates it reranks; 0 when it is not among them. Optional,
 	// like Matches.

@@ -45,7 +45,8 @@ type question struct {
 // written and committed before the tuning of the pass that measures it,
 // measured only with APTIX_BENCH_FRESH=1: the fourteenth pass measured its
 // own (-13) and then, its ranking frozen, the next (-14); the fifteenth
-// tuned on both and measures -15, written before the fourteenth's tuning.
+// tuned on both and measures -15, written before the fourteenth pass
+// measured -14.
 const (
 	tuning = iota
 	oldHeldOut

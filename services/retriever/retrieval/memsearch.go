@@ -177,7 +177,7 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 	if reranked && weights.Near > 0 {
 		// A question may name a thing by what it does, in words no field
 		// of the chunk that answers holds: no clause scores it. The chunks
-		// whose doc comments lie nearest it in meaning join the pool.
+		// that lie nearest it in meaning (chunkVector) join the pool.
 		q.Near, q.NearK = quantise(questionSum(groups, idf)), weights.Near
 	}
 	hits := ix.mem.Search(q, first, keep*max(weights.Pool, 1))

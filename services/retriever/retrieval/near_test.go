@@ -37,7 +37,7 @@ func TestNearestJoinsThePool(t *testing.T) {
 // comment nor a word with a vector has no vector.
 func TestChunkVectorLeansOnTheDoc(t *testing.T) {
 	doc, code := []string{"compress", "gzip", "archiv"}, []string{"socket", "network", "connect"}
-	v := chunkVector(doc, nil, code)
+	v := chunkVector(doc, nil, append(code, doc...)) // a chunk's text holds its doc comment too
 	near := func(words []string) (d int) {
 		for i, x := range quantise(unitSum(words)) {
 			d += int(x) * int(v[i])

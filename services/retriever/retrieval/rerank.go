@@ -462,8 +462,9 @@ func (ix *Index) similarities(hits []termindex.Hit, groups [][]string, idf []flo
 				k++
 			}
 			// Summed in the words' order in the vectors, not by term id:
-			// ids follow the order the index met the words in, and a float
-			// sum in another order differs in its last bits (replicas agree).
+			// the index numbers a chunk's new words in a map's order, which
+			// differs from one load to the next, and a float sum in another
+			// order differs in its last bits (replicas agree).
 			words := tv[start:k]
 			slices.SortFunc(words, func(a, b termVec) int { return cmp.Compare(a.row, b.row) })
 			clear(acc)

@@ -111,9 +111,12 @@ func TestFirstSentence(t *testing.T) {
 // TestRerankerWeighsTheFeatures: a type that many files use, with a long
 // doc comment that repeats the question's commonest word, outscores on
 // BM25F and uses alone the function whose doc comment's first sentence
-// says what was asked; the learned weights put the function first. Without the summary, coverage and
-// similarity features, nearest-chunk ones included, and the declaration's
-// kind and length (a deliberate mutation), the order goes back.
+// says what was asked; the learned weights put the function first. Since
+// the fifteenth pass's weights they do so for two reasons, each enough on
+// its own: what the function's first sentence says of the question (the
+// summary, coverage and similarity features, nearest-chunk ones included)
+// and what it is (a short function, not a long type). Without both (a
+// deliberate mutation), the order goes back.
 func TestRerankerWeighsTheFeatures(t *testing.T) {
 	e := newEnv(t)
 	root := t.TempDir()
@@ -150,7 +153,7 @@ func TestRerankerWeighsTheFeatures(t *testing.T) {
 	mutated[fNear], mutated[fNearRank] = 0, 0                                                            // by the chunk's vector too
 	mutated[fFunc], mutated[fType], mutated[fDocLen], mutated[fLines] = 0, 0, 0, 0                       // and what it declares, how long
 	if got := ask(mutated, nil); got != "clock/time.go" {                                                // no trees: they read the same features
-		t.Errorf("without the coverage features %s is first: the test does not see them", got)
+		t.Errorf("without the coverage features and the kind and length %s is first: the test does not see them", got)
 	}
 }
 
@@ -552,4 +555,44 @@ func BenchmarkForestScore(b *testing.B) {
 		s += learnedForest.score(&f)
 	}
 	_ = s
+}
+
+// TestReplicasAgreeOnTheFeatures: replicas that load the same bucket hand
+// the reranker the same features, to the last bit. The index numbers a
+// chunk's new words in a map's order, which differs from one load to the
+// next; a feature summed in the order of those numbers (the symbol's
+// cosine, before it was summed in the vectors' order) differs in its last
+// bits, and a hit at a tie may rank apart.
+func TestReplicasAgreeOnTheFeatures(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	words := strings.Fields(`parse duration string write buffer close reader token header format decode value
+		socket network address timeout retry queue stream message subject consumer server client
+		cache entry expire limit count index search result match pattern filter order
+		file folder path name size mode owner group user account secret key
+		cipher hash digest sign verify certificate chain trust random number integer float`)
+	title := func(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+	for i := range len(words) / 4 { // each file's symbol brings four words the index has not met
+		w := words[4*i : 4*i+4]
+		write(t, root, fmt.Sprintf("p%d/f.go", i), fmt.Sprintf("package p%d\n\n// %s%s%s%s reads a %s and a %s with its %s %s.\nfunc %s%s%s%s() {}\n",
+			i, title(w[0]), title(w[1]), title(w[2]), title(w[3]), w[0], w[1], w[2], w[3], title(w[0]), title(w[1]), title(w[2]), title(w[3])))
+	}
+	e.index(root, "ws", "app")
+	pool := func() (rows []string) {
+		ix := e.open()
+		tracePool = func(file string, f features) { rows = append(rows, fmt.Sprint(file, f)) }
+		defer func() { tracePool = nil }()
+		find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "parse the header of a stream message from a socket with a timeout, a file path, a cache entry, a cipher hash and a random number"})
+		slices.Sort(rows)
+		return rows
+	}
+	first := pool()
+	if len(first) < 5 {
+		t.Fatalf("%d hits in the pool: the test does not test the features", len(first))
+	}
+	for range 3 {
+		if next := pool(); !slices.Equal(first, next) {
+			t.Fatalf("two loads of the bucket, two pools:\n%v\n%v", first, next)
+		}
+	}
 }

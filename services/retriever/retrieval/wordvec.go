@@ -238,19 +238,21 @@ func (c *vecCache) resolve(ix *Index, field int, ids []uint32) []termVec {
 	return out
 }
 
-// textShare is how much a chunk's whole text (its symbol and body, the
-// identifiers and strings split into words) weighs beside its doc comment
-// in the chunk's vector (chunkVector). 0.5 measured best of 0, 0.5 and 1
-// (docs/retrieval.md, "Fifteenth pass").
+// textShare is how much a chunk's whole text (its symbol and every line:
+// identifiers split into words, strings, comments, the doc comment's
+// words again) weighs beside its doc comment in the chunk's vector
+// (chunkVector). Of 0, 0.5 and 1, 0.5 measured best with the trees over
+// 5 folds (docs/retrieval.md, "Fifteenth pass").
 const textShare = 0.5
 
 // chunkVector is a chunk's place in meaning for the nearest-chunk search
 // (termindex.Query.Near): its doc comment's words (unitSum) plus
 // textShare times its whole text's, summed and quantised (quantise). The
-// text gives a chunk without a doc comment a place (most of a server's
-// unexported functions have none, and an isOutOfSpaceErr says "space" and
-// "left" only in its code), and reads a doc comment in the light of the
-// code under it. nil when none of its words has a vector.
+// text gives a chunk without a doc comment a place (a third of
+// nats-server's unexported functions have none, and an isOutOfSpaceErr
+// says "space" and "left" only in its code; a Markdown section has none
+// to read), and reads a doc comment in the light of the code under it.
+// nil when none of its words has a vector.
 func chunkVector(doc, symbol, text []string) []int8 {
 	v, t := unitSum(doc), unitSum(symbol, text)
 	for i := range v {
@@ -268,7 +270,7 @@ func chunkVector(doc, symbol, text []string) []int8 {
 func unitSum(fields ...[]string) []float32 {
 	vs := wordVectors()
 	acc := make([]float32, vs.dim)
-	seen := make(map[string]bool, len(fields[len(fields)-1]))
+	seen := make(map[string]bool, 64)
 	for _, terms := range fields {
 		for _, t := range terms {
 			if row, ok := vs.index[t]; ok && !seen[t] {

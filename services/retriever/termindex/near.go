@@ -116,7 +116,7 @@ func (ix *Index) nearer(a, b scored) bool {
 // chunk's vector costs milliseconds on a large index; the signs' distance
 // (appendSigns) picks the likeliest first: every chunk within the
 // distance that takes in nearestScan·k of them (more when many lie at
-// that distance, such as copies of one doc comment) is scored exactly.
+// that distance, such as copies of one chunk) is scored exactly.
 // The distance is approximate, so a chunk beyond it may be nearer than
 // one within it.
 func (ix *Index) nearest(s *scratch, q []int8, k int, filters []filter) []scored {
