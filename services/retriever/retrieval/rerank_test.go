@@ -574,8 +574,8 @@ func TestReplicasAgreeOnTheFeatures(t *testing.T) {
 	title := func(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 	for i := range len(words) / 4 { // each file's symbol brings four words the index has not met
 		w := words[4*i : 4*i+4]
-		write(t, root, fmt.Sprintf("p%d/f.go", i), fmt.Sprintf("package p%d\n\n// %s%s%s%s reads a %s and a %s with its %s %s.\nfunc %s%s%s%s() {}\n",
-			i, title(w[0]), title(w[1]), title(w[2]), title(w[3]), w[0], w[1], w[2], w[3], title(w[0]), title(w[1]), title(w[2]), title(w[3])))
+		name := title(w[0]) + title(w[1]) + title(w[2]) + title(w[3])
+		write(t, root, fmt.Sprintf("p%d/f.go", i), fmt.Sprintf("package p%d\n\n// %s reads a %s and a %s with its %s %s.\nfunc %s() {}\n", i, name, w[0], w[1], w[2], w[3], name))
 	}
 	e.index(root, "ws", "app")
 	pool := func() (rows []string) {

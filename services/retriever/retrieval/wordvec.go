@@ -279,11 +279,7 @@ func unitSum(fields ...[]string) []float32 {
 			}
 		}
 	}
-	var ss float64
-	for _, x := range acc {
-		ss += float64(x) * float64(x)
-	}
-	if ss > 0 {
+	if ss := sumSquares(acc); ss > 0 {
 		n := math.Sqrt(ss)
 		for i := range acc {
 			acc[i] = float32(float64(acc[i]) / n)
@@ -307,10 +303,7 @@ func questionSum(groups [][]string, idf []float64) []float32 {
 // quantise scales v to unit length and each coordinate to a signed byte
 // (±127: termindex's cosine8); nil for a zero vector.
 func quantise(v []float32) []int8 {
-	var ss float64
-	for _, x := range v {
-		ss += float64(x) * float64(x)
-	}
+	ss := sumSquares(v)
 	if ss == 0 {
 		return nil
 	}
@@ -320,4 +313,13 @@ func quantise(v []float32) []int8 {
 		out[i] = int8(math.Round(float64(x) * inv))
 	}
 	return out
+}
+
+// sumSquares is v's squared length, summed in float64.
+func sumSquares(v []float32) float64 {
+	var ss float64
+	for _, x := range v {
+		ss += float64(x) * float64(x)
+	}
+	return ss
 }
