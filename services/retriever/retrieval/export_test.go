@@ -59,6 +59,24 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// FifteenthPassRerank and FifteenthPassForest are the fifteenth pass's
+// learned weights and trees (3fc1398), the ranking before the sixteenth
+// pass's, for the benchmark's grid.
+var (
+	FifteenthPassRerank = features{
+		fScore: 0.56, fLift: 0.9, fPath: 4.59,
+		fSymbol: -0.99, fDoc: -0.05, fSummary: -0.3, fPathWords: 1.89, fContent: 0.62, fAny: 0.89, fAll: -0.33, fSymbolShare: -0.47,
+		fFunc: 0.27, fMethod: -0.44, fType: -0.89, fExported: 0.98, fLines: -0.39,
+		fSameFile: 0.29, fFileAny: 0.93, fFileSummary: 1.77, fPairs: 1.89, fDocLen: -0.23,
+		fLeadSymbol: -0.08, fLeadSummary: 0.39, fGenerated: -2.17, fOtherOS: -2.1,
+		fAnyOfBest: 2.75, fSummaryOfBest: 0.46, fFileAnyOfBest: 1.04,
+		fPkgRank: -0.49, fPkgAny: 1.61, fPkgSummary: 1.85, fPkgPairs: 1.01,
+		fSimSummary: 0.34, fSimSymbol: 1.54, fSimPkg: 0.46, fSimSummaryOfBest: 0.13,
+		fNear: 2.73, fNearRank: 1.15,
+	}
+	FifteenthPassForest = fifteenthPassForest
+)
+
 // FourteenthPassRerank and FourteenthPassForest are the fourteenth pass's
 // learned weights and trees (e4cc075), the ranking before the fifteenth
 // pass's, for the benchmark's grid. Their nearest-chunk features were

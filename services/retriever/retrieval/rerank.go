@@ -61,12 +61,15 @@ const (
 	fSimSummaryOfBest        // fSimSummary divided by the pool's best
 	fNear                    // cosine of the chunk's vector (its doc comment's and, at half weight, its text's) with the question's, as the nearest-chunk search reads them (chunkVector)
 	fNearRank                // 1 / its rank among the chunks nearest the question (weights.Near); 0 beyond them
+	fSoftDoc                 // share of the question's words its symbol and doc comment say in the same or near words: each word's best cosine with one of theirs (softCover)
+	fSoftSummary             // idem, its symbol and the doc comment's first sentence
+	fSoftDocOfBest           // fSoftDoc divided by the pool's best
 	numFeatures
 )
 
 // featureNames name the features in weights.Rerank's order, for the
 // benchmark's training output.
-var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs", "simSummary", "simSymbol", "simPkg", "simSummaryOfBest", "near", "nearRank"}
+var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs", "simSummary", "simSymbol", "simPkg", "simSummaryOfBest", "near", "nearRank", "softDoc", "softSummary", "softDocOfBest"}
 
 // features is one hit's feature vector; weights.Rerank is one of them too.
 type features [numFeatures]float64
@@ -78,15 +81,16 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.56, fLift: 0.9, fPath: 4.59,
-	fSymbol: -0.99, fDoc: -0.05, fSummary: -0.3, fPathWords: 1.89, fContent: 0.62, fAny: 0.89, fAll: -0.33, fSymbolShare: -0.47,
-	fFunc: 0.27, fMethod: -0.44, fType: -0.89, fExported: 0.98, fLines: -0.39,
-	fSameFile: 0.29, fFileAny: 0.93, fFileSummary: 1.77, fPairs: 1.89, fDocLen: -0.23,
-	fLeadSymbol: -0.08, fLeadSummary: 0.39, fGenerated: -2.17, fOtherOS: -2.1,
-	fAnyOfBest: 2.75, fSummaryOfBest: 0.46, fFileAnyOfBest: 1.04,
-	fPkgRank: -0.49, fPkgAny: 1.61, fPkgSummary: 1.85, fPkgPairs: 1.01,
-	fSimSummary: 0.34, fSimSymbol: 1.54, fSimPkg: 0.46, fSimSummaryOfBest: 0.13,
-	fNear: 2.73, fNearRank: 1.15,
+	fScore: 0.33, fLift: 0.99, fPath: 4.63,
+	fSymbol: -1.21, fDoc: -0.46, fSummary: -0.4, fPathWords: 2.06, fContent: 0.48, fAny: 0.71, fAll: -0.53, fSymbolShare: -0.35,
+	fFunc: 0.36, fMethod: -0.36, fType: -0.77, fExported: 0.84, fLines: -0.39,
+	fSameFile: 0.24, fFileAny: 0.99, fFileSummary: 1.61, fPairs: 1.92, fDocLen: -0.52,
+	fLeadSymbol: -0.11, fLeadSummary: 0.47, fGenerated: -1.92, fOtherOS: -1.41,
+	fAnyOfBest: 3.1, fSummaryOfBest: 0.17, fFileAnyOfBest: 1.01,
+	fPkgRank: -0.24, fPkgAny: 1.59, fPkgSummary: 1.85, fPkgPairs: 0.95,
+	fSimSummary: 0.26, fSimSymbol: 1.65, fSimPkg: 0.45, fSimSummaryOfBest: 0.12,
+	fNear: 2.56, fNearRank: 0.96,
+	fSoftDoc: 2.06, fSoftSummary: 1.49, fSoftDocOfBest: 2.66,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -271,6 +275,7 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 	ix.mem.Matched(hits, groups, matched)
 	byDir := ix.packageEvidence(pkgs, groups)
 	sims := ix.similarities(hits, groups, idf, pkgs)
+	softDoc, softSummary := ix.softCover(hits, groups, idf, matched)
 	var total float64
 	for _, w := range idf {
 		total += w
@@ -355,6 +360,9 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 			f[fSimSummary], f[fSimSymbol] = sims.summary[i], sims.symbol[i]
 			f[fSimPkg] = sims.pkg[path.Dir(m.file)]
 		}
+		if softDoc != nil {
+			f[fSoftDoc], f[fSoftSummary] = softDoc[i], softSummary[i]
+		}
 		f[fNear] = h.Near
 		if h.NearRank > 0 {
 			f[fNearRank] = 1 / float64(h.NearRank)
@@ -422,7 +430,7 @@ type pkgEvidence struct {
 // hit holds more. When every hit misses the question's main word (it is
 // said in other words), the best may hold half of it, and that half then
 // counts as a whole question.
-var ofBest = [...]struct{ feature, of int }{{fAnyOfBest, fAny}, {fSummaryOfBest, fSummary}, {fFileAnyOfBest, fFileAny}, {fSimSummaryOfBest, fSimSummary}}
+var ofBest = [...]struct{ feature, of int }{{fAnyOfBest, fAny}, {fSummaryOfBest, fSummary}, {fFileAnyOfBest, fFileAny}, {fSimSummaryOfBest, fSimSummary}, {fSoftDocOfBest, fSoftDoc}}
 
 // tracePool, when set, is handed each pool hit's file and features: the
 // benchmark's training reads the pools through it.

@@ -1,0 +1,36 @@
+package retrieval
+
+import "testing"
+
+// TestRerankSoftCover: "erase a folder" holds no word of Purge's doc
+// comment, but erase lies near delete and folder near directory; Sum's
+// words lie near neither. Every chunk is in the pool by its path (folder/),
+// which the soft cover does not read. A chunk that says the question's
+// words scores the whole question, and Purge's first sentence, which says
+// only what it returns, covers less than its whole doc comment.
+func TestRerankSoftCover(t *testing.T) {
+	got := poolFeatures(t, map[string]string{
+		"folder/purge.go": "package folder\n\n// Purge reports how many files it found.\n// It deletes a directory and everything inside it.\nfunc Purge(name string) int { return 0 }\n",
+		"folder/sum.go":   "package folder\n\n// Sum adds two numbers and returns the total.\nfunc Sum() {}\n",
+		"folder/erase.go": "package folder\n\n// Erase erases a folder.\nfunc Erase() {}\n",
+	}, "erase a folder", fFunc)
+	purge, sum, erase := got["folder/purge.go"], got["folder/sum.go"], got["folder/erase.go"]
+	if purge == (features{}) || sum == (features{}) || erase == (features{}) {
+		t.Fatalf("pool: %v", got)
+	}
+	if purge[fDoc] != 0 || sum[fDoc] != 0 {
+		t.Fatalf("doc shares: Purge %v, Sum %v: want 0, the test is about words the doc does not hold", purge[fDoc], sum[fDoc])
+	}
+	if purge[fSoftDoc] <= sum[fSoftDoc]+0.2 || purge[fSoftDoc] >= 1 {
+		t.Errorf("softDoc: Purge %.3f, Sum %.3f: want Purge's well above (deletes a directory) and below 1", purge[fSoftDoc], sum[fSoftDoc])
+	}
+	if erase[fSoftDoc] != 1 || erase[fSoftSummary] != 1 || erase[fSoftDocOfBest] != 1 {
+		t.Errorf("Erase: softDoc %v, softSummary %v, softDocOfBest %v: want 1 (it says every word)", erase[fSoftDoc], erase[fSoftSummary], erase[fSoftDocOfBest])
+	}
+	if purge[fSoftSummary] >= purge[fSoftDoc] {
+		t.Errorf("Purge: softSummary %.3f, softDoc %.3f: want its first sentence to cover less", purge[fSoftSummary], purge[fSoftDoc])
+	}
+	if want := purge[fSoftDoc] / erase[fSoftDoc]; purge[fSoftDocOfBest] != want {
+		t.Errorf("Purge: softDocOfBest %v, want %v", purge[fSoftDocOfBest], want)
+	}
+}
