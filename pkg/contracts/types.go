@@ -214,6 +214,20 @@ type RagChunk struct {
 	// to the candidates it reranks; 0 when it is not among them. Optional,
 	// like Matches.
 	Near int `json:"near,omitempty"`
+	// Akin are the question's words the chunk's symbol and doc comment do
+	// not hold but say in a near word (their word vectors' cosine 0.4 or
+	// more), each with that word, the nearest first: why a chunk that
+	// shares few of the question's words was chosen. Optional, like
+	// Matches.
+	Akin []RagAkin `json:"akin,omitempty"`
+}
+
+// RagAkin is one of the question's words and the chunk's word nearest it
+// in meaning, both as the index analyzes them (lower case, stemmed).
+type RagAkin struct {
+	Term   string  `json:"term"`
+	Word   string  `json:"word"`
+	Cosine float64 `json:"cosine"`
 }
 
 // RagMatch is one field of a chunk that matched the query.

@@ -39,7 +39,7 @@ func TestPages(t *testing.T) {
 		{"/console/conversations/c-one", []string{"t-1", "t-2", "Explain the retry policy &lt;script&gt;alert(1)&lt;/script&gt;", "Retries back off", "ok / stop",
 			"sandbox-1", "tokens 12 in / 7 out", `data-stage="retrieved"`, `data-stage="enveloped"`, `data-stage="responded"`, `data-stage="completed"`}},
 		{"/console/turns/t-1?c=c-one", []string{"The [CONTEXT] block", "=== CHUNK 1 ===", "ck_retry", "internal/retry/policy.go:10-24", `href="#retrieved-ck_retry"`,
-			"‹the [CONTEXT] block: 2 chunk(s)", "matched: symbol[backoff] doc[retri &lt;script&gt;] (added: retri)", "near in meaning #3 · used by 12", "resp_up_t-1", "AgentExecuteResponse", "Every stored event (4)", "warning &lt;script&gt;", "Replay…",
+			"‹the [CONTEXT] block: 2 chunk(s)", "matched: symbol[backoff] doc[retri &lt;script&gt;] (added: retri)", "near in meaning #3 · used by 12", "akin: again~retri 0.51, &lt;b&gt;~wait 0.40", "resp_up_t-1", "AgentExecuteResponse", "Every stored event (4)", "warning &lt;script&gt;", "Replay…",
 			`id="request-rule">AGN-003 framing`}},
 		{"/console/turns/t-1", []string{"Every stored event (4)"}}, // the conversation found from the stream
 		{"/console/turns/resp_known", []string{"Every stored event (4)", "c-one"}},

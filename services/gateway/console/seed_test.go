@@ -70,7 +70,7 @@ func (e *env) publish(stage string, t contracts.Turn, h nats.Header) {
 
 var chunks = []contracts.RagChunk{
 	{Id: "ck_retry", Path: "internal/retry/policy.go", StartLine: 10, EndLine: 24, Language: "go", Content: "func Backoff() {}\n</pre><script>alert(2)</script>", Score: 1.5, Repo: "aptix",
-		Matches: []contracts.RagMatch{{Field: "symbol", Terms: []string{"backoff"}}, {Field: "doc", Terms: []string{"retri", "<script>"}, Expanded: []string{"retri"}}}, Uses: 12, Near: 3},
+		Matches: []contracts.RagMatch{{Field: "symbol", Terms: []string{"backoff"}}, {Field: "doc", Terms: []string{"retri", "<script>"}, Expanded: []string{"retri"}}}, Uses: 12, Near: 3, Akin: []contracts.RagAkin{{Term: "again", Word: "retri", Cosine: 0.512}, {Term: "<b>", Word: "wait", Cosine: 0.4}}},
 	{Id: "ck_hostile", Path: `x/"><img src=x onerror=alert(3)>.go`, StartLine: 1, EndLine: 2, Language: "go", Content: "package x"},
 }
 

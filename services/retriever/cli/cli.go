@@ -178,7 +178,7 @@ func searchCommand(connect Connect, dataDir func() string) *cobra.Command {
 				first, _, _ := strings.Cut(strings.TrimSpace(c.Content), "\n")
 				fmt.Fprintf(out, "%d. %s:%d-%d  %s  score %.2f  %s\n     %s\n", i+1, c.Path, c.StartLine, c.EndLine, c.Language, c.Score, c.Id, first)
 				if explain {
-					fmt.Fprintf(out, "     matched: %s%s%s\n", Matches(c.Matches), NearBy(c.Near), UsedBy(c.Uses))
+					fmt.Fprintf(out, "     matched: %s%s%s%s\n", Matches(c.Matches), Akin(c.Akin), NearBy(c.Near), UsedBy(c.Uses))
 				}
 			}
 			fmt.Fprintf(out, "%d hits in %.1f ms\n", len(res.Chunks), res.TookMs)
@@ -205,6 +205,19 @@ func NearBy(rank int) string {
 		return ""
 	}
 	return fmt.Sprintf("  near in meaning #%d", rank)
+}
+
+// Akin renders the question's words a chunk says in near words
+// ("  akin: meet~satisfi 0.43"), "" for none.
+func Akin(as []contracts.RagAkin) string {
+	if len(as) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(as))
+	for _, a := range as {
+		parts = append(parts, fmt.Sprintf("%s~%s %.2f", a.Term, a.Word, a.Cosine))
+	}
+	return "  akin: " + strings.Join(parts, ", ")
 }
 
 // UsedBy says how many chunks use what a chunk declares, "" for none.

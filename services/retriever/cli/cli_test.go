@@ -115,3 +115,17 @@ func TestSearchOnAnotherServerRebuilds(t *testing.T) {
 		t.Fatalf("search on B with A's local index: %q", out)
 	}
 }
+
+func TestAkin(t *testing.T) {
+	for _, c := range []struct {
+		in   []contracts.RagAkin
+		want string
+	}{
+		{nil, ""},
+		{[]contracts.RagAkin{{Term: "meet", Word: "satisfi", Cosine: 0.431}, {Term: "folder", Word: "directori", Cosine: 0.4}}, "  akin: meet~satisfi 0.43, folder~directori 0.40"},
+	} {
+		if got := Akin(c.in); got != c.want {
+			t.Errorf("Akin(%+v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

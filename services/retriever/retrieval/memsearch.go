@@ -168,7 +168,7 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 		}
 		first = &fp
 	}
-	reranked := weights.Rerank != identityRerank || len(weights.Forest) > 0 || tracePool != nil
+	reranked := reranking()
 	var groups [][]string
 	var idf []float64
 	if reranked {

@@ -264,6 +264,12 @@ func (ix *Index) termGroups(terms []string, exps []expansion) (groups [][]string
 	return groups, idfs
 }
 
+// reranking reports whether the search reranks its pool (rerank), as
+// every search on the scoring index does but with the plain weights.
+func reranking() bool {
+	return weights.Rerank != identityRerank || len(weights.Forest) > 0 || tracePool != nil
+}
+
 // rerank rescores hits (their Score the BM25F score, lift and path factor
 // given apart) as weights.Rerank's weighted sum of their features plus
 // what weights.Forest's trees add, and returns the new scores, exp of the

@@ -170,6 +170,16 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		}
 		c.Matches = explain(*c, symbols[c.Id], terms, heavy, exps, holds)
 	}
+	if memLines != nil && reranking() { // the near words the reranker read, for the chunks returned only
+		groups, _ := ix.termGroups(terms, exps)
+		hs := make([]termindex.Hit, len(res.Chunks))
+		for i, c := range res.Chunks {
+			hs[i].ID = c.Id // a merged piece: the better hit's, whose fields it is explained by
+		}
+		for i, a := range ix.akin(hs, groups) {
+			res.Chunks[i].Akin = a
+		}
+	}
 	res.TookMs = float64(time.Since(start).Microseconds()) / 1000
 	return res, nil
 }

@@ -1,6 +1,12 @@
 package retrieval
 
 import (
+	"cmp"
+	"math/bits"
+	"slices"
+	"sync"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
 	"github.com/aptix-dev/aptix/services/retriever/termindex"
 )
 
@@ -22,7 +28,6 @@ func (ix *Index) softCover(hits []termindex.Hit, groups [][]string, idf []float6
 	if w[fSoftDoc] == 0 && w[fSoftSummary] == 0 && w[fSoftDocOfBest] == 0 && len(weights.Forest) == 0 && tracePool == nil {
 		return nil, nil
 	}
-	vs := wordVectors()
 	var total float64
 	for _, x := range idf {
 		total += x
@@ -30,55 +35,18 @@ func (ix *Index) softCover(hits []termindex.Hit, groups [][]string, idf []float6
 	if total == 0 {
 		return nil, nil
 	}
-	qrows := make([]int32, len(groups)) // each question word's vector row, -1 for none
-	for g, ts := range groups {
-		qrows[g] = -1
-		if row, ok := vs.index[ts[0]]; ok {
-			qrows[g] = row
-		}
+	nw := newNearWords(groups)
+	defer nw.release()
+	all := uint64(1)<<len(groups) - 1 // termGroups keeps at most 64
+	needDoc, needSummary, needSymbol := make([]uint64, len(hits)), make([]uint64, len(hits)), make([]uint64, len(hits))
+	for i := range hits { // a word the hit holds counts 1: its near words are not looked at
+		m := matched[i].Fields
+		needDoc[i] = all &^ (m[termindex.Symbol] | m[termindex.Doc])
+		needSummary[i] = all &^ (m[termindex.Symbol] | m[termindex.Summary])
+		needSymbol[i] = needDoc[i] | needSummary[i]
 	}
-	near := map[int32][]float64{} // a word's vector row: its cosine with each question word
-	cosines := func(row int32) []float64 {
-		if c, ok := near[row]; ok {
-			return c
-		}
-		c := make([]float64, len(groups))
-		r := vs.data[int(row)*vs.dim : int(row+1)*vs.dim]
-		for g, q := range qrows {
-			if q < 0 {
-				continue
-			}
-			var dot int32 // exact: every replica and CPU agree
-			for k, x := range vs.data[int(q)*vs.dim : int(q+1)*vs.dim] {
-				dot += int32(x) * int32(r[k])
-			}
-			c[g] = max(0, float64(dot)*float64(vs.scale[q])*float64(vs.scale[row]))
-		}
-		near[row] = c
-		return c
-	}
-	best := func(field int) [][]float64 { // each hit's best cosine per question word in field
-		var hitOf []int
-		var ids []uint32
-		ix.mem.EachTermID(hits, field, func(i int, id uint32) { hitOf, ids = append(hitOf, i), append(ids, id) })
-		tv := ix.vecs.resolve(ix, field, ids)
-		out := make([][]float64, len(hits))
-		for k, t := range tv {
-			if t.row < 0 {
-				continue
-			}
-			i := hitOf[k]
-			if out[i] == nil {
-				out[i] = make([]float64, len(groups))
-			}
-			for g, c := range cosines(t.row) {
-				out[i][g] = max(out[i][g], c)
-			}
-		}
-		return out
-	}
-	sym, whole, first := best(termindex.Symbol), best(termindex.Doc), best(termindex.Summary)
-	cover := func(i int, held uint64, fields ...[][]float64) float64 {
+	sym, whole, first := ix.nearest(nw, hits, termindex.Symbol, needSymbol), ix.nearest(nw, hits, termindex.Doc, needDoc), ix.nearest(nw, hits, termindex.Summary, needSummary)
+	cover := func(i int, held uint64, fields ...[]nearestWords) float64 {
 		var s float64
 		for g := range groups {
 			c := 0.0
@@ -87,7 +55,7 @@ func (ix *Index) softCover(hits []termindex.Hit, groups [][]string, idf []float6
 			} else {
 				for _, f := range fields {
 					if f[i] != nil {
-						c = max(c, f[i][g])
+						c = max(c, f[i][g].cos)
 					}
 				}
 			}
@@ -102,4 +70,161 @@ func (ix *Index) softCover(hits []termindex.Hit, groups [][]string, idf []float6
 		summary[i] = cover(i, m[termindex.Symbol]|m[termindex.Summary], sym, first)
 	}
 	return doc, summary
+}
+
+// akinShown is the cosine from which explain shows a near word (akin):
+// synonyms lie at 0.4 to 0.8 (folder~directori 0.56), most unrelated words
+// below, though not every one (s~if 0.77: short, frequent words lie near
+// many), and the reranker reads those too.
+const akinShown = 0.4
+
+// akin says, for each hit, which of the question's words its symbol and doc
+// comment do not hold but say in a near word (softCover's reading), with
+// that word and its cosine, the nearest first: why a chunk that shares
+// few of the question's words ranks high. Only the first word of a group
+// is the question's; an expansion held counts as the word held.
+func (ix *Index) akin(hits []termindex.Hit, groups [][]string) [][]contracts.RagAkin {
+	if len(hits) == 0 || len(groups) == 0 {
+		return nil
+	}
+	matched := make([]termindex.Match, len(hits))
+	ix.mem.Matched(hits, groups, matched)
+	nw := newNearWords(groups)
+	defer nw.release()
+	all := uint64(1)<<len(groups) - 1
+	need := make([]uint64, len(hits))
+	for i := range hits {
+		need[i] = all &^ (matched[i].Fields[termindex.Symbol] | matched[i].Fields[termindex.Doc])
+	}
+	out := make([][]contracts.RagAkin, len(hits))
+	fields := [...]int{termindex.Symbol, termindex.Doc}
+	var near [len(fields)][]nearestWords
+	for k, f := range fields {
+		near[k] = ix.nearest(nw, hits, f, need)
+	}
+	for i := range hits {
+		for g := range groups {
+			if need[i]&(1<<g) == 0 {
+				continue
+			}
+			best, field := nearestWord{}, -1
+			for k, f := range fields {
+				if n := near[k][i]; n != nil && n[g].cos > best.cos {
+					best, field = n[g], f
+				}
+			}
+			if best.cos >= akinShown {
+				out[i] = append(out[i], contracts.RagAkin{Term: groups[g][0], Word: ix.mem.Term(field, best.id), Cosine: best.cos})
+			}
+		}
+		slices.SortStableFunc(out[i], func(a, b contracts.RagAkin) int { return cmp.Compare(b.Cosine, a.Cosine) })
+	}
+	return out
+}
+
+// nearWords compares the question's words with a chunk's by their vectors,
+// each cosine computed once a search, and only when asked: most of what
+// the near words cost is these products, and finding a word's (a slot by
+// its vector row, not a map: a search looks up tens of thousands).
+type nearWords struct {
+	vs    *vectors
+	qrows []int32   // each question word's vector row, -1 for none
+	slot  *[]int32  // by vector row: 1 + the row's place in rows, 0 for a row not seen yet (slots, reused)
+	rows  []int32   // the rows seen, in the order seen
+	cos   []float64 // len(qrows) per row seen: its cosine with each question word, 0 below a right angle, -1 not computed yet
+	fresh []float64 // a new row's: -1, or 0 for a question word without a vector
+}
+
+// slots are nearWords' slot tables, all zero when put back.
+var slots = sync.Pool{New: func() any { s := make([]int32, len(wordVectors().scale)); return &s }}
+
+func newNearWords(groups [][]string) *nearWords {
+	nw := &nearWords{vs: wordVectors(), qrows: make([]int32, len(groups)), slot: slots.Get().(*[]int32), fresh: make([]float64, len(groups))}
+	for g, ts := range groups {
+		nw.qrows[g], nw.fresh[g] = -1, 0
+		if row, ok := nw.vs.index[ts[0]]; ok {
+			nw.qrows[g], nw.fresh[g] = row, -1
+		}
+	}
+	return nw
+}
+
+// release puts the slot table back, zeroed; nw is not used after.
+func (nw *nearWords) release() {
+	slot := *nw.slot
+	for _, r := range nw.rows {
+		slot[r] = 0
+	}
+	slots.Put(nw.slot)
+	nw.slot = nil
+}
+
+// cosines are row's cosines with the question's words, those of need
+// computed (the others may be -1); valid until the next call.
+func (nw *nearWords) cosines(row int32, need uint64) []float64 {
+	n := len(nw.qrows)
+	slot := *nw.slot
+	at := int(slot[row]) - 1
+	if at < 0 {
+		at = len(nw.rows)
+		nw.rows = append(nw.rows, row)
+		nw.cos = append(nw.cos, nw.fresh...)
+		slot[row] = int32(at + 1)
+	}
+	c := nw.cos[at*n : (at+1)*n]
+	vs := nw.vs
+	r := vs.data[int(row)*vs.dim : int(row+1)*vs.dim]
+	for m := need; m != 0; m &= m - 1 {
+		g := bits.TrailingZeros64(m)
+		if c[g] >= 0 {
+			continue
+		}
+		q := nw.qrows[g]
+		dot := termindex.Dot8(vs.data[int(q)*vs.dim:int(q+1)*vs.dim], r)
+		c[g] = max(0, float64(dot)*float64(vs.scale[q])*float64(vs.scale[row]))
+	}
+	return c
+}
+
+// nearestWord is the word of a field nearest one of the question's: its
+// term id in the field's dictionary (Summary: Doc's) and its cosine.
+type nearestWord struct {
+	id  uint32
+	cos float64
+}
+
+// nearestWords are a hit's nearest word to each of the question's words;
+// nil when none of its words in the field has a vector.
+type nearestWords []nearestWord
+
+// nearest finds, for each hit, the word of field nearest each of the
+// question's words of need[i] (the others' entries may be anything). Of
+// equally near words the first in the field's order
+// is kept (term ids, sorted: the same on every replica for the cosine,
+// which is all the features read).
+func (ix *Index) nearest(nw *nearWords, hits []termindex.Hit, field int, need []uint64) []nearestWords {
+	var hitOf []int
+	var ids []uint32
+	ix.mem.EachTermID(hits, field, func(i int, id uint32) { hitOf, ids = append(hitOf, i), append(ids, id) })
+	tv := ix.vecs.resolve(ix, field, ids)
+	out := make([]nearestWords, len(hits))
+	for k, t := range tv {
+		if t.row < 0 {
+			continue
+		}
+		i := hitOf[k]
+		if need[i] == 0 {
+			continue
+		}
+		if out[i] == nil {
+			out[i] = make(nearestWords, len(nw.qrows))
+		}
+		c := nw.cosines(t.row, need[i])
+		for m := need[i]; m != 0; m &= m - 1 {
+			if g := bits.TrailingZeros64(m); c[g] > out[i][g].cos {
+				out[i][g] = nearestWord{id: ids[k], cos: c[g]}
+			}
+		}
+	}
+	return out
 }

@@ -1,6 +1,13 @@
 package retrieval
 
-import "testing"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/aptix-dev/aptix/pkg/contracts"
+)
 
 // TestRerankSoftCover: "erase a folder" holds no word of Purge's doc
 // comment, but erase lies near delete and folder near directory; Sum's
@@ -32,5 +39,45 @@ func TestRerankSoftCover(t *testing.T) {
 	}
 	if want := purge[fSoftDoc] / erase[fSoftDoc]; purge[fSoftDocOfBest] != want {
 		t.Errorf("Purge: softDocOfBest %v, want %v", purge[fSoftDocOfBest], want)
+	}
+}
+
+// TestAkinExplainsTheNearWords: a returned chunk says which of the
+// question's words it holds only in a near word, and which word; a chunk
+// that holds every word has none to say, and a far word is not shown.
+func TestAkinExplainsTheNearWords(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	write(t, root, "folder/purge.go", "package folder\n\n// Purge deletes a directory and everything inside it.\nfunc Purge(name string) int { return 0 }\n")
+	write(t, root, "folder/sum.go", "package folder\n\n// Sum adds two numbers and returns the total.\nfunc Sum() {}\n")
+	write(t, root, "folder/erase.go", "package folder\n\n// Erase erases a folder.\nfunc Erase() {}\n")
+	for i := range 10 {
+		write(t, root, fmt.Sprintf("filler/f%d.go", i), fmt.Sprintf("package filler\n\n// F%d does nothing.\nfunc F%d() {}\n", i, i))
+	}
+	e.index(root, "ws", "app")
+	ix := e.open()
+	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "x"}) // waits for the index
+	got := map[string][]contracts.RagAkin{}
+	for _, c := range find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "erase a folder"}) {
+		if len(c.Akin) > 0 { // the file's declaration, not its package clause
+			got[c.Path] = c.Akin
+		}
+	}
+	purge := got["folder/purge.go"]
+	if !slices.ContainsFunc(purge, func(a contracts.RagAkin) bool {
+		return a.Term == "folder" && a.Word == "directori" && a.Cosine >= akinShown && a.Cosine < 1
+	}) {
+		t.Errorf("Purge's akin %+v: want folder~directori", purge)
+	}
+	if !slices.IsSortedFunc(purge, func(a, b contracts.RagAkin) int { return cmp.Compare(b.Cosine, a.Cosine) }) {
+		t.Errorf("Purge's akin %+v: want the nearest first", purge)
+	}
+	if a := got["folder/erase.go"]; len(a) != 0 {
+		t.Errorf("Erase's akin %+v: want none, it holds every word", a)
+	}
+	for _, a := range got["folder/sum.go"] {
+		if a.Cosine < akinShown {
+			t.Errorf("Sum's akin %+v: a word below %v is shown", a, akinShown)
+		}
 	}
 }

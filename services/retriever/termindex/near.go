@@ -74,10 +74,12 @@ func (ix *Index) compactVectors() {
 	ix.vecDocs, ix.vecs, ix.signs = ix.vecDocs[:n], ix.vecs[:n*dim], ix.signs[:n*sw]
 }
 
-// dot8 is the dot product of two equally long signed-byte vectors, for
-// the candidates nearest scores exactly: eight sums at a time, slices
-// that shrink so the compiler drops the bounds checks.
-func dot8(a, b []int8) int32 {
+// Dot8 is the dot product of two equally long signed-byte vectors, in
+// integers, so exact in any order (replicas agree): for the candidates
+// nearest scores, and the word vectors' cosines the reranker takes
+// (retrieval's softCover). Eight products at a time, slices that shrink
+// so the compiler drops the bounds checks.
+func Dot8(a, b []int8) int32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 int32
 	for len(a) >= 8 && len(b) >= 8 {
@@ -162,7 +164,7 @@ next:
 		if int(dist[i]) > limit {
 			continue
 		}
-		x := scored{dn, float64(dot8(q, ix.vecs[i*dim:(i+1)*dim]))}
+		x := scored{dn, float64(Dot8(q, ix.vecs[i*dim:(i+1)*dim]))}
 		if len(h) < k {
 			h = append(h, x)
 			h.up(len(h)-1, ix.nearer)
@@ -197,7 +199,7 @@ func (ix *Index) addNearest(s *scratch, q *Query, hits []Hit, qn float64) []Hit 
 		in[dn] = true
 		hits[i].NearRank = rank[dn]
 		if v := int(ix.docs[dn].vec); v >= 0 {
-			hits[i].Near = cosine8(dot8(q.Near, ix.vecs[v*ix.dim:(v+1)*ix.dim]))
+			hits[i].Near = cosine8(Dot8(q.Near, ix.vecs[v*ix.dim:(v+1)*ix.dim]))
 		}
 	}
 	for _, x := range near {

@@ -123,7 +123,7 @@ func TestNearestAgainstExact(t *testing.T) {
 	var exact []sc
 	for id, v := range vecs {
 		if n, _ := strconv.Atoi(id[1:]); n%2 == 0 {
-			exact = append(exact, sc{id, dot8(q, v)})
+			exact = append(exact, sc{id, Dot8(q, v)})
 		}
 	}
 	slices.SortFunc(exact, func(a, b sc) int {
@@ -199,7 +199,7 @@ func TestNearestFollowsUpdates(t *testing.T) {
 		}
 	}
 	check("added")
-	if h := nearestTo(want["f17"]); h.ID != "f17" || math.Abs(h.Near-float64(dot8(want["f17"], want["f17"]))/127/127) > 1e-9 {
+	if h := nearestTo(want["f17"]); h.ID != "f17" || math.Abs(h.Near-float64(Dot8(want["f17"], want["f17"]))/127/127) > 1e-9 {
 		t.Fatalf("nearest to f17's own vector: %+v", h)
 	}
 	u = Update{}
@@ -271,7 +271,7 @@ func TestDot8(t *testing.T) {
 			a[i], b[i] = int8(r.IntN(255)-127), int8(r.IntN(255)-127)
 			want += int32(a[i]) * int32(b[i])
 		}
-		if got := dot8(a, b); got != want {
+		if got := Dot8(a, b); got != want {
 			t.Errorf("n=%d: %d, want %d", n, got, want)
 		}
 	}
