@@ -125,51 +125,57 @@ func (ix *Index) akin(hits []termindex.Hit, groups [][]string) [][]contracts.Rag
 // nearWords compares the question's words with a chunk's by their vectors,
 // each cosine computed once a search, and only when asked: most of what
 // the near words cost is these products, and finding a word's (a slot by
-// its vector row, not a map: a search looks up tens of thousands).
+// its vector row, not a map: a search looks up tens of thousands). Kept
+// in a pool with its buffers, which a search would otherwise grow anew.
 type nearWords struct {
 	vs    *vectors
 	qrows []int32   // each question word's vector row, -1 for none
-	slot  *[]int32  // by vector row: 1 + the row's place in rows, 0 for a row not seen yet (slots, reused)
+	slot  []int32   // by vector row: 1 + the row's place in rows, 0 for a row not seen yet (all 0 when pooled)
 	rows  []int32   // the rows seen, in the order seen
 	cos   []float64 // len(qrows) per row seen: its cosine with each question word, 0 below a right angle, -1 not computed yet
 	fresh []float64 // a new row's: -1, or 0 for a question word without a vector
+	// nearest's buffers: a field's words of the hits, with each one's hit
+	hitOf []int
+	ids   []uint32
 }
 
-// slots are nearWords' slot tables, all zero when put back.
-var slots = sync.Pool{New: func() any { s := make([]int32, len(wordVectors().scale)); return &s }}
+var nearWordsPool = sync.Pool{New: func() any { return &nearWords{slot: make([]int32, len(wordVectors().scale))} }}
 
 func newNearWords(groups [][]string) *nearWords {
-	nw := &nearWords{vs: wordVectors(), qrows: make([]int32, len(groups)), slot: slots.Get().(*[]int32), fresh: make([]float64, len(groups))}
-	for g, ts := range groups {
-		nw.qrows[g], nw.fresh[g] = -1, 0
-		if row, ok := nw.vs.index[ts[0]]; ok {
-			nw.qrows[g], nw.fresh[g] = row, -1
+	nw := nearWordsPool.Get().(*nearWords)
+	nw.vs = wordVectors()
+	nw.qrows, nw.fresh = nw.qrows[:0], nw.fresh[:0]
+	for _, ts := range groups {
+		row, ok := nw.vs.index[ts[0]]
+		if !ok {
+			nw.qrows, nw.fresh = append(nw.qrows, -1), append(nw.fresh, 0)
+			continue
 		}
+		nw.qrows, nw.fresh = append(nw.qrows, row), append(nw.fresh, -1)
 	}
 	return nw
 }
 
-// release puts the slot table back, zeroed; nw is not used after.
+// release puts nw back in the pool, its slot table zeroed; nw is not used
+// after.
 func (nw *nearWords) release() {
-	slot := *nw.slot
 	for _, r := range nw.rows {
-		slot[r] = 0
+		nw.slot[r] = 0
 	}
-	slots.Put(nw.slot)
-	nw.slot = nil
+	nw.rows, nw.cos = nw.rows[:0], nw.cos[:0]
+	nearWordsPool.Put(nw)
 }
 
 // cosines are row's cosines with the question's words, those of need
 // computed (the others may be -1); valid until the next call.
 func (nw *nearWords) cosines(row int32, need uint64) []float64 {
 	n := len(nw.qrows)
-	slot := *nw.slot
-	at := int(slot[row]) - 1
+	at := int(nw.slot[row]) - 1
 	if at < 0 {
 		at = len(nw.rows)
 		nw.rows = append(nw.rows, row)
 		nw.cos = append(nw.cos, nw.fresh...)
-		slot[row] = int32(at + 1)
+		nw.slot[row] = int32(at + 1)
 	}
 	c := nw.cos[at*n : (at+1)*n]
 	vs := nw.vs
@@ -203,11 +209,13 @@ type nearestWords []nearestWord
 // is kept (term ids, sorted: the same on every replica for the cosine,
 // which is all the features read).
 func (ix *Index) nearest(nw *nearWords, hits []termindex.Hit, field int, need []uint64) []nearestWords {
-	var hitOf []int
-	var ids []uint32
+	hitOf, ids := nw.hitOf[:0], nw.ids[:0]
 	ix.mem.EachTermID(hits, field, func(i int, id uint32) { hitOf, ids = append(hitOf, i), append(ids, id) })
+	nw.hitOf, nw.ids = hitOf, ids
 	tv := ix.vecs.resolve(ix, field, ids)
 	out := make([]nearestWords, len(hits))
+	q := len(nw.qrows)
+	var slab []nearestWord // every hit's nearest words, allocated once
 	for k, t := range tv {
 		if t.row < 0 {
 			continue
@@ -217,7 +225,10 @@ func (ix *Index) nearest(nw *nearWords, hits []termindex.Hit, field int, need []
 			continue
 		}
 		if out[i] == nil {
-			out[i] = make(nearestWords, len(nw.qrows))
+			if len(slab) < q {
+				slab = make([]nearestWord, q*(len(hits)-i))
+			}
+			out[i], slab = slab[:q:q], slab[q:]
 		}
 		c := nw.cosines(t.row, need[i])
 		for m := need[i]; m != 0; m &= m - 1 {

@@ -77,9 +77,22 @@ func (ix *Index) compactVectors() {
 // Dot8 is the dot product of two equally long signed-byte vectors, in
 // integers, so exact in any order (replicas agree): for the candidates
 // nearest scores, and the word vectors' cosines the reranker takes
-// (retrieval's softCover). Eight products at a time, slices that shrink
-// so the compiler drops the bounds checks.
+// (retrieval's softCover), tens of thousands a search. The first
+// multiple of 16 bytes goes to dot8Blocks (SSE2 on amd64, 16 products an
+// instruction pair), the rest to dot8Go.
 func Dot8(a, b []int8) int32 {
+	b = b[:len(a)]
+	n := len(a) &^ 15
+	var s int32
+	if n > 0 {
+		s = dot8Blocks(&a[0], &b[0], n)
+	}
+	return s + dot8Go(a[n:], b[n:])
+}
+
+// dot8Go is Dot8 in Go: eight products at a time, slices that shrink so
+// the compiler drops the bounds checks.
+func dot8Go(a, b []int8) int32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 int32
 	for len(a) >= 8 && len(b) >= 8 {

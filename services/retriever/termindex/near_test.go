@@ -264,18 +264,47 @@ func TestNearestTiesShareARank(t *testing.T) {
 
 func TestDot8(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for n := range 11 {
-		a, b := make([]int8, n), make([]int8, n)
+	for n := range 140 {
+		a, b := make([]int8, n), make([]int8, n+3) // b longer: Dot8 reads len(a)
 		var want int32
 		for i := range n {
-			a[i], b[i] = int8(r.IntN(255)-127), int8(r.IntN(255)-127)
+			a[i], b[i] = int8(r.IntN(256)-128), int8(r.IntN(256)-128)
 			want += int32(a[i]) * int32(b[i])
+		}
+		if n == 139 { // the extremes, where a 16-bit sum would overflow
+			for i := range n {
+				a[i], b[i] = -128, -128
+			}
+			want = 139 * 128 * 128
 		}
 		if got := Dot8(a, b); got != want {
 			t.Errorf("n=%d: %d, want %d", n, got, want)
 		}
+		if got := dot8Go(a, b[:n]); got != want {
+			t.Errorf("n=%d: dot8Go %d, want %d", n, got, want)
+		}
 	}
 }
+
+func BenchmarkDot8(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	x, y := make([]int8, 100), make([]int8, 100)
+	for i := range x {
+		x[i], y[i] = int8(r.IntN(255)-127), int8(r.IntN(255)-127)
+	}
+	b.Run("asm", func(b *testing.B) {
+		for b.Loop() {
+			sink += Dot8(x, y)
+		}
+	})
+	b.Run("go", func(b *testing.B) {
+		for b.Loop() {
+			sink += dot8Go(x, y)
+		}
+	})
+}
+
+var sink int32
 
 func TestAppendSigns(t *testing.T) {
 	v := make([]int8, 130)
