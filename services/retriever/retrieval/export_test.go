@@ -59,6 +59,25 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// SixteenthPassRerank and SixteenthPassForest are the sixteenth pass's
+// learned weights and trees (85b6d66), the ranking before the
+// seventeenth pass's, for the benchmark's grid.
+var (
+	SixteenthPassRerank = features{
+		fScore: 0.33, fLift: 0.99, fPath: 4.63,
+		fSymbol: -1.21, fDoc: -0.46, fSummary: -0.4, fPathWords: 2.06, fContent: 0.48, fAny: 0.71, fAll: -0.53, fSymbolShare: -0.35,
+		fFunc: 0.36, fMethod: -0.36, fType: -0.77, fExported: 0.84, fLines: -0.39,
+		fSameFile: 0.24, fFileAny: 0.99, fFileSummary: 1.61, fPairs: 1.92, fDocLen: -0.52,
+		fLeadSymbol: -0.11, fLeadSummary: 0.47, fGenerated: -1.92, fOtherOS: -1.41,
+		fAnyOfBest: 3.1, fSummaryOfBest: 0.17, fFileAnyOfBest: 1.01,
+		fPkgRank: -0.24, fPkgAny: 1.59, fPkgSummary: 1.85, fPkgPairs: 0.95,
+		fSimSummary: 0.26, fSimSymbol: 1.65, fSimPkg: 0.45, fSimSummaryOfBest: 0.12,
+		fNear: 2.56, fNearRank: 0.96,
+		fSoftDoc: 2.06, fSoftSummary: 1.49, fSoftDocOfBest: 2.66,
+	}
+	SixteenthPassForest = sixteenthPassForest
+)
+
 // FifteenthPassRerank and FifteenthPassForest are the fifteenth pass's
 // learned weights and trees (3fc1398), the ranking before the sixteenth
 // pass's, for the benchmark's grid.

@@ -64,12 +64,15 @@ const (
 	fSoftDoc                 // share of the question's words its symbol and doc comment say in the same or near words: each word's best cosine with one of theirs (softCover)
 	fSoftSummary             // idem, its symbol and the doc comment's first sentence
 	fSoftDocOfBest           // fSoftDoc divided by the pool's best
+	fSoftFile                // fSoftDoc over the pool's hits of the same file together: each word's best over them
+	fSoftFileSummary         // idem, fSoftSummary
+	fSoftPkg                 // fSoftSummary of the hit's package doc, for a package among the first pass's (fPkgRank)
 	numFeatures
 )
 
 // featureNames name the features in weights.Rerank's order, for the
 // benchmark's training output.
-var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs", "simSummary", "simSymbol", "simPkg", "simSummaryOfBest", "near", "nearRank", "softDoc", "softSummary", "softDocOfBest"}
+var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs", "simSummary", "simSymbol", "simPkg", "simSummaryOfBest", "near", "nearRank", "softDoc", "softSummary", "softDocOfBest", "softFile", "softFileSummary", "softPkg"}
 
 // features is one hit's feature vector; weights.Rerank is one of them too.
 type features [numFeatures]float64
@@ -81,16 +84,16 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.33, fLift: 0.99, fPath: 4.63,
-	fSymbol: -1.21, fDoc: -0.46, fSummary: -0.4, fPathWords: 2.06, fContent: 0.48, fAny: 0.71, fAll: -0.53, fSymbolShare: -0.35,
-	fFunc: 0.36, fMethod: -0.36, fType: -0.77, fExported: 0.84, fLines: -0.39,
-	fSameFile: 0.24, fFileAny: 0.99, fFileSummary: 1.61, fPairs: 1.92, fDocLen: -0.52,
-	fLeadSymbol: -0.11, fLeadSummary: 0.47, fGenerated: -1.92, fOtherOS: -1.41,
-	fAnyOfBest: 3.1, fSummaryOfBest: 0.17, fFileAnyOfBest: 1.01,
-	fPkgRank: -0.24, fPkgAny: 1.59, fPkgSummary: 1.85, fPkgPairs: 0.95,
-	fSimSummary: 0.26, fSimSymbol: 1.65, fSimPkg: 0.45, fSimSummaryOfBest: 0.12,
-	fNear: 2.56, fNearRank: 0.96,
-	fSoftDoc: 2.06, fSoftSummary: 1.49, fSoftDocOfBest: 2.66,
+	fScore: 0.37, fLift: 0.91, fPath: 4.64,
+	fSymbol: -1.13, fDoc: -0.53, fSummary: -0.28, fPathWords: 2.09, fContent: 0.59, fAny: 0.93, fAll: -0.44, fSymbolShare: -0.36,
+	fFunc: 0.27, fMethod: -0.44, fType: -0.8, fExported: 0.84, fLines: -0.4,
+	fSameFile: 0.17, fFileAny: 0.71, fFileSummary: 1.12, fPairs: 1.96, fDocLen: -0.51,
+	fLeadSymbol: 0.02, fLeadSummary: 0.36, fGenerated: -1.86, fOtherOS: -1.41,
+	fAnyOfBest: 3.2, fSummaryOfBest: 0.13, fFileAnyOfBest: 0.81,
+	fPkgRank: -0.22, fPkgAny: 1.48, fPkgSummary: 1.71, fPkgPairs: 0.83,
+	fSimSummary: 0.19, fSimSymbol: 1.42, fSimPkg: 0.11, fSimSummaryOfBest: 0.05,
+	fNear: 2.24, fNearRank: 0.97,
+	fSoftDoc: 1.71, fSoftSummary: 1.06, fSoftDocOfBest: 2.23, fSoftFile: 1.54, fSoftFileSummary: 1.72, fSoftPkg: 0.55,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -281,7 +284,8 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 	ix.mem.Matched(hits, groups, matched)
 	byDir := ix.packageEvidence(pkgs, groups)
 	sims := ix.similarities(hits, groups, idf, pkgs)
-	softDoc, softSummary := ix.softCover(hits, groups, idf, matched)
+	soft := ix.softCover(hits, groups, idf, matched)
+	softPkg := ix.softPackages(pkgs, groups, idf)
 	var total float64
 	for _, w := range idf {
 		total += w
@@ -305,15 +309,42 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 	type evidence struct {
 		hits         int
 		any, summary uint64
+		soft         int // the file's place in softFile, -1 without a soft cover
 	}
+	g := len(groups)
+	var softFile []float64 // per file, per word: the best of the file's hits' soft covers, doc then summary
 	perFile := make(map[string]evidence, len(hits))
 	for i, h := range hits {
 		file := h.Meta.(*memMeta).file
-		e := perFile[file]
+		e, seen := perFile[file]
+		if !seen {
+			e.soft = -1
+			if soft != nil {
+				e.soft = len(softFile)
+				softFile = append(softFile, make([]float64, 2*g)...)
+			}
+		}
 		e.hits++
 		e.any |= matched[i].Text()
 		e.summary |= matched[i].Fields[termindex.Summary]
+		if e.soft >= 0 {
+			doc, summary := softFile[e.soft:e.soft+g], softFile[e.soft+g:e.soft+2*g]
+			for k := range g {
+				doc[k] = max(doc[k], soft.docWords[i*g+k])
+				summary[k] = max(summary[k], soft.summaryWords[i*g+k])
+			}
+		}
 		perFile[file] = e
+	}
+	weigh := func(words []float64) float64 { // a share of the question, as cover's
+		if total == 0 {
+			return 0
+		}
+		var s float64
+		for k, c := range words {
+			s += idf[k] * c
+		}
+		return s / total
 	}
 	all := uint64(1)<<len(groups) - 1
 	named := namedOS(groups)
@@ -366,9 +397,11 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 			f[fSimSummary], f[fSimSymbol] = sims.summary[i], sims.symbol[i]
 			f[fSimPkg] = sims.pkg[path.Dir(m.file)]
 		}
-		if softDoc != nil {
-			f[fSoftDoc], f[fSoftSummary] = softDoc[i], softSummary[i]
+		if soft != nil {
+			f[fSoftDoc], f[fSoftSummary] = soft.doc[i], soft.summary[i]
+			f[fSoftFile], f[fSoftFileSummary] = weigh(softFile[e.soft:e.soft+g]), weigh(softFile[e.soft+g:e.soft+2*g])
 		}
+		f[fSoftPkg] = softPkg[path.Dir(m.file)]
 		f[fNear] = h.Near
 		if h.NearRank > 0 {
 			f[fNearRank] = 1 / float64(h.NearRank)

@@ -3,6 +3,7 @@ package retrieval
 import (
 	"cmp"
 	"math/bits"
+	"path"
 	"slices"
 	"sync"
 
@@ -22,54 +23,125 @@ import (
 // type V satisfies the constraint T" but *type* and *constraint*, and
 // *meet* lies near *satisfies*. Two readings: over the symbol and the
 // whole doc comment (doc), and over the symbol and the doc comment's first
-// sentence (summary). nil when nothing reads them, as for similarities.
-func (ix *Index) softCover(hits []termindex.Hit, groups [][]string, idf []float64, matched []termindex.Match) (doc, summary []float64) {
-	w := weights.Rerank
-	if w[fSoftDoc] == 0 && w[fSoftSummary] == 0 && w[fSoftDocOfBest] == 0 && len(weights.Forest) == 0 && tracePool == nil {
-		return nil, nil
+// sentence (summary); each a share per hit and what each word counts (a
+// hit's len(groups) in a row), which the file's reading gathers. nil when
+// nothing reads them, as for similarities.
+func (ix *Index) softCover(hits []termindex.Hit, groups [][]string, idf []float64, matched []termindex.Match) *softCovers {
+	if !readsSoftCover() {
+		return nil
 	}
-	var total float64
-	for _, x := range idf {
-		total += x
-	}
+	total := sum(idf)
 	if total == 0 {
-		return nil, nil
+		return nil
 	}
 	nw := newNearWords(groups)
 	defer nw.release()
-	all := uint64(1)<<len(groups) - 1 // termGroups keeps at most 64
-	needDoc, needSummary, needSymbol := make([]uint64, len(hits)), make([]uint64, len(hits)), make([]uint64, len(hits))
-	for i := range hits { // a word the hit holds counts 1: its near words are not looked at
-		m := matched[i].Fields
-		needDoc[i] = all &^ (m[termindex.Symbol] | m[termindex.Doc])
-		needSummary[i] = all &^ (m[termindex.Symbol] | m[termindex.Summary])
+	// a word the hit holds counts 1: its near words are not looked at
+	needDoc, needSummary := unheld(matched, len(groups), termindex.Symbol, termindex.Doc), unheld(matched, len(groups), termindex.Symbol, termindex.Summary)
+	needSymbol := make([]uint64, len(hits))
+	for i := range hits {
 		needSymbol[i] = needDoc[i] | needSummary[i]
 	}
 	sym, whole, first := ix.nearest(nw, hits, termindex.Symbol, needSymbol), ix.nearest(nw, hits, termindex.Doc, needDoc), ix.nearest(nw, hits, termindex.Summary, needSummary)
-	cover := func(i int, held uint64, fields ...[]nearestWords) float64 {
-		var s float64
-		for g := range groups {
-			c := 0.0
-			if held&(1<<g) != 0 {
-				c = 1
-			} else {
-				for _, f := range fields {
-					if f[i] != nil {
-						c = max(c, f[i][g].cos)
-					}
-				}
-			}
-			s += idf[g] * c
-		}
-		return s / total
-	}
-	doc, summary = make([]float64, len(hits)), make([]float64, len(hits))
+	g := len(groups)
+	sc := &softCovers{doc: make([]float64, len(hits)), summary: make([]float64, len(hits)), docWords: make([]float64, len(hits)*g), summaryWords: make([]float64, len(hits)*g)}
 	for i := range hits {
 		m := matched[i].Fields
-		doc[i] = cover(i, m[termindex.Symbol]|m[termindex.Doc], sym, whole)
-		summary[i] = cover(i, m[termindex.Symbol]|m[termindex.Summary], sym, first)
+		sc.doc[i] = cover(sc.docWords[i*g:(i+1)*g], m[termindex.Symbol]|m[termindex.Doc], idf, total, sym[i], whole[i])
+		sc.summary[i] = cover(sc.summaryWords[i*g:(i+1)*g], m[termindex.Symbol]|m[termindex.Summary], idf, total, sym[i], first[i])
 	}
-	return doc, summary
+	return sc
+}
+
+// softCovers are softCover's readings of a pool.
+type softCovers struct {
+	doc, summary           []float64 // per hit: the share of the question
+	docWords, summaryWords []float64 // per hit, per question word: what it counts
+}
+
+// readsSoftCover reports whether the ranking reads a soft cover.
+func readsSoftCover() bool {
+	w := weights.Rerank
+	return w[fSoftDoc] != 0 || w[fSoftSummary] != 0 || w[fSoftDocOfBest] != 0 || w[fSoftFile] != 0 || w[fSoftPkg] != 0 || len(weights.Forest) > 0 || tracePool != nil
+}
+
+// cover fills words with what each of the question's words counts (1 held,
+// else its best cosine among fields' nearest words; fields may be nil)
+// and returns their share of the question by idf (of total).
+func cover(words []float64, held uint64, idf []float64, total float64, fields ...nearestWords) float64 {
+	var s float64
+	for g := range words {
+		c := 0.0
+		if held&(1<<g) != 0 {
+			c = 1
+		} else {
+			for _, f := range fields {
+				if f != nil {
+					c = max(c, f[g].cos)
+				}
+			}
+		}
+		words[g] = c
+		s += idf[g] * c
+	}
+	return s / total
+}
+
+// unheld is, for each hit, the question's words (bits of its groups
+// words) that none of fields holds: those whose near words are looked up.
+func unheld(matched []termindex.Match, words int, fields ...int) []uint64 {
+	all := uint64(1)<<words - 1 // termGroups keeps at most 64
+	out := make([]uint64, len(matched))
+	for i, m := range matched {
+		var held uint64
+		for _, f := range fields {
+			held |= m.Fields[f]
+		}
+		out[i] = all &^ held
+	}
+	return out
+}
+
+// sum is the sum of xs.
+func sum(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+// softPackages is, for each package doc of pkgs (the first pass's, best
+// first, by directory), softCover's summary reading of it: how much of the
+// question its name and first sentence say in the same or near words.
+// "LZW compressor" meets "Package lzw implements the Lempel-Ziv-Welch
+// compressed data format" in *compress* and *lzw*; "squeeze" would only
+// come near. A second doc of a package is passed over, as in
+// packageEvidence.
+func (ix *Index) softPackages(pkgs []termindex.Hit, groups [][]string, idf []float64) map[string]float64 {
+	if len(pkgs) == 0 || !readsSoftCover() {
+		return nil
+	}
+	total := sum(idf)
+	if total == 0 {
+		return nil
+	}
+	m := make([]termindex.Match, len(pkgs))
+	ix.mem.Matched(pkgs, groups, m)
+	nw := newNearWords(groups)
+	defer nw.release()
+	need := unheld(m, len(groups), termindex.Symbol, termindex.Summary)
+	sym, first := ix.nearest(nw, pkgs, termindex.Symbol, need), ix.nearest(nw, pkgs, termindex.Summary, need)
+	words := make([]float64, len(groups))
+	out := make(map[string]float64, len(pkgs))
+	for i, h := range pkgs {
+		d := path.Dir(h.Meta.(*memMeta).file)
+		if _, ok := out[d]; ok {
+			continue
+		}
+		out[d] = cover(words, m[i].Fields[termindex.Symbol]|m[i].Fields[termindex.Summary], idf, total, sym[i], first[i])
+	}
+	return out
 }
 
 // akinShown is the cosine from which explain shows a near word (akin):
@@ -91,11 +163,7 @@ func (ix *Index) akin(hits []termindex.Hit, groups [][]string) [][]contracts.Rag
 	ix.mem.Matched(hits, groups, matched)
 	nw := newNearWords(groups)
 	defer nw.release()
-	all := uint64(1)<<len(groups) - 1
-	need := make([]uint64, len(hits))
-	for i := range hits {
-		need[i] = all &^ (matched[i].Fields[termindex.Symbol] | matched[i].Fields[termindex.Doc])
-	}
+	need := unheld(matched, len(groups), termindex.Symbol, termindex.Doc)
 	out := make([][]contracts.RagAkin, len(hits))
 	fields := [...]int{termindex.Symbol, termindex.Doc}
 	var near [len(fields)][]nearestWords

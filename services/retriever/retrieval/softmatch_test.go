@@ -81,3 +81,52 @@ func TestAkinExplainsTheNearWords(t *testing.T) {
 		}
 	}
 }
+
+// TestRerankSoftFile: a file's hits read together say more of the question
+// than each alone. In trash.go one declaration erases, another opens a
+// directory (near folder): the file's reading counts erase whole and
+// folder by its near word, more than either declaration's own; a file
+// with one declaration reads as that declaration. Every chunk is in the
+// pool by its path (folder/), which the soft cover does not read.
+func TestRerankSoftFile(t *testing.T) {
+	files := map[string]string{
+		"folder/trash.go": "package folder\n\n// Erase erases an entry.\nfunc Erase() {}\n\n// Open opens a directory.\nfunc Open() {}\n",
+		"folder/sum.go":   "package folder\n\n// Sum erases the total of two numbers.\nfunc Sum() {}\n",
+	}
+	erase := poolFeatures(t, files, "erase a folder", fFunc)
+	trash, sum := erase["folder/trash.go"], erase["folder/sum.go"]
+	if trash == (features{}) || sum == (features{}) {
+		t.Fatalf("pool: %v", erase)
+	}
+	if trash[fSoftFile] <= trash[fSoftDoc] || trash[fSoftFile] >= 1 {
+		t.Errorf("trash.go: softFile %.3f, its hit's softDoc %.3f: want the file's above and below 1", trash[fSoftFile], trash[fSoftDoc])
+	}
+	if trash[fSoftFileSummary] <= trash[fSoftSummary] {
+		t.Errorf("trash.go: softFileSummary %.3f, its hit's softSummary %.3f: want the file's above", trash[fSoftFileSummary], trash[fSoftSummary])
+	}
+	if sum[fSoftFile] != sum[fSoftDoc] || sum[fSoftFileSummary] != sum[fSoftSummary] {
+		t.Errorf("sum.go, one declaration: softFile %v softFileSummary %v, want its softDoc %v and softSummary %v", sum[fSoftFile], sum[fSoftFileSummary], sum[fSoftDoc], sum[fSoftSummary])
+	}
+	if trash[fSoftFile] <= sum[fSoftFile] {
+		t.Errorf("softFile: trash.go %.3f, sum.go %.3f: want trash.go's above (a directory is near a folder)", trash[fSoftFile], sum[fSoftFile])
+	}
+}
+
+// TestRerankSoftPackage: a hit's package doc read by near words. Both
+// packages' docs hold erase; trash's says directories (near folder),
+// count's numbers: the hits of trash read more of "erase a folder".
+func TestRerankSoftPackage(t *testing.T) {
+	got := poolFeatures(t, map[string]string{
+		"trash/doc.go":   "// Package trash erases directories.\npackage trash\n",
+		"trash/trash.go": "package trash\n\n// Do erases it.\nfunc Do() {}\n",
+		"count/doc.go":   "// Package count erases numbers.\npackage count\n",
+		"count/count.go": "package count\n\n// Do erases it.\nfunc Do() {}\n",
+	}, "erase a folder", fFunc)
+	trash, count := got["trash/trash.go"], got["count/count.go"]
+	if trash == (features{}) || count == (features{}) {
+		t.Fatalf("pool: %v", got)
+	}
+	if count[fSoftPkg] <= 0 || trash[fSoftPkg] <= count[fSoftPkg]+0.1 || trash[fSoftPkg] >= 1 {
+		t.Errorf("softPkg: trash %.3f, count %.3f: want both above 0 (erase), trash's well above (directories ~ folder) and below 1", trash[fSoftPkg], count[fSoftPkg])
+	}
+}
