@@ -60,6 +60,7 @@ bench-retriever: ## index the Go stdlib and nats-server; report index time, memo
 .PHONY: test
 test: ## run the fast tests of every module (embedded NATS, in-process stages, sandbox)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+	$(GO) test $(TEST_FLAGS) -tags purego ./services/retriever/termindex/ # the dot product without its assembly
 
 .PHONY: test-crash
 test-crash: ## kill -9 of `aptix up` with 200 turns in flight against `aptix sandbox --latency 2s`: upstream creates counted at the sandbox (~2 min)

@@ -62,7 +62,7 @@ type softCovers struct {
 // readsSoftCover reports whether the ranking reads a soft cover.
 func readsSoftCover() bool {
 	w := weights.Rerank
-	return w[fSoftDoc] != 0 || w[fSoftSummary] != 0 || w[fSoftDocOfBest] != 0 || w[fSoftFile] != 0 || w[fSoftPkg] != 0 || len(weights.Forest) > 0 || tracePool != nil
+	return w[fSoftDoc] != 0 || w[fSoftSummary] != 0 || w[fSoftDocOfBest] != 0 || w[fSoftFile] != 0 || w[fSoftFileSummary] != 0 || w[fSoftPkg] != 0 || len(weights.Forest) > 0 || tracePool != nil
 }
 
 // cover fills words with what each of the question's words counts (1 held,
@@ -130,8 +130,8 @@ func (ix *Index) softPackages(pkgs []termindex.Hit, groups [][]string, idf []flo
 	ix.mem.Matched(pkgs, groups, m)
 	nw := newNearWords(groups)
 	defer nw.release()
-	need := unheld(m, len(groups), termindex.Symbol, termindex.Summary)
-	sym, first := ix.nearest(nw, pkgs, termindex.Symbol, need), ix.nearest(nw, pkgs, termindex.Summary, need)
+	need := unheld(m, len(groups), termindex.Summary)
+	first := ix.nearest(nw, pkgs, termindex.Summary, need)
 	words := make([]float64, len(groups))
 	out := make(map[string]float64, len(pkgs))
 	for i, h := range pkgs {
@@ -139,7 +139,7 @@ func (ix *Index) softPackages(pkgs []termindex.Hit, groups [][]string, idf []flo
 		if _, ok := out[d]; ok {
 			continue
 		}
-		out[d] = cover(words, m[i].Fields[termindex.Symbol]|m[i].Fields[termindex.Summary], idf, total, sym[i], first[i])
+		out[d] = cover(words, m[i].Fields[termindex.Summary], idf, total, first[i])
 	}
 	return out
 }
@@ -231,6 +231,7 @@ func (nw *nearWords) release() {
 		nw.slot[r] = 0
 	}
 	nw.rows, nw.cos = nw.rows[:0], nw.cos[:0]
+	nw.vs = nil // a use after release fails rather than corrupts a pooled table
 	nearWordsPool.Put(nw)
 }
 
@@ -283,7 +284,7 @@ func (ix *Index) nearest(nw *nearWords, hits []termindex.Hit, field int, need []
 	tv := ix.vecs.resolve(ix, field, ids)
 	out := make([]nearestWords, len(hits))
 	q := len(nw.qrows)
-	var slab []nearestWord // every hit's nearest words, allocated once
+	var slab []nearestWord // every hit's nearest words, allocated once: EachTermID hands out hits in order, so at most len(hits)-i are left to need a row (out of order, it only allocates again)
 	for k, t := range tv {
 		if t.row < 0 {
 			continue

@@ -77,9 +77,9 @@ func (ix *Index) compactVectors() {
 // Dot8 is the dot product of two equally long signed-byte vectors, in
 // integers, so exact in any order (replicas agree): for the candidates
 // nearest scores, and the word vectors' cosines the reranker takes
-// (retrieval's softCover), tens of thousands a search. The first
-// multiple of 16 bytes goes to dot8Blocks (SSE2 on amd64, 16 products an
-// instruction pair), the rest to dot8Go.
+// (retrieval's softCover), some 13,000 a search, and thousands for the
+// nearest chunks. The first multiple of 16 bytes goes to dot8Blocks
+// (SSE2 on amd64, 16 products an instruction pair), the rest to dot8Go.
 func Dot8(a, b []int8) int32 {
 	b = b[:len(a)]
 	n := len(a) &^ 15
