@@ -286,10 +286,7 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 	sims := ix.similarities(hits, groups, idf, pkgs)
 	soft := ix.softCover(hits, groups, idf, matched)
 	softPkg := ix.softPackages(pkgs, groups, idf)
-	var total float64
-	for _, w := range idf {
-		total += w
-	}
+	total := sum(idf)
 	share := func(mask uint64) float64 {
 		if total == 0 {
 			return 0
@@ -335,16 +332,6 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 			}
 		}
 		perFile[file] = e
-	}
-	weigh := func(words []float64) float64 { // a share of the question, as cover's
-		if total == 0 {
-			return 0
-		}
-		var s float64
-		for k, c := range words {
-			s += idf[k] * c
-		}
-		return s / total
 	}
 	all := uint64(1)<<len(groups) - 1
 	named := namedOS(groups)
@@ -399,7 +386,7 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		}
 		if soft != nil {
 			f[fSoftDoc], f[fSoftSummary] = soft.doc[i], soft.summary[i]
-			f[fSoftFile], f[fSoftFileSummary] = weigh(softFile[e.soft:e.soft+g]), weigh(softFile[e.soft+g:e.soft+2*g])
+			f[fSoftFile], f[fSoftFileSummary] = idfShare(softFile[e.soft:e.soft+g], idf, total), idfShare(softFile[e.soft+g:e.soft+2*g], idf, total) // soft is nil when total is 0
 		}
 		f[fSoftPkg] = softPkg[path.Dir(m.file)]
 		f[fNear] = h.Near

@@ -67,9 +67,8 @@ func readsSoftCover() bool {
 
 // cover fills words with what each of the question's words counts (1 held,
 // else its best cosine among fields' nearest words; fields may be nil)
-// and returns their share of the question by idf (of total).
+// and returns their share of the question (idfShare).
 func cover(words []float64, held uint64, idf []float64, total float64, fields ...nearestWords) float64 {
-	var s float64
 	for g := range words {
 		c := 0.0
 		if held&(1<<g) != 0 {
@@ -82,6 +81,16 @@ func cover(words []float64, held uint64, idf []float64, total float64, fields ..
 			}
 		}
 		words[g] = c
+	}
+	return idfShare(words, idf, total)
+}
+
+// idfShare is the share of the question that words (what each of its
+// words counts, 0 to 1) say, each word weighed by its idf; total is the
+// idfs' sum, not 0.
+func idfShare(words, idf []float64, total float64) float64 {
+	var s float64
+	for g, c := range words {
 		s += idf[g] * c
 	}
 	return s / total
