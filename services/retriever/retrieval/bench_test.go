@@ -38,7 +38,7 @@ type question struct {
 
 // The question sets. The first two passes tuned on two thirds of each
 // corpus's questions file and held out every third question; the third and
-// the fifth to eighteenth passes held out a fresh file per corpus
+// the fifth to nineteenth passes held out a fresh file per corpus
 // (corpus.heldOut; docs/retrieval.md numbers the engine pass fourth). All
 // of them have been measured since, so they now join the tuning (reported
 // apart, for continuity). corpus.fresh is the latest file per corpus,
@@ -49,16 +49,18 @@ type question struct {
 // measured -14; the sixteenth tuned on -15 too and measured -16, written
 // before the fifteenth's tuning, and then, its ranking frozen, the next
 // (-17), written before its own tuning; the seventeenth tuned on -16 and
-// -17 too and measures -18, written before any of its tuning.
+// -17 too and measured -18, written before any of its tuning; the
+// eighteenth tuned on -18 too and measures -19, written before any of its
+// tuning.
 const (
 	tuning = iota
 	oldHeldOut
-	thirdHeldOut // then the fifth pass's, the sixth's, the seventh's, the eighth's, the ninth's, the tenth's, the eleventh's, the twelfth's, the thirteenth's, the fourteenth's, the fifteenth's, the sixteenth's, the seventeenth's, the eighteenth's
+	thirdHeldOut // then the fifth pass's, the sixth's, the seventh's, the eighth's, the ninth's, the tenth's, the eleventh's, the twelfth's, the thirteenth's, the fourteenth's, the fifteenth's, the sixteenth's, the seventeenth's, the eighteenth's, the nineteenth's
 	fresh        = thirdHeldOut + len(passes)
 )
 
 // passes are the passes whose held-out files have joined the tuning.
-var passes = [...]string{"third", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth", "eighteenth"}
+var passes = [...]string{"third", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth", "eighteenth", "nineteenth"}
 
 var setNames = func() (n [fresh + 1]string) {
 	n[tuning], n[oldHeldOut], n[fresh] = "tuning", "old held-out", "fresh held-out"
@@ -79,8 +81,8 @@ type corpus struct {
 }
 
 var corpora = []corpus{
-	{"stdlib", "stdlib.txt", [...]string{"stdlib-3.txt", "stdlib-4.txt", "stdlib-5.txt", "stdlib-6.txt", "stdlib-7.txt", "stdlib-8.txt", "stdlib-9.txt", "stdlib-10.txt", "stdlib-11.txt", "stdlib-12.txt", "stdlib-13.txt", "stdlib-14.txt", "stdlib-15.txt", "stdlib-16.txt", "stdlib-17.txt"}, "stdlib-18.txt", []string{"stdlib-19.txt"}, goroot},
-	{"nats-server", "nats-server.txt", [...]string{"nats-server-3.txt", "nats-server-4.txt", "nats-server-5.txt", "nats-server-6.txt", "nats-server-7.txt", "nats-server-8.txt", "nats-server-9.txt", "nats-server-10.txt", "nats-server-11.txt", "nats-server-12.txt", "nats-server-13.txt", "nats-server-14.txt", "nats-server-15.txt", "nats-server-16.txt", "nats-server-17.txt"}, "nats-server-18.txt", []string{"nats-server-19.txt"}, moduleDir("github.com/nats-io/nats-server/v2")},
+	{"stdlib", "stdlib.txt", [...]string{"stdlib-3.txt", "stdlib-4.txt", "stdlib-5.txt", "stdlib-6.txt", "stdlib-7.txt", "stdlib-8.txt", "stdlib-9.txt", "stdlib-10.txt", "stdlib-11.txt", "stdlib-12.txt", "stdlib-13.txt", "stdlib-14.txt", "stdlib-15.txt", "stdlib-16.txt", "stdlib-17.txt", "stdlib-18.txt"}, "stdlib-19.txt", []string{"stdlib-20.txt"}, goroot},
+	{"nats-server", "nats-server.txt", [...]string{"nats-server-3.txt", "nats-server-4.txt", "nats-server-5.txt", "nats-server-6.txt", "nats-server-7.txt", "nats-server-8.txt", "nats-server-9.txt", "nats-server-10.txt", "nats-server-11.txt", "nats-server-12.txt", "nats-server-13.txt", "nats-server-14.txt", "nats-server-15.txt", "nats-server-16.txt", "nats-server-17.txt", "nats-server-18.txt"}, "nats-server-19.txt", []string{"nats-server-20.txt"}, moduleDir("github.com/nats-io/nats-server/v2")},
 }
 
 // load reads the corpus's questions, the fresh held-out ones last.
@@ -287,6 +289,15 @@ func benchCorpus(b *testing.B, c corpus) {
 		for {
 			runtime.ReadMemStats(&ms)
 			if ms.HeapInuse > peakHeap.Load() {
+				// APTIX_BENCH_HEAPPROFILE: what was live at the GC before the
+				// peak, written again each time the peak grows by a twentieth
+				// (a diagnosis: a failed write only leaves the last one).
+				if path := os.Getenv("APTIX_BENCH_HEAPPROFILE"); path != "" && c.name == "stdlib" && ms.HeapInuse > peakHeap.Load()*21/20 {
+					if f, err := os.Create(path + ".peak"); err == nil {
+						_ = pprof.Lookup("heap").WriteTo(f, 0)
+						f.Close()
+					}
+				}
 				peakHeap.Store(ms.HeapInuse)
 			}
 			select {
@@ -313,9 +324,25 @@ func benchCorpus(b *testing.B, c corpus) {
 	}
 	searchable := time.Since(start)
 	close(stopSampling)
+	if path := os.Getenv("APTIX_BENCH_HEAPPROFILE"); path != "" && c.name == "stdlib" { // what indexing allocated (alloc_space) and what it holds (inuse_space, at the last GC)
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
 	runtime.GC()
 	var live runtime.MemStats
 	runtime.ReadMemStats(&live) // what the index keeps, without the garbage of building it
+	// APTIX_BENCH_INDEXONLY: the indexing's cost alone, no question asked.
+	if os.Getenv("APTIX_BENCH_INDEXONLY") != "" {
+		fmt.Fprintf(os.Stderr, "== %s: %s; searchable after %.1fs; peak heap %.0f MB, live heap after GC %.0f MB\n",
+			c.name, sum, searchable.Seconds(), float64(peakHeap.Load())/(1<<20), float64(live.HeapInuse)/(1<<20))
+		return
+	}
 
 	if dir := os.Getenv("APTIX_BENCH_TRAIN"); dir != "" {
 		dumpPools(b, ix, c.name, qs, dir)
@@ -438,6 +465,9 @@ func grid(b *testing.B, ix *retrieval.Index, workspace string, qs []question) {
 	before := []func(w *retrieval.Weights){ // this pass's ranking, then the ones it replaced
 		func(w *retrieval.Weights) {},
 		func(w *retrieval.Weights) { w.Forest = nil }, // this pass's weights without its trees
+		func(w *retrieval.Weights) {
+			w.Rerank, w.Forest = retrieval.SeventeenthPassRerank, retrieval.SeventeenthPassForest
+		}, // the seventeenth pass's ranking (before the eighteenth)
 		func(w *retrieval.Weights) {
 			w.Rerank, w.Forest = retrieval.SixteenthPassRerank, retrieval.SixteenthPassForest
 		}, // the sixteenth pass's ranking (before the seventeenth)

@@ -59,6 +59,25 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// SeventeenthPassRerank and SeventeenthPassForest are the seventeenth
+// pass's learned weights and trees (7fac0f6), the ranking before the
+// eighteenth pass's, for the benchmark's grid.
+var (
+	SeventeenthPassRerank = features{
+		fScore: 0.37, fLift: 0.91, fPath: 4.64,
+		fSymbol: -1.13, fDoc: -0.53, fSummary: -0.28, fPathWords: 2.09, fContent: 0.59, fAny: 0.93, fAll: -0.44, fSymbolShare: -0.36,
+		fFunc: 0.27, fMethod: -0.44, fType: -0.8, fExported: 0.84, fLines: -0.4,
+		fSameFile: 0.17, fFileAny: 0.71, fFileSummary: 1.12, fPairs: 1.96, fDocLen: -0.51,
+		fLeadSymbol: 0.02, fLeadSummary: 0.36, fGenerated: -1.86, fOtherOS: -1.41,
+		fAnyOfBest: 3.2, fSummaryOfBest: 0.13, fFileAnyOfBest: 0.81,
+		fPkgRank: -0.22, fPkgAny: 1.48, fPkgSummary: 1.71, fPkgPairs: 0.83,
+		fSimSummary: 0.19, fSimSymbol: 1.42, fSimPkg: 0.11, fSimSummaryOfBest: 0.05,
+		fNear: 2.24, fNearRank: 0.97,
+		fSoftDoc: 1.71, fSoftSummary: 1.06, fSoftDocOfBest: 2.23, fSoftFile: 1.54, fSoftFileSummary: 1.72, fSoftPkg: 0.55,
+	}
+	SeventeenthPassForest = seventeenthPassForest
+)
+
 // SixteenthPassRerank and SixteenthPassForest are the sixteenth pass's
 // learned weights and trees (85b6d66), the ranking before the
 // seventeenth pass's, for the benchmark's grid.

@@ -84,16 +84,16 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.37, fLift: 0.91, fPath: 4.64,
-	fSymbol: -1.13, fDoc: -0.53, fSummary: -0.28, fPathWords: 2.09, fContent: 0.59, fAny: 0.93, fAll: -0.44, fSymbolShare: -0.36,
-	fFunc: 0.27, fMethod: -0.44, fType: -0.8, fExported: 0.84, fLines: -0.4,
-	fSameFile: 0.17, fFileAny: 0.71, fFileSummary: 1.12, fPairs: 1.96, fDocLen: -0.51,
-	fLeadSymbol: 0.02, fLeadSummary: 0.36, fGenerated: -1.86, fOtherOS: -1.41,
-	fAnyOfBest: 3.2, fSummaryOfBest: 0.13, fFileAnyOfBest: 0.81,
-	fPkgRank: -0.22, fPkgAny: 1.48, fPkgSummary: 1.71, fPkgPairs: 0.83,
-	fSimSummary: 0.19, fSimSymbol: 1.42, fSimPkg: 0.11, fSimSummaryOfBest: 0.05,
-	fNear: 2.24, fNearRank: 0.97,
-	fSoftDoc: 1.71, fSoftSummary: 1.06, fSoftDocOfBest: 2.23, fSoftFile: 1.54, fSoftFileSummary: 1.72, fSoftPkg: 0.55,
+	fScore: 0.39, fLift: 0.92, fPath: 4.65,
+	fSymbol: -1.23, fDoc: -0.59, fSummary: -0.3, fPathWords: 2.14, fContent: 0.44, fAny: 0.94, fAll: -0.4, fSymbolShare: -0.34,
+	fFunc: 0.31, fMethod: -0.38, fType: -0.75, fExported: 0.7, fLines: -0.4,
+	fSameFile: 0.16, fFileAny: 0.66, fFileSummary: 1.18, fPairs: 1.97, fDocLen: -0.54,
+	fLeadSymbol: -0.07, fLeadSummary: 0.41, fGenerated: -1.77, fOtherOS: -1.44,
+	fAnyOfBest: 3.29, fSummaryOfBest: 0.12, fFileAnyOfBest: 0.83,
+	fPkgRank: -0.21, fPkgAny: 1.44, fPkgSummary: 1.78, fPkgPairs: 0.86,
+	fSimSummary: 0.16, fSimSymbol: 1.22, fSimPkg: 0.01, fSimSummaryOfBest: 0.02,
+	fNear: 2.33, fNearRank: 0.92,
+	fSoftDoc: 1.74, fSoftSummary: 1.1, fSoftDocOfBest: 2.28, fSoftFile: 1.5, fSoftFileSummary: 1.71, fSoftPkg: 0.59,
 }
 
 // Shapes of a declaration, in memMeta.shape.
