@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -244,6 +245,24 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// writeProfile writes the named runtime profile to path, through a
+// temporary file so a failed write leaves the previous one whole.
+func writeProfile(path, name string) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	err = pprof.Lookup(name).WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s profile: %w", name, err)
+	}
+	return os.Rename(tmp, path)
+}
+
 // peakRSS is the process's peak resident set (the embedded nats-server included).
 func peakRSS() int64 {
 	var ru syscall.Rusage
@@ -283,22 +302,32 @@ func benchCorpus(b *testing.B, c corpus) {
 
 	runtime.GC()
 	var peakHeap atomic.Uint64
-	stopSampling := make(chan struct{})
+	stopSampling, sampled := make(chan struct{}), make(chan struct{})
+	var stopOnce sync.Once
+	stop := func() { stopOnce.Do(func() { close(stopSampling); <-sampled }) }
+	defer stop() // a Fatal before the index is searchable stops it too
+	// APTIX_BENCH_HEAPPROFILE (the standard library only), a diagnosis:
+	// path.peak is what was live at a recent GC when the sampled heap
+	// had grown by a twentieth since the last write, so near the peak;
+	// writing it allocates, so that run's peak heap is not comparable.
+	heapPath := os.Getenv("APTIX_BENCH_HEAPPROFILE")
+	if c.name != "stdlib" {
+		heapPath = ""
+	}
 	go func() {
+		defer close(sampled)
 		var ms runtime.MemStats
+		var written uint64
 		for {
 			runtime.ReadMemStats(&ms)
 			if ms.HeapInuse > peakHeap.Load() {
-				// APTIX_BENCH_HEAPPROFILE: what was live at the GC before the
-				// peak, written again each time the peak grows by a twentieth
-				// (a diagnosis: a failed write only leaves the last one).
-				if path := os.Getenv("APTIX_BENCH_HEAPPROFILE"); path != "" && c.name == "stdlib" && ms.HeapInuse > peakHeap.Load()*21/20 {
-					if f, err := os.Create(path + ".peak"); err == nil {
-						_ = pprof.Lookup("heap").WriteTo(f, 0)
-						f.Close()
-					}
-				}
 				peakHeap.Store(ms.HeapInuse)
+			}
+			if heapPath != "" && ms.HeapInuse > written*21/20 {
+				if err := writeProfile(heapPath+".peak", "heap"); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+				}
+				written = ms.HeapInuse
 			}
 			select {
 			case <-stopSampling:
@@ -323,16 +352,11 @@ func benchCorpus(b *testing.B, c corpus) {
 		b.Fatal(err)
 	}
 	searchable := time.Since(start)
-	close(stopSampling)
-	if path := os.Getenv("APTIX_BENCH_HEAPPROFILE"); path != "" && c.name == "stdlib" { // what indexing allocated (alloc_space) and what it holds (inuse_space, at the last GC)
-		f, err := os.Create(path)
-		if err != nil {
+	stop()
+	if heapPath != "" { // what the process allocated so far, indexing the most of it (alloc_space)
+		if err := writeProfile(heapPath, "allocs"); err != nil {
 			b.Fatal(err)
 		}
-		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-			b.Fatal(err)
-		}
-		f.Close()
 	}
 	runtime.GC()
 	var live runtime.MemStats

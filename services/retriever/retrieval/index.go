@@ -360,8 +360,9 @@ func idsKey(fileKey string) []byte  { return []byte("ids:" + fileKey) }
 // makes few segments, small enough to bound memory. A batch's analysed
 // chunks (bleve's and the scoring index's) stay live until both have
 // taken them, and the collector lets the heap grow to about twice what is
-// live: at 5,000 the standard library's indexing peaked at 770-908 MB, at
-// 2,500 at about 650, in the same time (docs/retrieval.md, eighteenth pass).
+// live: at 5,000 the standard library's indexing peaked at 764-908 MB, at
+// 2,500 at 642-691 MB, in the same time (docs/retrieval.md, eighteenth
+// pass).
 const maxBatchDocs = 2500
 
 // follow applies bucket updates in batches until ctx ends. During the
