@@ -59,6 +59,25 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// EighteenthPassRerank and EighteenthPassForest are the eighteenth
+// pass's learned weights and trees (37dab31), the ranking before the
+// nineteenth pass's, for the benchmark's grid.
+var (
+	EighteenthPassRerank = features{
+		fScore: 0.39, fLift: 0.92, fPath: 4.65,
+		fSymbol: -1.23, fDoc: -0.59, fSummary: -0.3, fPathWords: 2.14, fContent: 0.44, fAny: 0.94, fAll: -0.4, fSymbolShare: -0.34,
+		fFunc: 0.31, fMethod: -0.38, fType: -0.75, fExported: 0.7, fLines: -0.4,
+		fSameFile: 0.16, fFileAny: 0.66, fFileSummary: 1.18, fPairs: 1.97, fDocLen: -0.54,
+		fLeadSymbol: -0.07, fLeadSummary: 0.41, fGenerated: -1.77, fOtherOS: -1.44,
+		fAnyOfBest: 3.29, fSummaryOfBest: 0.12, fFileAnyOfBest: 0.83,
+		fPkgRank: -0.21, fPkgAny: 1.44, fPkgSummary: 1.78, fPkgPairs: 0.86,
+		fSimSummary: 0.16, fSimSymbol: 1.22, fSimPkg: 0.01, fSimSummaryOfBest: 0.02,
+		fNear: 2.33, fNearRank: 0.92,
+		fSoftDoc: 1.74, fSoftSummary: 1.1, fSoftDocOfBest: 2.28, fSoftFile: 1.5, fSoftFileSummary: 1.71, fSoftPkg: 0.59,
+	}
+	EighteenthPassForest = eighteenthPassForest
+)
+
 // SeventeenthPassRerank and SeventeenthPassForest are the seventeenth
 // pass's learned weights and trees (7fac0f6), the ranking before the
 // eighteenth pass's, for the benchmark's grid.

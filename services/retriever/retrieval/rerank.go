@@ -84,16 +84,16 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.39, fLift: 0.92, fPath: 4.65,
-	fSymbol: -1.23, fDoc: -0.59, fSummary: -0.3, fPathWords: 2.14, fContent: 0.44, fAny: 0.94, fAll: -0.4, fSymbolShare: -0.34,
-	fFunc: 0.31, fMethod: -0.38, fType: -0.75, fExported: 0.7, fLines: -0.4,
-	fSameFile: 0.16, fFileAny: 0.66, fFileSummary: 1.18, fPairs: 1.97, fDocLen: -0.54,
-	fLeadSymbol: -0.07, fLeadSummary: 0.41, fGenerated: -1.77, fOtherOS: -1.44,
-	fAnyOfBest: 3.29, fSummaryOfBest: 0.12, fFileAnyOfBest: 0.83,
-	fPkgRank: -0.21, fPkgAny: 1.44, fPkgSummary: 1.78, fPkgPairs: 0.86,
-	fSimSummary: 0.16, fSimSymbol: 1.22, fSimPkg: 0.01, fSimSummaryOfBest: 0.02,
-	fNear: 2.33, fNearRank: 0.92,
-	fSoftDoc: 1.74, fSoftSummary: 1.1, fSoftDocOfBest: 2.28, fSoftFile: 1.5, fSoftFileSummary: 1.71, fSoftPkg: 0.59,
+	fScore: 0.38, fLift: 0.85, fPath: 4.49,
+	fSymbol: -1.22, fDoc: -0.7, fSummary: -0.3, fPathWords: 2.15, fContent: 0.34, fAny: 0.95, fAll: -0.34, fSymbolShare: -0.34,
+	fFunc: 0.26, fMethod: -0.4, fType: -0.74, fExported: 0.63, fLines: -0.42,
+	fSameFile: 0.15, fFileAny: 0.62, fFileSummary: 1.25, fPairs: 1.98, fDocLen: -0.5,
+	fLeadSymbol: -0.11, fLeadSummary: 0.48, fGenerated: -1.67, fOtherOS: -1.45,
+	fAnyOfBest: 3.39, fSummaryOfBest: 0.15, fFileAnyOfBest: 0.92,
+	fPkgRank: -0.2, fPkgAny: 1.35, fPkgSummary: 1.76, fPkgPairs: 0.83,
+	fSimSummary: 0.09, fSimSymbol: 1.11, fSimPkg: 0.01, fSimSummaryOfBest: -0.01,
+	fNear: 2.27, fNearRank: 0.88,
+	fSoftDoc: 1.71, fSoftSummary: 0.78, fSoftDocOfBest: 2.3, fSoftFile: 1.59, fSoftFileSummary: 1.67, fSoftPkg: 0.6,
 }
 
 // Shapes of a declaration, in memMeta.shape.

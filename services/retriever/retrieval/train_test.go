@@ -2,6 +2,7 @@ package retrieval_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -387,6 +388,9 @@ func TestTrainRerank(t *testing.T) {
 			for name, m := range reportScores(fmt.Sprintf("fold %d learned with %d trees on its held-out part", fold, rounds), func(q *pool) []float64 { return q.forestScores(w, trees) }, test) {
 				cvTrees[name] += m / float64(folds)
 			}
+			if os.Getenv("APTIX_TRAIN_SHOW") != "" {
+				showRanks(t, corpora, func(q *pool) []float64 { return q.forestScores(w, trees) }, test)
+			}
 		}
 	}
 	for _, c := range []struct {
@@ -426,4 +430,27 @@ func TestTrainRerank(t *testing.T) {
 		}
 	}
 	t.Logf("Rerank: features{%s}", strings.TrimSuffix(b.String(), ", "))
+}
+
+// showRanks logs each kept question's rank under score among its pool's
+// files (0: none of its files is in the pool) and the pool's first three
+// files (APTIX_TRAIN_SHOW=1: a diagnosis).
+func showRanks(t *testing.T, corpora map[string][]pool, score func(q *pool) []float64, keep func(int) bool) {
+	for name, qs := range corpora {
+		for i := range qs {
+			if !keep(i) {
+				continue
+			}
+			q := &qs[i]
+			s := score(q)
+			best := q.bestRows(s)
+			files := make([]string, 0, len(best))
+			for f := range best {
+				files = append(files, f)
+			}
+			slices.SortFunc(files, func(a, b string) int { return cmp.Compare(s[best[b]], s[best[a]]) })
+			rank := slices.IndexFunc(files, func(f string) bool { return slices.Contains(q.Want, f) })
+			t.Logf("SHOW %s\t%d\t%s\t%s\t%s", name, rank+1, q.Q, strings.Join(q.Want, " "), strings.Join(files[:min(3, len(files))], " "))
+		}
+	}
 }
