@@ -174,6 +174,9 @@ func (b *booster) grow(t *retrieval.RerankTree, n int, idx []int) {
 	parent := sg * sg / (sh + b.lambda)
 	bestGain, bestK, bestBin := 0.0, -1, 0
 	for k := range retrieval.NumFeatures {
+		if dropped[k] { // APTIX_TRAIN_DROP leaves a feature out of the trees too
+			continue
+		}
 		var gl, hl float64
 		for bin := range b.edges[k] {
 			gl += hg[k][bin]

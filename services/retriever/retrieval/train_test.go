@@ -32,7 +32,9 @@ import (
 // unless set; 0: none) on top of each fold's weights and of the weights
 // learned on all (boost_test.go), reports their cross-validation too and,
 // with APTIX_TRAIN_FOREST=path, writes the last as Go source
-// (forest_learned.go).
+// (forest_learned.go). APTIX_TRAIN_DROP=a,b leaves features out of the
+// weights and the trees; APTIX_TRAIN_SHOW=1 logs each fold's questions'
+// ranks with its trees (showRanks).
 
 // pool is one question's pool as dumpPools writes it.
 type pool struct {
@@ -433,8 +435,10 @@ func TestTrainRerank(t *testing.T) {
 }
 
 // showRanks logs each kept question's rank under score among its pool's
-// files (0: none of its files is in the pool) and the pool's first three
-// files (APTIX_TRAIN_SHOW=1: a diagnosis).
+// files, as rrOf counts it (1 + the other files scored strictly higher
+// than its best wanted one; 0: none of its files is in the pool), and the
+// pool's first three files (APTIX_TRAIN_SHOW=1, with trees and folds: a
+// diagnosis).
 func showRanks(t *testing.T, corpora map[string][]pool, score func(q *pool) []float64, keep func(int) bool) {
 	for name, qs := range corpora {
 		for i := range qs {
@@ -445,12 +449,24 @@ func showRanks(t *testing.T, corpora map[string][]pool, score func(q *pool) []fl
 			s := score(q)
 			best := q.bestRows(s)
 			files := make([]string, 0, len(best))
-			for f := range best {
+			target := math.Inf(-1)
+			for f, j := range best {
 				files = append(files, f)
+				if slices.Contains(q.Want, f) {
+					target = max(target, s[j])
+				}
+			}
+			rank := 0
+			if !math.IsInf(target, -1) {
+				rank = 1
+				for f, j := range best {
+					if s[j] > target && !slices.Contains(q.Want, f) {
+						rank++
+					}
+				}
 			}
 			slices.SortFunc(files, func(a, b string) int { return cmp.Compare(s[best[b]], s[best[a]]) })
-			rank := slices.IndexFunc(files, func(f string) bool { return slices.Contains(q.Want, f) })
-			t.Logf("SHOW %s\t%d\t%s\t%s\t%s", name, rank+1, q.Q, strings.Join(q.Want, " "), strings.Join(files[:min(3, len(files))], " "))
+			t.Logf("SHOW %s\t%d\t%s\t%s\t%s", name, rank, q.Q, strings.Join(q.Want, " "), strings.Join(files[:min(3, len(files))], " "))
 		}
 	}
 }
