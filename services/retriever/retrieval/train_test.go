@@ -122,6 +122,16 @@ func (q *pool) rr(w [retrieval.NumFeatures]float64) float64 { return q.rrOf(q.sc
 
 // rrOf is rr for rows scored s.
 func (q *pool) rrOf(s []float64) float64 {
+	if r := q.rankOf(s); r > 0 && r <= 10 {
+		return 1 / float64(r)
+	}
+	return 0
+}
+
+// rankOf is the rank of q's first wanted file when its rows are scored s:
+// 1 + the other files whose best row scores strictly higher than its best
+// wanted one; 0 when none of its files is in the pool.
+func (q *pool) rankOf(s []float64) int {
 	best := q.bestRows(s)
 	target := math.Inf(-1)
 	for _, f := range q.Want {
@@ -132,16 +142,13 @@ func (q *pool) rrOf(s []float64) float64 {
 	if math.IsInf(target, -1) {
 		return 0
 	}
-	above := 0
+	rank := 1
 	for f, j := range best {
 		if s[j] > target && !slices.Contains(q.Want, f) {
-			above++
+			rank++
 		}
 	}
-	if above >= 10 {
-		return 0
-	}
-	return 1 / float64(above+1)
+	return rank
 }
 
 // mrr is the MRR under w of the questions of qs that keep keeps, and how
@@ -435,9 +442,8 @@ func TestTrainRerank(t *testing.T) {
 }
 
 // showRanks logs each kept question's rank under score among its pool's
-// files, as rrOf counts it (1 + the other files scored strictly higher
-// than its best wanted one; 0: none of its files is in the pool), and the
-// pool's first three files (APTIX_TRAIN_SHOW=1, with trees and folds: a
+// files (rankOf: 0 when none of its files is in the pool) and the pool's
+// first three files (APTIX_TRAIN_SHOW=1, with trees and folds: a
 // diagnosis).
 func showRanks(t *testing.T, corpora map[string][]pool, score func(q *pool) []float64, keep func(int) bool) {
 	for name, qs := range corpora {
@@ -449,24 +455,11 @@ func showRanks(t *testing.T, corpora map[string][]pool, score func(q *pool) []fl
 			s := score(q)
 			best := q.bestRows(s)
 			files := make([]string, 0, len(best))
-			target := math.Inf(-1)
-			for f, j := range best {
+			for f := range best {
 				files = append(files, f)
-				if slices.Contains(q.Want, f) {
-					target = max(target, s[j])
-				}
-			}
-			rank := 0
-			if !math.IsInf(target, -1) {
-				rank = 1
-				for f, j := range best {
-					if s[j] > target && !slices.Contains(q.Want, f) {
-						rank++
-					}
-				}
 			}
 			slices.SortFunc(files, func(a, b string) int { return cmp.Compare(s[best[b]], s[best[a]]) })
-			t.Logf("SHOW %s\t%d\t%s\t%s\t%s", name, rank, q.Q, strings.Join(q.Want, " "), strings.Join(files[:min(3, len(files))], " "))
+			t.Logf("SHOW %s\t%d\t%s\t%s\t%s", name, q.rankOf(s), q.Q, strings.Join(q.Want, " "), strings.Join(files[:min(3, len(files))], " "))
 		}
 	}
 }
