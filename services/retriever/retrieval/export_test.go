@@ -59,6 +59,25 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// NineteenthPassRerank and NineteenthPassForest are the nineteenth
+// pass's learned weights and trees (903d826), the ranking before the
+// twentieth pass's, for the benchmark's grid.
+var (
+	NineteenthPassRerank = features{
+		fScore: 0.38, fLift: 0.85, fPath: 4.49,
+		fSymbol: -1.22, fDoc: -0.7, fSummary: -0.3, fPathWords: 2.15, fContent: 0.34, fAny: 0.95, fAll: -0.34, fSymbolShare: -0.34,
+		fFunc: 0.26, fMethod: -0.4, fType: -0.74, fExported: 0.63, fLines: -0.42,
+		fSameFile: 0.15, fFileAny: 0.62, fFileSummary: 1.25, fPairs: 1.98, fDocLen: -0.5,
+		fLeadSymbol: -0.11, fLeadSummary: 0.48, fGenerated: -1.67, fOtherOS: -1.45,
+		fAnyOfBest: 3.39, fSummaryOfBest: 0.15, fFileAnyOfBest: 0.92,
+		fPkgRank: -0.2, fPkgAny: 1.35, fPkgSummary: 1.76, fPkgPairs: 0.83,
+		fSimSummary: 0.09, fSimSymbol: 1.11, fSimPkg: 0.01, fSimSummaryOfBest: -0.01,
+		fNear: 2.27, fNearRank: 0.88,
+		fSoftDoc: 1.71, fSoftSummary: 0.78, fSoftDocOfBest: 2.3, fSoftFile: 1.59, fSoftFileSummary: 1.67, fSoftPkg: 0.6,
+	}
+	NineteenthPassForest = nineteenthPassForest
+)
+
 // EighteenthPassRerank and EighteenthPassForest are the eighteenth
 // pass's learned weights and trees (37dab31), the ranking before the
 // nineteenth pass's, for the benchmark's grid.

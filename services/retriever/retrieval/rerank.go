@@ -48,6 +48,8 @@ const (
 	fLeadSummary             // idem, in the doc comment's first sentence
 	fGenerated               // its file says it is generated ("Code generated ... DO NOT EDIT.")
 	fOtherOS                 // its file builds for one operating system only, not Linux, that the question does not name (x_windows.go, x_plan9.go)
+	fInternal                // its file is in an internal or vendored package (internalPath), which fPath demotes with tests and tools alike
+	fNamedOS                 // its file builds for one operating system only, one the question names (namedOS)
 	fAnyOfBest               // fAny divided by the pool's best fAny: how close it comes to the hit that holds most of the question
 	fSummaryOfBest           // idem, fSummary
 	fFileAnyOfBest           // idem, fFileAny
@@ -72,7 +74,7 @@ const (
 
 // featureNames name the features in weights.Rerank's order, for the
 // benchmark's training output.
-var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs", "simSummary", "simSymbol", "simPkg", "simSummaryOfBest", "near", "nearRank", "softDoc", "softSummary", "softDocOfBest", "softFile", "softFileSummary", "softPkg"}
+var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "internal", "namedOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs", "simSummary", "simSymbol", "simPkg", "simSummaryOfBest", "near", "nearRank", "softDoc", "softSummary", "softDocOfBest", "softFile", "softFileSummary", "softPkg"}
 
 // features is one hit's feature vector; weights.Rerank is one of them too.
 type features [numFeatures]float64
@@ -84,16 +86,16 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.38, fLift: 0.85, fPath: 4.49,
-	fSymbol: -1.22, fDoc: -0.7, fSummary: -0.3, fPathWords: 2.15, fContent: 0.34, fAny: 0.95, fAll: -0.34, fSymbolShare: -0.34,
-	fFunc: 0.26, fMethod: -0.4, fType: -0.74, fExported: 0.63, fLines: -0.42,
-	fSameFile: 0.15, fFileAny: 0.62, fFileSummary: 1.25, fPairs: 1.98, fDocLen: -0.5,
-	fLeadSymbol: -0.11, fLeadSummary: 0.48, fGenerated: -1.67, fOtherOS: -1.45,
-	fAnyOfBest: 3.39, fSummaryOfBest: 0.15, fFileAnyOfBest: 0.92,
-	fPkgRank: -0.2, fPkgAny: 1.35, fPkgSummary: 1.76, fPkgPairs: 0.83,
-	fSimSummary: 0.09, fSimSymbol: 1.11, fSimPkg: 0.01, fSimSummaryOfBest: -0.01,
-	fNear: 2.27, fNearRank: 0.88,
-	fSoftDoc: 1.71, fSoftSummary: 0.78, fSoftDocOfBest: 2.3, fSoftFile: 1.59, fSoftFileSummary: 1.67, fSoftPkg: 0.6,
+	fScore: 0.37, fLift: 0.8, fPath: 4.4,
+	fSymbol: -1.06, fDoc: -0.78, fSummary: -0.22, fPathWords: 2.31, fContent: 0.44, fAny: 1.28, fAll: -0.34, fSymbolShare: -0.37,
+	fFunc: 0.31, fMethod: -0.32, fType: -0.61, fExported: 0.55, fLines: -0.49,
+	fSameFile: 0.16, fFileAny: 0.64, fFileSummary: 1.26, fPairs: 1.79, fDocLen: -0.52,
+	fLeadSymbol: -0.08, fLeadSummary: 0.47, fGenerated: -1.58, fOtherOS: -1.62, fInternal: 0.63, fNamedOS: 0.7,
+	fAnyOfBest: 3.54, fSummaryOfBest: 0.11, fFileAnyOfBest: 0.94,
+	fPkgRank: -0.16, fPkgAny: 1.23, fPkgSummary: 1.7, fPkgPairs: 0.75,
+	fSimSummary: 0.03, fSimSymbol: 1.09, fSimPkg: 0.03, fSimSummaryOfBest: 0.03,
+	fNear: 1.96, fNearRank: 0.77,
+	fSoftDoc: 1.67, fSoftSummary: 0.81, fSoftDocOfBest: 2.3, fSoftFile: 1.47, fSoftFileSummary: 1.71, fSoftPkg: 0.59,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -103,12 +105,13 @@ const (
 	shapeType
 	shapeExported
 	shapeGenerated // of the file: see fileShape
+	shapeInternal  // idem
 )
 
 var shapeFeatures = [...]struct {
 	shape   uint8
 	feature int
-}{{shapeFunc, fFunc}, {shapeMethod, fMethod}, {shapeType, fType}, {shapeExported, fExported}, {shapeGenerated, fGenerated}}
+}{{shapeFunc, fFunc}, {shapeMethod, fMethod}, {shapeType, fType}, {shapeExported, fExported}, {shapeGenerated, fGenerated}, {shapeInternal, fInternal}}
 
 // shapeOf reads a chunk's shape from its symbol ("func Name",
 // "func (*T).Name", "type Name").
@@ -182,7 +185,7 @@ var goosNames = [...]string{"aix", "android", "darwin", "dragonfly", "freebsd", 
 var goarchNames = map[string]bool{"386": true, "amd64": true, "amd64p32": true, "arm": true, "armbe": true, "arm64": true, "arm64be": true, "loong64": true, "mips": true, "mipsle": true, "mips64": true, "mips64le": true, "mips64p32": true, "mips64p32le": true, "ppc": true, "ppc64": true, "ppc64le": true, "riscv": true, "riscv64": true, "s390": true, "s390x": true, "sparc": true, "sparc64": true, "wasm": true}
 
 // fileShape is what a file's chunks share: whether it is generated (see
-// generated), and the operating system other than Linux its name builds
+// generated), whether it is in an internal or vendored package, and the operating system other than Linux its name builds
 // it for (the index + 1 in goosNames, 0 for none), read as the go command
 // reads file names: up to the first dot, a _test suffix dropped, then
 // _GOOS, or _GOOS_GOARCH, after the first underscore (windows.go builds
@@ -190,6 +193,9 @@ var goarchNames = map[string]bool{"386": true, "amd64": true, "amd64p32": true, 
 func fileShape(p, head string) (shape, goos uint8) {
 	if generated(head) {
 		shape |= shapeGenerated
+	}
+	if internalPath(p) {
+		shape |= shapeInternal
 	}
 	name, _, _ := strings.Cut(path.Base(p), ".")
 	i := strings.IndexByte(name, '_')
@@ -216,27 +222,54 @@ func fileShape(p, head string) (shape, goos uint8) {
 	return shape, 0
 }
 
-// namedOS are the operating systems of goosNames whose name is one of a
-// question's terms, as a bit set by index + 1: a question about Windows
-// wants the _windows.go file fOtherOS would demote.
+// namedOS are the operating systems of goosNames a question names, as a
+// bit set by index + 1: a question about Windows wants the _windows.go
+// file fOtherOS would demote. A developer names some of them otherwise
+// than the go command does (osWords), Plan 9 and iOS in two words (the
+// analyzer splits iOS into io and os: io alone is the io package).
 func namedOS(groups [][]string) uint32 {
 	var named uint32
-	for _, g := range groups {
-		for k, os := range goosTerms() {
-			if g[0] == os {
-				named |= 1 << (k + 1)
-			}
+	terms := osTerms()
+	for i, g := range groups {
+		named |= terms[g[0]]
+		if i+1 < len(groups) {
+			named |= terms[g[0]+" "+groups[i+1][0]]
 		}
 	}
 	return named
 }
 
-// goosTerms are goosNames as the analyzer writes them (windows → window).
-var goosTerms = sync.OnceValue(func() (out [len(goosNames)]string) {
-	for k, os := range goosNames {
-		out[k] = os
-		if ts := analyzed(os, map[string]string{}); len(ts) > 0 {
-			out[k] = ts[0]
+// osWords are the other words for operating systems of goosNames: macOS
+// is Darwin to the go command, BSD any of the BSDs, WebAssembly the two
+// ports that run it, and Solaris and illumos share their code.
+var osWords = map[string][]string{
+	"macOS": {"darwin"}, "OSX": {"darwin"},
+	"BSD":         {"freebsd", "netbsd", "openbsd", "dragonfly"},
+	"WebAssembly": {"js", "wasip1"}, "wasm": {"js", "wasip1"}, "JavaScript": {"js"}, "WASI": {"wasip1"},
+	"Solaris": {"illumos"}, "illumos": {"solaris"},
+}
+
+// osTerms maps a question's term (as the analyzer writes it: windows →
+// window, macOS → maco) to the operating systems it names, as namedOS's
+// bits.
+var osTerms = sync.OnceValue(func() map[string]uint32 {
+	term := func(w string) string {
+		if ts := analyzed(w, map[string]string{}); len(ts) > 0 {
+			return ts[0]
+		}
+		return w
+	}
+	bit := func(os string) uint32 { return 1 << (slices.Index(goosNames[:], os) + 1) }
+	out := map[string]uint32{}
+	for _, os := range goosNames {
+		out[term(os)] |= bit(os)
+	}
+	delete(out, term("ios")) // io: the io package; iOS is the pair below
+	out["plan 9"] |= bit("plan9")
+	out["io os"] |= bit("ios")
+	for w, oses := range osWords {
+		for _, os := range oses {
+			out[term(w)] |= bit(os)
 		}
 	}
 	return out
@@ -364,6 +397,8 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		}
 		if m.goos != 0 && named&(1<<m.goos) == 0 {
 			f[fOtherOS] = 1
+		} else if m.goos != 0 {
+			f[fNamedOS] = 1
 		}
 		f[fLines] = math.Log1p(float64(m.endLine - m.startLine))
 		e := perFile[m.file]

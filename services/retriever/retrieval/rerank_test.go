@@ -195,6 +195,7 @@ func TestRerankFeatures(t *testing.T) {
 	}
 	write(t, root, "split/words_windows.go", "package split\n\n// SplitWide splits the words of a wide line.\nfunc SplitWide(s string) []string { return nil }\n")
 	write(t, root, "split/table.go", "// Code generated from words.txt; DO NOT EDIT.\n\npackage split\n\n// Stop lists the words to split a line at.\nvar Stop = []string{}\n")
+	write(t, root, "split/internal/lines/lines.go", "package lines\n\n// Lines breaks a text into lines.\nfunc Lines(s string) []string { return nil }\n")
 	e.index(root, "ws", "app")
 	ix := e.open()
 	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "x"}) // waits for the index
@@ -210,6 +211,10 @@ func TestRerankFeatures(t *testing.T) {
 	defer func() { tracePool = nil }()
 	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "split the words of a line"})
 	split, count, wide, table := got["split/words.go"], got["count/count.go"], got["split/words_windows.go"], got["split/table.go"]
+	lines, ok := got["split/internal/lines/lines.go"]
+	if !ok {
+		t.Fatal("the internal package's function is not in the pool")
+	}
 	for _, c := range []struct {
 		name      string
 		got, want float64
@@ -226,8 +231,12 @@ func TestRerankFeatures(t *testing.T) {
 		{"count: lead in summary", count[fLeadSummary], 0},
 		{"split: other OS", split[fOtherOS], 0},
 		{"split: generated", split[fGenerated], 0},
+		{"split: named OS", split[fNamedOS], 0},
+		{"wide: named OS", wide[fNamedOS], 0},
 		{"wide: other OS", wide[fOtherOS], 1}, // the question does not name Windows
 		{"table: generated", table[fGenerated], 1},
+		{"split: internal", split[fInternal], 0},
+		{"lines: internal", lines[fInternal], 1},
 		{"split: any of best", split[fAnyOfBest], 1}, // it holds the most of the question
 		{"split: summary of best", split[fSummaryOfBest], 1},
 		{"split: file's any of best", split[fFileAnyOfBest], 1},
@@ -255,8 +264,8 @@ func TestRerankFeatures(t *testing.T) {
 	}
 	clear(got)
 	find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: "split the words of a line on Windows"})
-	if w, ok := got["split/words_windows.go"]; !ok || w[fOtherOS] != 0 {
-		t.Errorf("a question naming Windows: the _windows.go file's other-OS feature %v (in the pool: %v), want 0", w[fOtherOS], ok)
+	if w, ok := got["split/words_windows.go"]; !ok || w[fOtherOS] != 0 || w[fNamedOS] != 1 {
+		t.Errorf("a question naming Windows: the _windows.go file's other-OS feature %v and named-OS %v (in the pool: %v), want 0 and 1", w[fOtherOS], w[fNamedOS], ok)
 	}
 
 	groups, idf := ix.termGroups([]string{"configur", "line"}, []expansion{{term: "cfg", from: "configur"}, {term: "ln", from: "line"}})
@@ -593,6 +602,41 @@ func TestReplicasAgreeOnTheFeatures(t *testing.T) {
 	for range 3 {
 		if next := pool(); !slices.Equal(first, next) {
 			t.Fatalf("two loads of the bucket, two pools:\n%v\n%v", first, next)
+		}
+	}
+}
+
+// TestNamedOS: the operating systems a question names, in the go command's
+// words and in a developer's.
+func TestNamedOS(t *testing.T) {
+	bits := func(oses ...string) (b uint32) {
+		for _, os := range oses {
+			b |= 1 << (slices.Index(goosNames[:], os) + 1)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		q    string
+		want uint32
+	}{
+		{"close a handle on Windows", bits("windows")},
+		{"read a file's attributes on macOS", bits("darwin")},
+		{"darwin system calls", bits("darwin")},
+		{"Plan 9 networking: read the route table", bits("plan9")},
+		{"BSD routing sockets", bits("freebsd", "netbsd", "openbsd", "dragonfly")},
+		{"WebAssembly: call into the host", bits("js", "wasip1")},
+		{"illumos event ports", bits("illumos", "solaris")},
+		{"the MAC address of an interface", 0},
+		{"get the screen size on iOS", bits("ios")},
+		{"copy from a reader with the io package", 0},
+		{"split the words of a line", 0},
+	} {
+		var groups [][]string
+		for _, term := range analyzed(c.q, map[string]string{}) {
+			groups = append(groups, []string{term})
+		}
+		if got := namedOS(groups); got != c.want {
+			t.Errorf("namedOS(%q) = %b, want %b", c.q, got, c.want)
 		}
 	}
 }

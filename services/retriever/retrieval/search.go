@@ -283,10 +283,17 @@ func pathFactor(p string, wantTests, wantTools bool) float64 {
 	if !wantTools && (strings.HasPrefix(p, "cmd/") || strings.Contains(p, "/cmd/")) {
 		f *= weights.Tool
 	}
-	if d := "/" + path.Dir(p) + "/"; strings.Contains(d, "/internal/") || strings.Contains(d, "/vendor/") {
+	if internalPath(p) {
 		f *= weights.Internal
 	}
 	return f
+}
+
+// internalPath reports whether the file at p is in an internal or vendored
+// package: a directory named internal or vendor on its path.
+func internalPath(p string) bool {
+	d := "/" + p[:strings.LastIndexByte(p, '/')+1]
+	return strings.Contains(d, "/internal/") || strings.Contains(d, "/vendor/")
 }
 
 // isTest reports whether p is a test or example (go-enry's rules, and
