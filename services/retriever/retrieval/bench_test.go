@@ -39,7 +39,7 @@ type question struct {
 
 // The question sets. The first two passes tuned on two thirds of each
 // corpus's questions file and held out every third question; the third and
-// the fifth to twenty-first passes held out a fresh file per corpus
+// the fifth to twenty-second passes held out a fresh file per corpus
 // (corpus.heldOut; docs/retrieval.md numbers the engine pass fourth). All
 // of them have been measured since, so they now join the tuning (reported
 // apart, for continuity). corpus.fresh is the latest file per corpus,

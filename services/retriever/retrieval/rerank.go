@@ -185,11 +185,12 @@ var goosNames = [...]string{"aix", "android", "darwin", "dragonfly", "freebsd", 
 var goarchNames = map[string]bool{"386": true, "amd64": true, "amd64p32": true, "arm": true, "armbe": true, "arm64": true, "arm64be": true, "loong64": true, "mips": true, "mipsle": true, "mips64": true, "mips64le": true, "mips64p32": true, "mips64p32le": true, "ppc": true, "ppc64": true, "ppc64le": true, "riscv": true, "riscv64": true, "s390": true, "s390x": true, "sparc": true, "sparc64": true, "wasm": true}
 
 // fileShape is what a file's chunks share: whether it is generated (see
-// generated), whether it is in an internal or vendored package, and the operating system other than Linux its name builds
-// it for (the index + 1 in goosNames, 0 for none), read as the go command
-// reads file names: up to the first dot, a _test suffix dropped, then
-// _GOOS, or _GOOS_GOARCH, after the first underscore (windows.go builds
-// everywhere; x_windows_helper.go does too).
+// generated), whether it is in an internal or vendored package, and the
+// operating system other than Linux its name builds it for (the index + 1
+// in goosNames, 0 for none), read as the go command reads file names: up
+// to the first dot, a _test suffix dropped, then _GOOS, or _GOOS_GOARCH,
+// after the first underscore (windows.go builds everywhere;
+// x_windows_helper.go does too).
 func fileShape(p, head string) (shape, goos uint8) {
 	if generated(head) {
 		shape |= shapeGenerated
