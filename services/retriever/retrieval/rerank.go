@@ -250,6 +250,10 @@ var osWords = map[string][]string{
 	"Solaris": {"illumos"}, "illumos": {"solaris"},
 }
 
+// osBit is namedOS's bit for os, a name in goosNames: its index + 1, as
+// fileShape numbers it.
+func osBit(os string) uint32 { return 1 << (slices.Index(goosNames[:], os) + 1) }
+
 // osTerms maps a question's term (as the analyzer writes it: windows →
 // window, macOS → maco) to the operating systems it names, as namedOS's
 // bits.
@@ -260,17 +264,16 @@ var osTerms = sync.OnceValue(func() map[string]uint32 {
 		}
 		return w
 	}
-	bit := func(os string) uint32 { return 1 << (slices.Index(goosNames[:], os) + 1) }
 	out := map[string]uint32{}
 	for _, os := range goosNames {
-		out[term(os)] |= bit(os)
+		out[term(os)] |= osBit(os)
 	}
 	delete(out, term("ios")) // io: the io package; iOS is the pair below
-	out["plan 9"] |= bit("plan9")
-	out["io os"] |= bit("ios")
+	out["plan 9"] |= osBit("plan9")
+	out["io os"] |= osBit("ios")
 	for w, oses := range osWords {
 		for _, os := range oses {
-			out[term(w)] |= bit(os)
+			out[term(w)] |= osBit(os)
 		}
 	}
 	return out

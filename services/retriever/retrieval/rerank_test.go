@@ -611,7 +611,7 @@ func TestReplicasAgreeOnTheFeatures(t *testing.T) {
 func TestNamedOS(t *testing.T) {
 	bits := func(oses ...string) (b uint32) {
 		for _, os := range oses {
-			b |= 1 << (slices.Index(goosNames[:], os) + 1)
+			b |= osBit(os)
 		}
 		return b
 	}
