@@ -239,7 +239,17 @@ func prepare(fsys fs.FS, f file, o IndexOptions, old map[string]stored) result {
 	case !utf8.Valid(data):
 		r.skip = SkipInvalidUTF8
 		return r
-	case enry.IsGenerated(f.rel, data):
+	case (path.Ext(f.rel) != ".go" || onePlatform(f.rel)) && enry.IsGenerated(f.rel, data):
+		// Generated Go is code a developer calls and asks about (go/types
+		// from types2, the bundled HTTP/2, syscall wrappers, stringers):
+		// it is indexed, and the reranker weighs it (fGenerated). But not
+		// when it is built for one operating system and one architecture
+		// (zerrors_linux_amd64.go): such files come in families, one per
+		// platform, declaring the same names (the syscall package's error
+		// numbers, call numbers and struct layouts, half the standard
+		// library's generated Go), and they cost every search more than
+		// they answer. Other languages' generated files are lock files,
+		// minified scripts and designer output: skipped.
 		r.skip = SkipGenerated
 		return r
 	}

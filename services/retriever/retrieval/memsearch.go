@@ -155,9 +155,10 @@ var memAvgLength func(field string) float64
 // reranked (rerank: the path factor, how often the code uses each hit's
 // declaration and the hit's other features) before the cut and before the
 // text is read, so a chunk the reranker lifts can come from below the
-// plain score's cut. The active files' hits stay first, and the scores
+// plain score's cut (named: the operating systems the question names,
+// namedOS). The active files' hits stay first, and the scores
 // are divided by the best one.
-func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor func(path string) float64, terms []string, exps []expansion, active []string) ([]candidate, error) {
+func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor func(path string) float64, terms []string, exps []expansion, named uint32, active []string) ([]candidate, error) {
 	keep := ix.o.K * candidatesPerHit
 	var pkgs []termindex.Hit // the first pass's package docs, best first: the reranker reads them (packageEvidence)
 	if first != nil {
@@ -191,7 +192,7 @@ func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor
 		}
 	} else {
 		top := 0.0
-		for i, s := range ix.rerank(hits, lift, factor, groups, idf, pkgs) {
+		for i, s := range ix.rerank(hits, lift, factor, groups, idf, pkgs, named) {
 			hits[i].Score, top = s, max(top, s)
 		}
 		// The request's active files come first, as the query's boost

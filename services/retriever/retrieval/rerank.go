@@ -86,16 +86,16 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.37, fLift: 0.8, fPath: 4.4,
-	fSymbol: -1.06, fDoc: -0.78, fSummary: -0.22, fPathWords: 2.31, fContent: 0.44, fAny: 1.28, fAll: -0.34, fSymbolShare: -0.37,
-	fFunc: 0.31, fMethod: -0.32, fType: -0.61, fExported: 0.55, fLines: -0.49,
-	fSameFile: 0.16, fFileAny: 0.64, fFileSummary: 1.26, fPairs: 1.79, fDocLen: -0.52,
-	fLeadSymbol: -0.08, fLeadSummary: 0.47, fGenerated: -1.58, fOtherOS: -1.62, fInternal: 0.63, fNamedOS: 0.7,
-	fAnyOfBest: 3.54, fSummaryOfBest: 0.11, fFileAnyOfBest: 0.94,
-	fPkgRank: -0.16, fPkgAny: 1.23, fPkgSummary: 1.7, fPkgPairs: 0.75,
-	fSimSummary: 0.03, fSimSymbol: 1.09, fSimPkg: 0.03, fSimSummaryOfBest: 0.03,
-	fNear: 1.96, fNearRank: 0.77,
-	fSoftDoc: 1.67, fSoftSummary: 0.81, fSoftDocOfBest: 2.3, fSoftFile: 1.47, fSoftFileSummary: 1.71, fSoftPkg: 0.59,
+	fScore: 0.45, fLift: 0.7, fPath: 4.4,
+	fSymbol: -0.96, fDoc: -0.83, fSummary: -0.24, fPathWords: 2.29, fContent: 0.52, fAny: 1.44, fAll: -0.28, fSymbolShare: -0.23,
+	fFunc: 0.18, fMethod: -0.42, fType: -0.81, fExported: 0.52, fLines: -0.52,
+	fSameFile: 0.15, fFileAny: 0.75, fFileSummary: 1.23, fPairs: 1.83, fDocLen: -0.53,
+	fLeadSymbol: -0.01, fLeadSummary: 0.43, fGenerated: -1.37, fOtherOS: -2.13, fInternal: 1.25, fNamedOS: 1.26,
+	fAnyOfBest: 3.56, fSummaryOfBest: 0.12, fFileAnyOfBest: 0.94,
+	fPkgRank: -0.16, fPkgAny: 1.07, fPkgSummary: 1.7, fPkgPairs: 0.77,
+	fSimSummary: 0.05, fSimSymbol: 0.6, fSimPkg: 0.02, fSimSummaryOfBest: 0.1,
+	fNear: 1.8, fNearRank: 0.69,
+	fSoftDoc: 1.48, fSoftSummary: 0.52, fSoftDocOfBest: 2.09, fSoftFile: 1.27, fSoftFileSummary: 1.56, fSoftPkg: 0.56,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -223,57 +223,88 @@ func fileShape(p, head string) (shape, goos uint8) {
 	return shape, 0
 }
 
+// onePlatform reports whether a file's name builds it for one operating
+// system, Linux included, and one architecture (x_linux_amd64.go), as the
+// go command reads it.
+func onePlatform(p string) bool {
+	name, _, _ := strings.Cut(path.Base(p), ".")
+	parts := strings.Split(name, "_")
+	if len(parts) > 1 && parts[len(parts)-1] == "test" {
+		parts = parts[:len(parts)-1]
+	}
+	n := len(parts)
+	return n >= 3 && goarchNames[parts[n-1]] && (parts[n-2] == "linux" || slices.Contains(goosNames[:], parts[n-2]))
+}
+
 // namedOS are the operating systems of goosNames a question names, as a
 // bit set by index + 1: a question about Windows wants the _windows.go
-// file fOtherOS would demote. A developer names some of them otherwise
-// than the go command does (osWords), Plan 9 and iOS in two words (the
-// analyzer splits iOS into io and os: io alone is the io package).
-func namedOS(groups [][]string) uint32 {
+// file fOtherOS would demote. It reads the question's own words, not the
+// analyzer's terms: the analyzer splits OpenBSD into open and bsd (and
+// bsd names every BSD), iOS into io and os (io is the io package), and
+// stems Windows to window (a dedup window is not the operating system).
+// So a word names an operating system whole and in any case, but Windows
+// only capitalised, and Plan 9 and z/OS in two words one rune apart.
+func namedOS(question string) uint32 {
 	var named uint32
-	terms := osTerms()
-	for i, g := range groups {
-		named |= terms[g[0]]
-		if i+1 < len(groups) {
-			named |= terms[g[0]+" "+groups[i+1][0]]
+	prev := ""
+	for len(question) > 0 {
+		i := strings.IndexFunc(question, isWordRune)
+		if i < 0 {
+			break
 		}
+		if i > 1 {
+			prev = "" // two words are one name with one rune between
+		}
+		question = question[i:]
+		j := strings.IndexFunc(question, func(r rune) bool { return !isWordRune(r) })
+		if j < 0 {
+			j = len(question)
+		}
+		w := question[:j]
+		question = question[j:]
+		if w == "Windows" || w == "WINDOWS" {
+			named |= osBit("windows")
+		}
+		lw := strings.ToLower(w)
+		named |= osTerms()[lw] | osTerms()[prev+" "+lw]
+		prev = lw
 	}
 	return named
 }
 
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
 // osWords are the other words for operating systems of goosNames: macOS
 // is Darwin to the go command, BSD any of the BSDs, WebAssembly the two
-// ports that run it, and Solaris and illumos share their code.
+// ports that run it, and illumos builds Solaris's files too (a Solaris
+// question does not want an _illumos.go file).
 var osWords = map[string][]string{
-	"macOS": {"darwin"}, "OSX": {"darwin"},
-	"BSD":         {"freebsd", "netbsd", "openbsd", "dragonfly"},
-	"WebAssembly": {"js", "wasip1"}, "wasm": {"js", "wasip1"}, "JavaScript": {"js"}, "WASI": {"wasip1"},
-	"Solaris": {"illumos"}, "illumos": {"solaris"},
+	"macos": {"darwin"}, "osx": {"darwin"},
+	"bsd": {"freebsd", "netbsd", "openbsd", "dragonfly"}, "bsds": {"freebsd", "netbsd", "openbsd", "dragonfly"},
+	"dragonflybsd": {"dragonfly"},
+	"webassembly":  {"js", "wasip1"}, "wasm": {"js", "wasip1"}, "javascript": {"js"}, "wasi": {"wasip1"},
+	"illumos": {"solaris"},
+	"win32":   {"windows"}, "win64": {"windows"},
+	"plan 9": {"plan9"}, "z os": {"zos"},
 }
 
 // osBit is namedOS's bit for os, a name in goosNames: its index + 1, as
 // fileShape numbers it.
 func osBit(os string) uint32 { return 1 << (slices.Index(goosNames[:], os) + 1) }
 
-// osTerms maps a question's term (as the analyzer writes it: windows →
-// window, macOS → maco) to the operating systems it names, as namedOS's
-// bits.
+// osTerms maps a question's word, lower-cased (or two words, a space
+// between), to the operating systems it names, as namedOS's bits. Windows
+// is namedOS's own: its word is a common noun lower-cased.
 var osTerms = sync.OnceValue(func() map[string]uint32 {
-	term := func(w string) string {
-		if ts := analyzed(w, map[string]string{}); len(ts) > 0 {
-			return ts[0]
-		}
-		return w
-	}
 	out := map[string]uint32{}
 	for _, os := range goosNames {
-		out[term(os)] |= osBit(os)
+		if os != "windows" {
+			out[os] |= osBit(os)
+		}
 	}
-	delete(out, term("ios")) // io: the io package; iOS is the pair below
-	out["plan 9"] |= osBit("plan9")
-	out["io os"] |= osBit("ios")
 	for w, oses := range osWords {
 		for _, os := range oses {
-			out[term(w)] |= osBit(os)
+			out[w] |= osBit(os)
 		}
 	}
 	return out
@@ -314,9 +345,10 @@ func reranking() bool {
 // given apart) as weights.Rerank's weighted sum of their features plus
 // what weights.Forest's trees add, and returns the new scores, exp of the
 // sum so they stay positive: with the identity weights and no trees, the
-// factored score itself. pkgs are the package docs
-// the question matched best, best first (the search's first pass).
-func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path string) float64, groups [][]string, idf []float64, pkgs []termindex.Hit) []float64 {
+// factored score itself. pkgs are the package docs the question matched
+// best, best first (the search's first pass); named the operating systems
+// it names (namedOS).
+func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path string) float64, groups [][]string, idf []float64, pkgs []termindex.Hit, named uint32) []float64 {
 	matched := make([]termindex.Match, len(hits))
 	ix.mem.Matched(hits, groups, matched)
 	byDir := ix.packageEvidence(pkgs, groups)
@@ -371,7 +403,6 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 		perFile[file] = e
 	}
 	all := uint64(1)<<len(groups) - 1
-	named := namedOS(groups)
 	fs := make([]features, len(hits))
 	var best features // the pool's best of each of ofBest's bases
 	for i, h := range hits {

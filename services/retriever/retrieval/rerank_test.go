@@ -607,7 +607,7 @@ func TestReplicasAgreeOnTheFeatures(t *testing.T) {
 }
 
 // TestNamedOS: the operating systems a question names, in the go command's
-// words and in a developer's.
+// words and in a developer's, and the words that look like one and are not.
 func TestNamedOS(t *testing.T) {
 	bits := func(oses ...string) (b uint32) {
 		for _, os := range oses {
@@ -620,23 +620,50 @@ func TestNamedOS(t *testing.T) {
 		want uint32
 	}{
 		{"close a handle on Windows", bits("windows")},
+		{"WINDOWS console mode", bits("windows")},
+		{"Win32 event viewer: log an error", bits("windows")},
+		{"the stream's dedup window", 0},
+		{"slide the windows of a rate limiter", 0},
 		{"read a file's attributes on macOS", bits("darwin")},
 		{"darwin system calls", bits("darwin")},
 		{"Plan 9 networking: read the route table", bits("plan9")},
+		{"plan9 notes", bits("plan9")},
+		{"a plan: 9 steps", 0},
+		{"z/OS: read the system's name", bits("zos")},
 		{"BSD routing sockets", bits("freebsd", "netbsd", "openbsd", "dragonfly")},
+		{"on macOS and the BSDs, read a sysctl value", bits("darwin", "freebsd", "netbsd", "openbsd", "dragonfly")},
+		{"OpenBSD pledge promises", bits("openbsd")},
+		{"FreeBSD-specific capsicum rights", bits("freebsd")},
 		{"WebAssembly: call into the host", bits("js", "wasip1")},
 		{"illumos event ports", bits("illumos", "solaris")},
+		{"Solaris event ports", bits("solaris")},
 		{"the MAC address of an interface", 0},
 		{"get the screen size on iOS", bits("ios")},
 		{"copy from a reader with the io package", 0},
+		{"an io.Reader over an OS file", 0},
 		{"split the words of a line", 0},
 	} {
-		var groups [][]string
-		for _, term := range analyzed(c.q, map[string]string{}) {
-			groups = append(groups, []string{term})
-		}
-		if got := namedOS(groups); got != c.want {
+		if got := namedOS(c.q); got != c.want {
 			t.Errorf("namedOS(%q) = %b, want %b", c.q, got, c.want)
+		}
+	}
+}
+
+// TestOnePlatform: the generated files IndexDir leaves out are those built
+// for one operating system and one architecture, read as the go command
+// reads file names.
+func TestOnePlatform(t *testing.T) {
+	for p, want := range map[string]bool{
+		"syscall/zerrors_linux_amd64.go":  true,
+		"syscall/ztypes_freebsd_arm64.go": true,
+		"x/defs_windows_386_test.go":      true,
+		"syscall/zsyscall_windows.go":     false, // one operating system, every architecture
+		"math/big/arith_amd64.go":         false,
+		"go/types/api_predicates.go":      false,
+		"x/linux_amd64.go":                false, // the name's first part is not a constraint
+	} {
+		if got := onePlatform(p); got != want {
+			t.Errorf("onePlatform(%q) = %v, want %v", p, got, want)
 		}
 	}
 }

@@ -137,7 +137,7 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 		if !ok {
 			return res, nil
 		}
-		if cands, err = ix.searchMem(q, first, factor, terms, exps, cleanPaths(req.ActiveFiles)); err != nil {
+		if cands, err = ix.searchMem(q, first, factor, terms, exps, namedOS(req.Instruction), cleanPaths(req.ActiveFiles)); err != nil {
 			return res, fmt.Errorf("search %s: %w", workspace, err)
 		}
 		memLines = make(map[string][2]int, len(cands))
