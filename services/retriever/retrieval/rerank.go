@@ -186,11 +186,8 @@ var goarchNames = map[string]bool{"386": true, "amd64": true, "amd64p32": true, 
 
 // fileShape is what a file's chunks share: whether it is generated (see
 // generated), whether it is in an internal or vendored package, and the
-// operating system other than Linux its name builds it for (the index + 1
-// in goosNames, 0 for none), read as the go command reads file names: up
-// to the first dot, a _test suffix dropped, then _GOOS, or _GOOS_GOARCH,
-// after the first underscore (windows.go builds everywhere;
-// x_windows_helper.go does too).
+// operating system other than Linux its name builds it for (platform; the
+// index + 1 in goosNames, 0 for none).
 func fileShape(p, head string) (shape, goos uint8) {
 	if generated(head) {
 		shape |= shapeGenerated
@@ -198,42 +195,45 @@ func fileShape(p, head string) (shape, goos uint8) {
 	if internalPath(p) {
 		shape |= shapeInternal
 	}
+	if os, _ := platform(p); os != "" {
+		if k := slices.Index(goosNames[:], os); k >= 0 {
+			return shape, uint8(k + 1)
+		}
+	}
+	return shape, 0
+}
+
+// platform is the operating system (Linux included) and the architecture
+// a file's name builds it for, "" for none, read as the go command reads
+// file names: up to the first dot, a _test suffix dropped, then _GOOS,
+// _GOARCH or _GOOS_GOARCH after the first underscore (windows.go builds
+// everywhere; x_windows_helper.go does too).
+func platform(p string) (goos, goarch string) {
 	name, _, _ := strings.Cut(path.Base(p), ".")
 	i := strings.IndexByte(name, '_')
 	if i < 0 {
-		return shape, 0
+		return "", ""
 	}
 	parts := strings.Split(name[i+1:], "_")
 	if parts[len(parts)-1] == "test" {
 		parts = parts[:len(parts)-1]
 	}
 	n := len(parts)
-	if n >= 2 && goarchNames[parts[n-1]] {
-		n-- // x_GOOS_GOARCH: the OS is before the architecture
-	} else if n >= 1 && goarchNames[parts[n-1]] {
-		return shape, 0 // x_GOARCH alone
+	if n >= 1 && goarchNames[parts[n-1]] {
+		goarch = parts[n-1]
+		n--
 	}
-	if n >= 1 {
-		for k, os := range goosNames {
-			if parts[n-1] == os {
-				return shape, uint8(k + 1)
-			}
-		}
+	if n >= 1 && (parts[n-1] == "linux" || slices.Contains(goosNames[:], parts[n-1])) {
+		goos = parts[n-1]
 	}
-	return shape, 0
+	return goos, goarch
 }
 
 // onePlatform reports whether a file's name builds it for one operating
-// system, Linux included, and one architecture (x_linux_amd64.go), as the
-// go command reads it.
+// system and one architecture (x_linux_amd64.go).
 func onePlatform(p string) bool {
-	name, _, _ := strings.Cut(path.Base(p), ".")
-	parts := strings.Split(name, "_")
-	if len(parts) > 1 && parts[len(parts)-1] == "test" {
-		parts = parts[:len(parts)-1]
-	}
-	n := len(parts)
-	return n >= 3 && goarchNames[parts[n-1]] && (parts[n-2] == "linux" || slices.Contains(goosNames[:], parts[n-2]))
+	goos, goarch := platform(p)
+	return goos != "" && goarch != ""
 }
 
 // namedOS are the operating systems of goosNames a question names, as a
