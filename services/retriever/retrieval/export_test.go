@@ -59,10 +59,31 @@ func TracePool(fn func(file string, f [NumFeatures]float64)) {
 // before the reranker).
 var IdentityRerank = identityRerank
 
+// TwentyFirstPassRerank and TwentyFirstPassForest are the twenty-first
+// pass's learned weights and trees (0d26845), the ranking before the
+// twenty-second pass's, for the benchmark's grid. Its fNamedOS and fOtherOS
+// are read with the twenty-second pass's platforms (a share of the file's
+// operating systems, build constraints read, Linux named).
+var (
+	TwentyFirstPassRerank = features{
+		fScore: 0.45, fLift: 0.7, fPath: 4.4,
+		fSymbol: -0.96, fDoc: -0.83, fSummary: -0.24, fPathWords: 2.29, fContent: 0.52, fAny: 1.44, fAll: -0.28, fSymbolShare: -0.23,
+		fFunc: 0.18, fMethod: -0.42, fType: -0.81, fExported: 0.52, fLines: -0.52,
+		fSameFile: 0.15, fFileAny: 0.75, fFileSummary: 1.23, fPairs: 1.83, fDocLen: -0.53,
+		fLeadSymbol: -0.01, fLeadSummary: 0.43, fGenerated: -1.37, fOtherOS: -2.13, fInternal: 1.25, fNamedOS: 1.26,
+		fAnyOfBest: 3.56, fSummaryOfBest: 0.12, fFileAnyOfBest: 0.94,
+		fPkgRank: -0.16, fPkgAny: 1.07, fPkgSummary: 1.7, fPkgPairs: 0.77,
+		fSimSummary: 0.05, fSimSymbol: 0.6, fSimPkg: 0.02, fSimSummaryOfBest: 0.1,
+		fNear: 1.8, fNearRank: 0.69,
+		fSoftDoc: 1.48, fSoftSummary: 0.52, fSoftDocOfBest: 2.09, fSoftFile: 1.27, fSoftFileSummary: 1.56, fSoftPkg: 0.56,
+	}
+	TwentyFirstPassForest = twentyFirstPassForest
+)
+
 // TwentiethPassRerank and TwentiethPassForest are the twentieth pass's
 // learned weights and trees (2466549), the ranking before the twenty-first
 // pass's, for the benchmark's grid. Its fNamedOS and fOtherOS are read
-// with the twenty-first pass's namedOS (the question's own words).
+// as the twenty-second pass reads them (TwentyFirstPassRerank).
 var (
 	TwentiethPassRerank = features{
 		fScore: 0.37, fLift: 0.8, fPath: 4.4,

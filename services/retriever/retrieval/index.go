@@ -569,11 +569,12 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 	if len(rec.Chunks) > 0 {
 		head = rec.Chunks[0].Content
 	}
-	fs, goos := fileShape(rec.Path, head)
+	fs, plat := fileShape(rec.Path, head)
+	platKeys := plat.keywords(narrowPlatforms)
 	for _, c := range rec.Chunks {
 		comment := leadingComment(rec.Language, c.Content)
 		sym := symbolWords(c.Symbol)
-		m := &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine, shape: shapeOf(c.Symbol) | fs, goos: goos}
+		m := &memMeta{file: rec.Path, repo: rec.Repo, language: rec.Language, symbol: sym, startLine: c.StartLine, endLine: c.EndLine, shape: shapeOf(c.Symbol) | fs, plat: plat}
 		tc := termindex.Chunk{ID: c.Id, Meta: m}
 		if rec.Language == "Go" {
 			m.use, m.decl = usage.Key(pkg, c.Symbol)
@@ -602,6 +603,7 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 			tc.Keyword[termindex.Kind] = []string{k}
 		}
 		tc.Keyword[termindex.Tags] = rec.Tags
+		tc.Keyword[termindex.Platform] = platKeys
 		chunks = append(chunks, tc)
 	}
 	return chunks
@@ -612,10 +614,10 @@ func memChunks(rec *FileRecord, intern map[string]string) []termindex.Chunk {
 type memMeta struct {
 	file, repo, language, symbol string
 	startLine, endLine           int
-	use, decl                    string // the declaration's keys in the Uses field, see usageFactors
-	shape                        uint8  // shapeFunc, shapeMethod..., see rerank
-	symbolLen                    uint8  // the symbol field's terms, see rerank
-	goos                         uint8  // the operating system its file's name builds it for, see fileShape
+	use, decl                    string    // the declaration's keys in the Uses field, see usageFactors
+	shape                        uint8     // shapeFunc, shapeMethod..., see rerank
+	symbolLen                    uint8     // the symbol field's terms, see rerank
+	plat                         platforms // those its file builds for, see filePlatforms
 }
 
 // goPackage is the package a Go file declares and the names its imports

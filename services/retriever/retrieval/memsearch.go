@@ -71,7 +71,7 @@ func (ix *Index) useMem(scope string) bool {
 // memQuery is buildQuery's query for the scoring index: the same clauses,
 // filters and boosts, scored alike (termindex reproduces bleve's scores).
 // ok is false when nothing can match.
-func memQuery(req contracts.AgentExecuteRequest, scope, workspace string, filterWS bool, terms []string, heavy map[string]bool, exps []expansion, mode []string) (q termindex.Query, first *termindex.FirstPass, ok bool) {
+func memQuery(req contracts.AgentExecuteRequest, scope, workspace string, filterWS bool, terms []string, heavy map[string]bool, exps []expansion, mode []string, named platforms) (q termindex.Query, first *termindex.FirstPass, ok bool) {
 	for _, cl := range clauses(terms, heavy, exps) {
 		var c termindex.Clause
 		for _, l := range cl {
@@ -123,6 +123,9 @@ func memQuery(req contracts.AgentExecuteRequest, scope, workspace string, filter
 	if scope != contracts.RagScopeRepo && req.Repo != "" {
 		q.Should = append(q.Should, termindex.Should{{Field: termindex.Repo, Value: req.Repo, Boost: boostRepo}})
 	}
+	if sh := platformShould(named); len(sh) > 0 {
+		q.Should = append(q.Should, sh)
+	}
 	if weights.Package > 0 {
 		first = &termindex.FirstPass{
 			Filters: append(scoped, termindex.Filter{Field: termindex.Kind, Values: []string{kindPackageDoc}}),
@@ -155,10 +158,10 @@ var memAvgLength func(field string) float64
 // reranked (rerank: the path factor, how often the code uses each hit's
 // declaration and the hit's other features) before the cut and before the
 // text is read, so a chunk the reranker lifts can come from below the
-// plain score's cut (named: the operating systems the question names,
-// namedOS). The active files' hits stay first, and the scores
+// plain score's cut (named: what the question says of the file it wants,
+// askedOf). The active files' hits stay first, and the scores
 // are divided by the best one.
-func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor func(path string) float64, terms []string, exps []expansion, named uint32, active []string) ([]candidate, error) {
+func (ix *Index) searchMem(q termindex.Query, first *termindex.FirstPass, factor func(path string) float64, terms []string, exps []expansion, named asked, active []string) ([]candidate, error) {
 	keep := ix.o.K * candidatesPerHit
 	var pkgs []termindex.Hit // the first pass's package docs, best first: the reranker reads them (packageEvidence)
 	if first != nil {

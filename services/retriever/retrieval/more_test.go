@@ -166,3 +166,42 @@ func TestIndexKeepsGeneratedGo(t *testing.T) {
 		t.Fatalf("found %v, want types/predicates.go first", paths(got))
 	}
 }
+
+// TestNamedPlatformFirst: the standard library declares the same constant
+// in a file per platform (defs_linux_386.go, defs_linux_s390x.go ...), and
+// their text cannot tell them apart: the platform a question names in a
+// developer's words (IBM Z is s390x, 32-bit ARM is arm, FreeBSD) puts its
+// file first, and an architecture it does not name puts its file behind
+// the one built for every architecture.
+func TestNamedPlatformFirst(t *testing.T) {
+	e := newEnv(t)
+	root := t.TempDir()
+	for _, arch := range []string{"386", "amd64", "arm", "arm64", "loong64", "mips64x", "ppc64x", "riscv64", "s390x"} {
+		build := "" // a family's name is a convention: its build constraint says it
+		if strings.HasSuffix(arch, "x") {
+			build = "//go:build linux && (" + strings.TrimSuffix(arch, "x") + " || " + strings.TrimSuffix(arch, "x") + "le)\n\n"
+		}
+		write(t, root, "rt/defs_linux_"+arch+".go", build+"package rt\n\n// Signal numbers of the kernel.\nconst (\n\t_SIGHUP  = 0x1\n\t_SIGINT  = 0x2\n\t_SIGQUIT = 0x3\n)\n")
+	}
+	for _, os := range []string{"freebsd", "netbsd", "openbsd", "darwin"} {
+		write(t, root, "rt/os_"+os+".go", "package rt\n\n// sigaddset adds a signal to a blocked-signal mask.\nfunc sigaddset(mask *sigset, i int) { mask.bits[(i-1)/32] |= 1 << ((uint32(i) - 1) & 31) }\n")
+	}
+	write(t, root, "rt/signal.go", "package rt\n\n// sigaddset adds a signal to a blocked-signal mask, for the generic signal code.\nfunc sigaddset(mask *sigset, i int) { *mask |= 1 << (uint32(i) - 1) }\n")
+	for i := range 30 { // so that the words are not common
+		write(t, root, fmt.Sprintf("other/o%d.go", i), fmt.Sprintf("package other\n\n// O%d waits a while.\nfunc O%d() {}\n", i, i))
+	}
+	e.index(root, "ws", "app")
+	ix := e.open()
+	for _, c := range []struct{ q, want string }{
+		{"the hangup signal's number on Linux for IBM Z", "rt/defs_linux_s390x.go"},
+		{"hangup signal number on 32-bit ARM Linux", "rt/defs_linux_arm.go"},
+		{"hangup signal number on Linux for 64-bit PowerPC", "rt/defs_linux_ppc64x.go"},
+		{"on NetBSD, add a signal to a blocked-signal mask", "rt/os_netbsd.go"},
+		{"add a signal to a blocked-signal mask", "rt/signal.go"},
+	} {
+		got := find(t, ix, contracts.AgentExecuteRequest{WorkspaceId: "ws", Instruction: c.q})
+		if len(got) == 0 || got[0].Path != c.want {
+			t.Errorf("%q found %v, want %s first", c.q, paths(got), c.want)
+		}
+	}
+}

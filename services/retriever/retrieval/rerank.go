@@ -7,7 +7,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -47,9 +46,9 @@ const (
 	fLeadSymbol              // the question's first term (after stop words and common words; mostly its verb: split, parse, read) is in the symbol
 	fLeadSummary             // idem, in the doc comment's first sentence
 	fGenerated               // its file says it is generated ("Code generated ... DO NOT EDIT.")
-	fOtherOS                 // its file builds for one operating system only, not Linux, that the question does not name (x_windows.go, x_plan9.go)
+	fOtherOS                 // its file builds for some operating systems only, Linux not among them, none of which the question names (x_windows.go, x_plan9.go; platform.go)
 	fInternal                // its file is in an internal or vendored package (internalPath), which fPath demotes with tests and tools alike
-	fNamedOS                 // its file builds for one operating system only, one the question names (namedOS)
+	fNamedOS                 // its file builds for some operating systems only, and the question names them: the share of them it names (namedPlatforms)
 	fAnyOfBest               // fAny divided by the pool's best fAny: how close it comes to the hit that holds most of the question
 	fSummaryOfBest           // idem, fSummary
 	fFileAnyOfBest           // idem, fFileAny
@@ -69,12 +68,16 @@ const (
 	fSoftFile                // fSoftDoc over the pool's hits of the same file together: each word's best over them
 	fSoftFileSummary         // idem, fSoftSummary
 	fSoftPkg                 // fSoftSummary of the hit's package doc, for a package among the first pass's (fPkgRank)
+	fOtherArch               // its file builds for some architectures only, none of which the question names (x_arm64.go; platform.go)
+	fNamedArch               // its file builds for some architectures only, and the question names them: the share of them it names
+	fUnbuilt                 // no build compiles its file (//go:build ignore: a cgo input, a generator program)
+	fNamedUnbuilt            // idem, and the question names such a file (namesUnbuilt)
 	numFeatures
 )
 
 // featureNames name the features in weights.Rerank's order, for the
 // benchmark's training output.
-var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "internal", "namedOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs", "simSummary", "simSymbol", "simPkg", "simSummaryOfBest", "near", "nearRank", "softDoc", "softSummary", "softDocOfBest", "softFile", "softFileSummary", "softPkg"}
+var featureNames = [numFeatures]string{"score", "lift", "path", "symbol", "doc", "summary", "pathWords", "content", "any", "all", "symbolShare", "func", "method", "type", "exported", "lines", "sameFile", "fileAny", "fileSummary", "pairs", "docLen", "leadSymbol", "leadSummary", "generated", "otherOS", "internal", "namedOS", "anyOfBest", "summaryOfBest", "fileAnyOfBest", "pkgRank", "pkgAny", "pkgSummary", "pkgPairs", "simSummary", "simSymbol", "simPkg", "simSummaryOfBest", "near", "nearRank", "softDoc", "softSummary", "softDocOfBest", "softFile", "softFileSummary", "softPkg", "otherArch", "namedArch", "unbuilt", "namedUnbuilt"}
 
 // features is one hit's feature vector; weights.Rerank is one of them too.
 type features [numFeatures]float64
@@ -86,16 +89,17 @@ var identityRerank = features{fScore: 1, fLift: 1, fPath: 1}
 // questions' pools (ListNet's loss, L2 0.001 towards identityRerank;
 // docs/retrieval.md has the run), rounded.
 var learnedRerank = features{
-	fScore: 0.45, fLift: 0.7, fPath: 4.4,
-	fSymbol: -0.96, fDoc: -0.83, fSummary: -0.24, fPathWords: 2.29, fContent: 0.52, fAny: 1.44, fAll: -0.28, fSymbolShare: -0.23,
-	fFunc: 0.18, fMethod: -0.42, fType: -0.81, fExported: 0.52, fLines: -0.52,
-	fSameFile: 0.15, fFileAny: 0.75, fFileSummary: 1.23, fPairs: 1.83, fDocLen: -0.53,
-	fLeadSymbol: -0.01, fLeadSummary: 0.43, fGenerated: -1.37, fOtherOS: -2.13, fInternal: 1.25, fNamedOS: 1.26,
-	fAnyOfBest: 3.56, fSummaryOfBest: 0.12, fFileAnyOfBest: 0.94,
-	fPkgRank: -0.16, fPkgAny: 1.07, fPkgSummary: 1.7, fPkgPairs: 0.77,
-	fSimSummary: 0.05, fSimSymbol: 0.6, fSimPkg: 0.02, fSimSummaryOfBest: 0.1,
-	fNear: 1.8, fNearRank: 0.69,
-	fSoftDoc: 1.48, fSoftSummary: 0.52, fSoftDocOfBest: 2.09, fSoftFile: 1.27, fSoftFileSummary: 1.56, fSoftPkg: 0.56,
+	fScore: 0.57, fLift: 0.51, fPath: 4.38,
+	fSymbol: -0.65, fDoc: -0.87, fSummary: -0.13, fPathWords: 2.19, fContent: 0.48, fAny: 1.59, fAll: -0.39, fSymbolShare: -0.26,
+	fFunc: -0.02, fMethod: -0.59, fType: -0.87, fExported: 0.51, fLines: -0.55,
+	fSameFile: 0.16, fFileAny: 0.84, fFileSummary: 1.37, fPairs: 1.67, fDocLen: -0.48,
+	fLeadSymbol: 0.1, fLeadSummary: 0.3, fGenerated: -1.08, fOtherOS: -1.8, fInternal: 1.72, fNamedOS: 1.24,
+	fAnyOfBest: 3.62, fSummaryOfBest: 0.16, fFileAnyOfBest: 1.01,
+	fPkgRank: -0.29, fPkgAny: 0.8, fPkgSummary: 1.64, fPkgPairs: 0.73,
+	fSimSummary: 0.08, fSimSymbol: 0.14, fSimPkg: 0.01, fSimSummaryOfBest: 0.02,
+	fNear: 1.39, fNearRank: 0.59,
+	fSoftDoc: 1.07, fSoftSummary: -0.03, fSoftDocOfBest: 1.45, fSoftFile: 1.17, fSoftFileSummary: 1.25, fSoftPkg: 0.55,
+	fOtherArch: -0.54, fNamedArch: 0.97, fUnbuilt: 0.53, fNamedUnbuilt: 1.27,
 }
 
 // Shapes of a declaration, in memMeta.shape.
@@ -106,12 +110,13 @@ const (
 	shapeExported
 	shapeGenerated // of the file: see fileShape
 	shapeInternal  // idem
+	shapeUnbuilt   // idem
 )
 
 var shapeFeatures = [...]struct {
 	shape   uint8
 	feature int
-}{{shapeFunc, fFunc}, {shapeMethod, fMethod}, {shapeType, fType}, {shapeExported, fExported}, {shapeGenerated, fGenerated}, {shapeInternal, fInternal}}
+}{{shapeFunc, fFunc}, {shapeMethod, fMethod}, {shapeType, fType}, {shapeExported, fExported}, {shapeGenerated, fGenerated}, {shapeInternal, fInternal}, {shapeUnbuilt, fUnbuilt}}
 
 // shapeOf reads a chunk's shape from its symbol ("func Name",
 // "func (*T).Name", "type Name").
@@ -175,140 +180,22 @@ lines:
 	return strings.Contains(b, "generated") && strings.Contains(b, "do not edit")
 }
 
-// goosNames are the operating systems a file name can constrain it to
-// (go/build's knownOS), but Linux: the machine Aptix runs on and most of
-// the code a question is about. fileShape returns a file's as its index + 1.
-var goosNames = [...]string{"aix", "android", "darwin", "dragonfly", "freebsd", "hurd", "illumos", "ios", "js", "nacl", "netbsd", "openbsd", "plan9", "solaris", "wasip1", "windows", "zos"}
-
-// goarchNames are go/build's knownArch: a file name's last part when it
-// names an operating system before it (x_windows_amd64.go).
-var goarchNames = map[string]bool{"386": true, "amd64": true, "amd64p32": true, "arm": true, "armbe": true, "arm64": true, "arm64be": true, "loong64": true, "mips": true, "mipsle": true, "mips64": true, "mips64le": true, "mips64p32": true, "mips64p32le": true, "ppc": true, "ppc64": true, "ppc64le": true, "riscv": true, "riscv64": true, "s390": true, "s390x": true, "sparc": true, "sparc64": true, "wasm": true}
-
 // fileShape is what a file's chunks share: whether it is generated (see
-// generated), whether it is in an internal or vendored package, and the
-// operating system other than Linux its name builds it for (platform; the
-// index + 1 in goosNames, 0 for none).
-func fileShape(p, head string) (shape, goos uint8) {
+// generated), whether it is in an internal or vendored package, whether
+// no build compiles it, and the platforms it builds for (filePlatforms).
+func fileShape(p, head string) (shape uint8, plat platforms) {
 	if generated(head) {
 		shape |= shapeGenerated
 	}
 	if internalPath(p) {
 		shape |= shapeInternal
 	}
-	if os, _ := platform(p); os != "" {
-		if k := slices.Index(goosNames[:], os); k >= 0 {
-			return shape, uint8(k + 1)
-		}
+	plat, never := filePlatforms(p, head)
+	if never {
+		shape |= shapeUnbuilt
 	}
-	return shape, 0
+	return shape, plat
 }
-
-// platform is the operating system (Linux included) and the architecture
-// a file's name builds it for, "" for none, read as the go command reads
-// file names: up to the first dot, a _test suffix dropped, then _GOOS,
-// _GOARCH or _GOOS_GOARCH after the first underscore (windows.go builds
-// everywhere; x_windows_helper.go does too).
-func platform(p string) (goos, goarch string) {
-	name, _, _ := strings.Cut(path.Base(p), ".")
-	i := strings.IndexByte(name, '_')
-	if i < 0 {
-		return "", ""
-	}
-	parts := strings.Split(name[i+1:], "_")
-	if parts[len(parts)-1] == "test" {
-		parts = parts[:len(parts)-1]
-	}
-	n := len(parts)
-	if n >= 1 && goarchNames[parts[n-1]] {
-		goarch = parts[n-1]
-		n--
-	}
-	if n >= 1 && (parts[n-1] == "linux" || slices.Contains(goosNames[:], parts[n-1])) {
-		goos = parts[n-1]
-	}
-	return goos, goarch
-}
-
-// onePlatform reports whether a file's name builds it for one operating
-// system and one architecture (x_linux_amd64.go).
-func onePlatform(p string) bool {
-	goos, goarch := platform(p)
-	return goos != "" && goarch != ""
-}
-
-// namedOS are the operating systems of goosNames a question names, as a
-// bit set by index + 1: a question about Windows wants the _windows.go
-// file fOtherOS would demote. It reads the question's own words, not the
-// analyzer's terms: the analyzer splits OpenBSD into open and bsd (and
-// bsd names every BSD), iOS into io and os (io is the io package), and
-// stems Windows to window (a dedup window is not the operating system).
-// So a word names an operating system whole and in any case, but Windows
-// only capitalised, and Plan 9 and z/OS in two words one rune apart.
-func namedOS(question string) uint32 {
-	var named uint32
-	prev := ""
-	for len(question) > 0 {
-		i := strings.IndexFunc(question, isWordRune)
-		if i < 0 {
-			break
-		}
-		if i > 1 {
-			prev = "" // two words are one name with one rune between
-		}
-		question = question[i:]
-		j := strings.IndexFunc(question, func(r rune) bool { return !isWordRune(r) })
-		if j < 0 {
-			j = len(question)
-		}
-		w := question[:j]
-		question = question[j:]
-		if w == "Windows" || w == "WINDOWS" {
-			named |= osBit("windows")
-		}
-		lw := strings.ToLower(w)
-		named |= osTerms()[lw] | osTerms()[prev+" "+lw]
-		prev = lw
-	}
-	return named
-}
-
-func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
-
-// osWords are the other words for operating systems of goosNames: macOS
-// is Darwin to the go command, BSD any of the BSDs, WebAssembly the two
-// ports that run it, and illumos builds Solaris's files too (a Solaris
-// question does not want an _illumos.go file).
-var osWords = map[string][]string{
-	"macos": {"darwin"}, "osx": {"darwin"},
-	"bsd": {"freebsd", "netbsd", "openbsd", "dragonfly"}, "bsds": {"freebsd", "netbsd", "openbsd", "dragonfly"},
-	"dragonflybsd": {"dragonfly"},
-	"webassembly":  {"js", "wasip1"}, "wasm": {"js", "wasip1"}, "javascript": {"js"}, "wasi": {"wasip1"},
-	"illumos": {"solaris"},
-	"win32":   {"windows"}, "win64": {"windows"},
-	"plan 9": {"plan9"}, "z os": {"zos"},
-}
-
-// osBit is namedOS's bit for os, a name in goosNames: its index + 1, as
-// fileShape numbers it.
-func osBit(os string) uint32 { return 1 << (slices.Index(goosNames[:], os) + 1) }
-
-// osTerms maps a question's word, lower-cased (or two words, a space
-// between), to the operating systems it names, as namedOS's bits. Windows
-// is namedOS's own: its word is a common noun lower-cased.
-var osTerms = sync.OnceValue(func() map[string]uint32 {
-	out := map[string]uint32{}
-	for _, os := range goosNames {
-		if os != "windows" {
-			out[os] |= osBit(os)
-		}
-	}
-	for w, oses := range osWords {
-		for _, os := range oses {
-			out[w] |= osBit(os)
-		}
-	}
-	return out
-})
 
 // idf weighs a term found in df of n chunks: the rarer, the more it says.
 func idf(n float64, df int) float64 { return math.Log(1 + n/float64(1+df)) }
@@ -346,9 +233,9 @@ func reranking() bool {
 // what weights.Forest's trees add, and returns the new scores, exp of the
 // sum so they stay positive: with the identity weights and no trees, the
 // factored score itself. pkgs are the package docs the question matched
-// best, best first (the search's first pass); named the operating systems
-// it names (namedOS).
-func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path string) float64, groups [][]string, idf []float64, pkgs []termindex.Hit, named uint32) []float64 {
+// best, best first (the search's first pass); named what the question
+// says of the file it wants (askedOf).
+func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path string) float64, groups [][]string, idf []float64, pkgs []termindex.Hit, named asked) []float64 {
 	matched := make([]termindex.Match, len(hits))
 	ix.mem.Matched(hits, groups, matched)
 	byDir := ix.packageEvidence(pkgs, groups)
@@ -430,10 +317,17 @@ func (ix *Index) rerank(hits []termindex.Hit, lift []float64, factor func(path s
 				f[sf.feature] = 1
 			}
 		}
-		if m.goos != 0 && named&(1<<m.goos) == 0 {
+		var other bool
+		f[fNamedOS], other = namedShare(m.plat.oses, named.oses)
+		if other && m.plat.oses&linuxBit == 0 {
 			f[fOtherOS] = 1
-		} else if m.goos != 0 {
-			f[fNamedOS] = 1
+		}
+		f[fNamedArch], other = namedShare(m.plat.arches, named.arches)
+		if other {
+			f[fOtherArch] = 1
+		}
+		if m.shape&shapeUnbuilt != 0 && named.unbuilt {
+			f[fNamedUnbuilt] = 1
 		}
 		f[fLines] = math.Log1p(float64(m.endLine - m.startLine))
 		e := perFile[m.file]

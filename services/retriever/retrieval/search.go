@@ -67,9 +67,10 @@ type weightSet struct {
 	Rerank            features // the reranker's weights, see rerank; identityRerank ranks by the factored score
 	Forest            forest   // the reranker's trees, added to the weighted sum; nil: none
 	Near              int      // chunks nearest the question in meaning joined to the reranker's pool, see searchMem; 0: none
+	Platform          float64  // boost of chunks of a file built for a platform the question names, see platformShould; 0 turns it off
 }
 
-var weights = weightSet{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true, MeanLength: true, Usage: 0.8, Pool: 4, Coord: 1.5, AbbrevShape: true, Rerank: learnedRerank, Forest: learnedForest, Near: 50}
+var weights = weightSet{Symbol: 1, Doc: 1, Path: 1, Test: 0.3, Tool: 0.6, Nested: true, Expand: 0.5, Common: 0.3, Heavy: 0.03, PerFile: 1, Package: 0.5, Internal: 0.5, ExpandText: false, Related: 0, RelatedLift: 8, Group: true, MeanLength: true, Usage: 0.8, Pool: 4, Coord: 1.5, AbbrevShape: true, Rerank: learnedRerank, Forest: learnedForest, Near: 50, Platform: 1}
 
 // Search finds the chunks for a request: a BM25 query built from the
 // instruction (and, lightly, the mode), scoped and filtered as the request
@@ -133,11 +134,12 @@ func (ix *Index) Search(ctx context.Context, req contracts.AgentExecuteRequest) 
 	var cands []candidate
 	var memLines map[string][2]int // a scoring-index hit's own lines, see explain
 	if ix.useMem(scope) {
-		q, first, ok := memQuery(req, scope, workspace, filterWS, terms, heavy, exps, mode)
+		named := askedOf(req.Instruction)
+		q, first, ok := memQuery(req, scope, workspace, filterWS, terms, heavy, exps, mode, named.platforms)
 		if !ok {
 			return res, nil
 		}
-		if cands, err = ix.searchMem(q, first, factor, terms, exps, namedOS(req.Instruction), cleanPaths(req.ActiveFiles)); err != nil {
+		if cands, err = ix.searchMem(q, first, factor, terms, exps, named, cleanPaths(req.ActiveFiles)); err != nil {
 			return res, fmt.Errorf("search %s: %w", workspace, err)
 		}
 		memLines = make(map[string][2]int, len(cands))

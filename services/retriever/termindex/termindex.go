@@ -43,12 +43,13 @@ const (
 	Dir
 	Kind
 	Tags
+	Platform
 	Uses
 	NumKeyword
 )
 
 // KeywordFieldNames are the keyword fields' names, in field order.
-var KeywordFieldNames = [NumKeyword]string{"workspace", "repo", "lang", "file", "dir", "kind", "tags", "uses"}
+var KeywordFieldNames = [NumKeyword]string{"workspace", "repo", "lang", "file", "dir", "kind", "tags", "platform", "uses"}
 
 // BM25 parameters, bleve's (search.BM25_k1, search.BM25_b).
 const (
