@@ -69,8 +69,11 @@ func (ix *Index) useMem(scope string) bool {
 }
 
 // memQuery is buildQuery's query for the scoring index: the same clauses,
-// filters and boosts, scored alike (termindex reproduces bleve's scores).
-// ok is false when nothing can match.
+// filters and boosts, scored alike (termindex reproduces bleve's scores),
+// and the platforms the question names (platformShould), which bleve's
+// query has not. Its should clauses share one scale (termindex's top):
+// naming a platform lowers the repo and package boosts of the chunks
+// outside the named platform's files. ok is false when nothing can match.
 func memQuery(req contracts.AgentExecuteRequest, scope, workspace string, filterWS bool, terms []string, heavy map[string]bool, exps []expansion, mode []string, named platforms) (q termindex.Query, first *termindex.FirstPass, ok bool) {
 	for _, cl := range clauses(terms, heavy, exps) {
 		var c termindex.Clause

@@ -104,6 +104,7 @@ func TestScoringIndexMatchesBleve(t *testing.T) {
 		w.Coord, w.IDF, w.K1, w.B = 0, 0, 0, 0   // bleve's BM25 and coordination
 		w.Usage, w.Pool = 0, 1                   // bleve applies the path factor to the hits it keeps
 		w.Rerank, w.Forest = identityRerank, nil // and does not rerank
+		w.Platform = 0                           // nor read the platforms a question names
 		st.set(&w)
 		weights = w
 		compareEngines(t, ix, st.name, reqs)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/aptix-dev/aptix/services/retriever/termindex"
 )
@@ -55,12 +56,12 @@ var (
 
 // narrowPlatforms is the most platforms of a kind a file's chunks are
 // found by in the index (keywords): a question about FreeBSD wants
-// _freebsd.go and _bsd.go, not every _unix.go file.
+// _freebsd.go and a file for FreeBSD and NetBSD, not every file for Unix.
 const narrowPlatforms = 4
 
 // keywords are the platform field's values of a file's chunks: os:NAME and
-// arch:NAME for each of its operating systems and architectures, when
-// they are at most most.
+// arch:NAME for each of its operating systems and architectures, for a
+// kind of which it has no more than most.
 func (p platforms) keywords(most int) []string {
 	var out []string
 	for _, set := range []struct {
@@ -97,8 +98,8 @@ func platformShould(named platforms) termindex.Should {
 
 // namedShare is how much of a file's platforms (one of platforms' sets)
 // a question names, and other whether it names none of them: a question
-// about FreeBSD is all of a _freebsd.go file's, a twelfth of a _unix.go
-// file's, none of a _windows.go file's.
+// about FreeBSD is all of a _freebsd.go file's, a ninth of a //go:build
+// unix file's, none of a _windows.go file's.
 func namedShare(file, named uint32) (share float64, other bool) {
 	if file == 0 {
 		return 0, false
@@ -161,8 +162,8 @@ var archFamilies = map[string][]string{
 // (platform), any other part of its name that is an architecture or a
 // family of them (a cgo input such as defs_arm_linux.go is built by hand,
 // its name a convention), and its build constraint's (buildPlatforms).
-// Where both say a set, the name's narrows the constraint's. never is
-// buildPlatforms'.
+// Where both say a set, the name's narrows the constraint's. never says,
+// as buildPlatforms does, that no build compiles the file.
 func filePlatforms(p, head string) (plat platforms, never bool) {
 	var byName platforms
 	goos, goarch := platform(p)
@@ -195,11 +196,15 @@ func narrow(name, tags uint32) uint32 {
 }
 
 // buildPlatforms are the operating systems and the architectures for which
-// a file's //go:build line holds (0 for all of them, or for none), each
+// a file's build constraint holds (0 for all of them, or for none), each
 // with some architecture, operating system and value of the tags that are
-// neither (cgo, gccgo, purego, race, up to four of them; go1.N and gc
-// hold, ignore does not); never whether it holds for none: a cgo input or
-// a generator program, //go:build ignore.
+// neither (cgo, gccgo, purego, race: free, up to maxFree of them, and
+// with more the constraint is not read; go1.N and gc hold, ignore does
+// not); never whether it holds for none: a cgo input or a generator
+// program, //go:build ignore. An Android build takes a file for Linux
+// too, iOS Darwin's and illumos Solaris's (impliedOS), so !linux excludes
+// Android; but the set lists Linux alone for a file both build, as its
+// name would, and a question about Android names Linux too.
 func buildPlatforms(head string) (p platforms, never bool) {
 	expr := buildConstraint(head)
 	if expr == nil {
@@ -207,11 +212,14 @@ func buildPlatforms(head string) (p platforms, never bool) {
 	}
 	var free []string
 	expr.Eval(func(tag string) bool {
-		if !fixedTag(tag) && !slices.Contains(free, tag) && len(free) < 4 {
+		if !fixedTag(tag) && !slices.Contains(free, tag) {
 			free = append(free, tag)
 		}
 		return false
 	})
+	if len(free) > maxFree {
+		return platforms{}, false
+	}
 	var out platforms
 	for i, goos := range goosNames {
 		for j, goarch := range goarchNames {
@@ -237,6 +245,11 @@ func buildPlatforms(head string) (p platforms, never bool) {
 	if out.oses == allOS {
 		out.oses = 0
 	}
+	for os, parent := range impliedOS {
+		if out.oses&osBit(parent) != 0 {
+			out.oses &^= osBit(os)
+		}
+	}
 	if out.arches == allArch {
 		out.arches = 0
 	}
@@ -256,26 +269,55 @@ func tagHolds(tag, goos, goarch string) bool {
 	case tag == "unix":
 		return slices.Contains(unixOS, goos)
 	}
-	return false // an Android build takes linux files too, but a file for linux is Linux's, as its name would say
+	return impliedOS[goos] == tag
 }
 
-// buildConstraint is the //go:build line of a file's leading comments, nil
-// for none or one that does not parse.
+// maxFree is the most free tags buildPlatforms tries both ways.
+const maxFree = 4
+
+// impliedOS are the operating systems whose builds take another's files
+// (go/build's matchTag).
+var impliedOS = map[string]string{"android": "linux", "ios": "darwin", "illumos": "solaris"}
+
+// buildConstraint is the build constraint of a file's leading comments
+// (before the package clause, a /* */ licence skipped): its //go:build
+// line, or else its // +build lines together, as the go command reads
+// them; nil for none or one that does not parse.
 func buildConstraint(head string) constraint.Expr {
+	var plus constraint.Expr
+	inBlock := false
 	for line := range strings.Lines(head) {
 		t := strings.TrimSpace(line)
-		if constraint.IsGoBuild(t) {
+		switch {
+		case inBlock:
+			inBlock = !strings.Contains(t, "*/")
+			continue
+		case strings.HasPrefix(t, "/*"):
+			inBlock = !strings.Contains(t[2:], "*/")
+			continue
+		case t != "" && !strings.HasPrefix(t, "//"):
+			return plus // past the leading comments: the package clause
+		}
+		switch {
+		case constraint.IsGoBuild(t):
 			expr, err := constraint.Parse(t)
 			if err != nil {
 				return nil
 			}
 			return expr
-		}
-		if t != "" && !strings.HasPrefix(t, "//") && !strings.HasPrefix(t, "/*") && !strings.HasPrefix(t, "*") {
-			return nil // past the leading comments: the package clause
+		case constraint.IsPlusBuild(t):
+			expr, err := constraint.Parse(t)
+			if err != nil {
+				return nil
+			}
+			if plus == nil {
+				plus = expr
+			} else {
+				plus = &constraint.AndExpr{X: plus, Y: expr}
+			}
 		}
 	}
-	return nil
+	return plus
 }
 
 // asked is what a question says of the file it wants, beside its words.
@@ -293,9 +335,9 @@ func askedOf(question string) asked {
 // OpenBSD into open and bsd (and bsd names every BSD), iOS into io and os
 // (io is the io package), and stems Windows to window (a dedup window is
 // not the operating system). So a word names a platform whole and in any
-// case, but Windows and ARM only capitalised (a window, re-arm a timer),
-// and two words one rune apart name one together (Plan 9, z/OS, x86-64,
-// RISC-V, IBM Z) before either alone.
+// case, but Windows only capitalised and ARM only in capitals (a window,
+// re-arm a timer), and two words one rune apart name one together (Plan
+// 9, z/OS, x86-64, RISC-V, IBM Z) before either alone.
 func namedPlatforms(question string) platforms {
 	type word struct {
 		w      string
@@ -307,12 +349,13 @@ func namedPlatforms(question string) platforms {
 		if i < 0 {
 			break
 		}
+		gap := utf8.RuneCountInString(question[:i])
 		question = question[i:]
 		j := strings.IndexFunc(question, func(r rune) bool { return !isWordRune(r) })
 		if j < 0 {
 			j = len(question)
 		}
-		words = append(words, word{question[:j], i == 1 && len(words) > 0})
+		words = append(words, word{question[:j], gap == 1 && len(words) > 0})
 		question = question[j:]
 	}
 	var named platforms
@@ -337,10 +380,10 @@ func namedPlatforms(question string) platforms {
 	return named
 }
 
-// namesUnbuilt reports whether a question names what a file no build
-// compiles is (//go:build ignore): the input cgo -godefs reads
+// namesUnbuilt reports whether a question asks for the kind of file no
+// build compiles (//go:build ignore): an input cgo -godefs reads
 // (defs_darwin.go, types_linux.go) or a program that generates code
-// (mkpreempt.go). Its words say so: cgo, godefs, a generator.
+// (mkpreempt.go). Its words say so: cgo, godefs, generator, generate.
 func namesUnbuilt(question string) bool {
 	for w := range strings.FieldsFuncSeq(strings.ToLower(question), func(r rune) bool { return !isWordRune(r) }) {
 		if w == "cgo" || w == "godefs" || strings.HasPrefix(w, "generat") {
@@ -354,11 +397,13 @@ func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) 
 
 // platformWords are the other words for platforms, by the go command's
 // names: macOS is Darwin, BSD any of the BSDs, WebAssembly the wasm
-// architecture and the two ports that run it, illumos builds Solaris's
-// files too (a Solaris question does not want an _illumos.go file), x86
-// is both Intel architectures and x86-64 the one.
+// architecture and the two ports that run it; illumos, iOS and Android
+// build Solaris's, Darwin's and Linux's files too (impliedOS: a Solaris
+// question does not want an _illumos.go file); x86 is both Intel
+// architectures and x86-64 the one.
 var platformWords = map[string][]string{
-	"macos": {"darwin"}, "osx": {"darwin"},
+	"macos": {"darwin"}, "osx": {"darwin"}, "os x": {"darwin"}, "mac os": {"darwin"},
+	"ios": {"ios", "darwin"}, "android": {"android", "linux"}, // their builds take Darwin's and Linux's files
 	"bsd": {"freebsd", "netbsd", "openbsd", "dragonfly"}, "bsds": {"freebsd", "netbsd", "openbsd", "dragonfly"},
 	"dragonflybsd": {"dragonfly"},
 	"webassembly":  {"js", "wasip1", "wasm"}, "wasm": {"js", "wasip1", "wasm"}, "javascript": {"js"}, "wasi": {"wasip1"},
@@ -366,7 +411,7 @@ var platformWords = map[string][]string{
 	"win32":   {"windows"}, "win64": {"windows"},
 	"plan 9": {"plan9"}, "z os": {"zos"},
 	"x86": {"386", "amd64"}, "i386": {"386"}, "ia32": {"386"}, "x64": {"amd64"}, "x86 64": {"amd64"},
-	"aarch64": {"arm64"}, "arm32": {"arm"}, "armv5": {"arm"}, "armv6": {"arm"}, "armv7": {"arm"},
+	"aarch64": {"arm64"}, "armv8": {"arm64"}, "arm32": {"arm"}, "armv5": {"arm"}, "armv6": {"arm"}, "armv7": {"arm"},
 	"loongarch": {"loong64"}, "loongarch64": {"loong64"}, "loong": {"loong64"},
 	"mips": {"mips", "mipsle", "mips64", "mips64le"}, "mips32": {"mips", "mipsle"}, "mips64": {"mips64", "mips64le"},
 	"powerpc": {"ppc", "ppc64", "ppc64le"}, "ppc": {"ppc", "ppc64", "ppc64le"}, "ppc64": {"ppc64", "ppc64le"},

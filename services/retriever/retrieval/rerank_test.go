@@ -101,7 +101,7 @@ func TestFileShape(t *testing.T) {
 		{"runtime/lfstack_ppc64x.go", "", 0, arches(platforms{}, "ppc64", "ppc64le")},
 		// the build constraint, under a licence
 		{"os/file_unix.go", "// Copyright 2009 The Go Authors.\n\n//go:build unix || (js && wasm) || wasip1\n\npackage os\n", 0,
-			oses("aix", "android", "darwin", "dragonfly", "freebsd", "hurd", "illumos", "ios", "linux", "netbsd", "openbsd", "solaris", "js", "wasip1")},
+			oses("aix", "darwin", "dragonfly", "freebsd", "hurd", "linux", "netbsd", "openbsd", "solaris", "js", "wasip1")}, // Android's, iOS's and illumos's files are Linux's, Darwin's and Solaris's
 		{"internal/cpu/cpu_x86.go", "//go:build 386 || amd64\n\npackage cpu\n", shapeInternal, arches(platforms{}, "386", "amd64")},
 		{"crypto/sha256/sha256block_amd64.go", "//go:build !purego\n\npackage sha256\n", 0, arches(platforms{}, "amd64")},
 		{"crypto/sha256/sha256block_noasm.go", "//go:build (!amd64 && !arm64) || purego\n\npackage sha256\n", 0, platforms{}}, // purego: everywhere
@@ -110,7 +110,12 @@ func TestFileShape(t *testing.T) {
 		{"x/y.go", "//go:build windows\n\npackage x\n", 0, oses("windows")},
 		{"x/z.go", "//go:build ignore\n\npackage x\n", shapeUnbuilt, platforms{}},
 		{"x/gen.go", "//go:build ignore && linux\n\npackage main\n", shapeUnbuilt, platforms{}},
-		{"x/body.go", "package x\n\n//go:build windows\n", 0, platforms{}}, // not a leading comment
+		{"x/body.go", "package x\n\n//go:build windows\n", 0, platforms{}},                                                                                         // not a leading comment
+		{"x/lic.go", "/*\nCopyright 2016 The Kubernetes Authors.\n*/\n\n//go:build windows\n\npackage x\n", 0, oses("windows")},                                    // under a block comment
+		{"x/old.go", "// +build linux darwin\n// +build amd64\n\npackage x\n", 0, arches(oses("linux", "darwin"), "amd64")},                                        // the old lines, and together
+		{"x/d.go", "//go:build darwin\n\npackage x\n", 0, oses("darwin")},                                                                                          // iOS builds it too, but it is Darwin's
+		{"x/notlinux.go", "//go:build !linux\n\npackage x\n", 0, platforms{oses: allOS &^ osBit("linux") &^ osBit("android") &^ osBit("ios") &^ osBit("illumos")}}, // nor Android; iOS and illumos files are Darwin and Solaris files
+		{"x/many.go", "//go:build a && b && c && d && e\n\npackage x\n", 0, platforms{}},                                                                           // too many free tags: not read
 	} {
 		if shape, plat := fileShape(tt.path, tt.head); shape != tt.shape || plat != tt.plat {
 			t.Errorf("fileShape(%q, %q) = %b, %+v, want %b, %+v", tt.path, tt.head, shape, plat, tt.shape, tt.plat)
@@ -664,7 +669,10 @@ func TestNamedPlatforms(t *testing.T) {
 		{"illumos event ports", p("illumos", "solaris")},
 		{"Solaris event ports", p("solaris")},
 		{"the MAC address of an interface", p()},
-		{"get the screen size on iOS", p("ios")},
+		{"get the screen size on iOS", p("ios", "darwin")},
+		{"Android: read a system property", p("android", "linux")},
+		{"on Mac OS X, the Keychain", p("darwin")},
+		{"x86–64 CPU features", p("amd64")}, // an en dash
 		{"copy from a reader with the io package", p()},
 		{"an io.Reader over an OS file", p()},
 		{"split the words of a line", p()},

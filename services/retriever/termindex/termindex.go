@@ -32,7 +32,8 @@ const (
 // TextFieldNames are the text fields' names, in field order.
 var TextFieldNames = [NumText]string{"symbol", "doc", "path", "content"}
 
-// Keyword fields: one value each (Tags and Uses: several), matched whole.
+// Keyword fields: one value each (Tags, Platform and Uses: several),
+// matched whole.
 // Uses holds the names a chunk refers to (package usage), counted with
 // Counts: how many chunks use a declaration.
 const (
