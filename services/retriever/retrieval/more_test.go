@@ -170,9 +170,9 @@ func TestIndexKeepsGeneratedGo(t *testing.T) {
 // TestNamedPlatformFirst: the standard library declares the same constant
 // in a file per platform (defs_linux_386.go, defs_linux_s390x.go ...), and
 // their text cannot tell them apart: the platform a question names in a
-// developer's words (IBM Z is s390x, 32-bit ARM is arm, FreeBSD) puts its
-// file first, and an architecture it does not name puts its file behind
-// the one built for every architecture.
+// developer's words (IBM Z is s390x, 32-bit ARM is arm, NetBSD) puts its
+// file first, and a question that names none puts the file built for
+// every platform before those built for one.
 func TestNamedPlatformFirst(t *testing.T) {
 	e := newEnv(t)
 	root := t.TempDir()

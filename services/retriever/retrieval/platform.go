@@ -212,7 +212,7 @@ func buildPlatforms(head string) (p platforms, never bool) {
 	}
 	var free []string
 	expr.Eval(func(tag string) bool {
-		if !fixedTag(tag) && !slices.Contains(free, tag) {
+		if _, fixed := platformTag(tag, "", ""); !fixed && !slices.Contains(free, tag) {
 			free = append(free, tag)
 		}
 		return false
@@ -228,10 +228,10 @@ func buildPlatforms(head string) (p platforms, never bool) {
 			}
 			for set := range 1 << len(free) {
 				holds := expr.Eval(func(tag string) bool {
-					if k := slices.Index(free, tag); k >= 0 {
-						return set&(1<<k) != 0
+					if holds, fixed := platformTag(tag, goos, goarch); fixed {
+						return holds
 					}
-					return tagHolds(tag, goos, goarch)
+					return set&(1<<slices.Index(free, tag)) != 0
 				})
 				if holds {
 					out.oses |= 1 << i
@@ -256,20 +256,23 @@ func buildPlatforms(head string) (p platforms, never bool) {
 	return out, never
 }
 
-// fixedTag reports whether tag's value is fixed for a platform.
-func fixedTag(tag string) bool {
-	return tag == "unix" || tag == "gc" || tag == "ignore" || strings.HasPrefix(tag, "go1.") ||
-		slices.Contains(goosNames[:], tag) || slices.Contains(goarchNames[:], tag)
-}
-
-func tagHolds(tag, goos, goarch string) bool {
+// platformTag is a build tag's value for a platform, and fixed whether the
+// platform fixes it (an operating system, an architecture, unix, gc,
+// go1.N, ignore) or it is free (cgo, purego, race ...).
+func platformTag(tag, goos, goarch string) (holds, fixed bool) {
 	switch {
-	case tag == goos || tag == goarch || tag == "gc" || strings.HasPrefix(tag, "go1."):
-		return true
+	case slices.Contains(goosNames[:], tag):
+		return tag == goos || impliedOS[goos] == tag, true
+	case slices.Contains(goarchNames[:], tag):
+		return tag == goarch, true
 	case tag == "unix":
-		return slices.Contains(unixOS, goos)
+		return slices.Contains(unixOS, goos), true
+	case tag == "gc" || strings.HasPrefix(tag, "go1."):
+		return true, true
+	case tag == "ignore":
+		return false, true
 	}
-	return impliedOS[goos] == tag
+	return false, false
 }
 
 // maxFree is the most free tags buildPlatforms tries both ways.
